@@ -63,6 +63,16 @@ static void test_reduce_and_layout(void) {
   expect_type(evtc_node_add(g, EVTC_OP_RESHAPE, &x, 1, &rs, 1, NULL), EVTC_F32, 2, (int64_t[]){6, 4}, "reshape");
   evtc_attr rs_bad = evtc_attr_ints("shape", 2, (int64_t[]){5, 5});
   expect_error(g, evtc_node_add(g, EVTC_OP_RESHAPE, &x, 1, &rs_bad, 1, NULL), "holds 25 elements, the input 24");
+  evtc_attr huge = evtc_attr_ints("shape", 4, (int64_t[]){1, 1, (int64_t)1 << 40, (int64_t)1 << 40});
+  evtc_attr ex_huge = evtc_attr_ints("shape", 3, (int64_t[]){(int64_t)1 << 40, (int64_t)1 << 40, 4});
+  expect_error(g, evtc_node_add(g, EVTC_OP_RESHAPE, &x, 1, &huge, 1, NULL), "more than");
+  evtc_node *one = evtc_node_add(g, EVTC_OP_REDUCE_SUM, &x, 1, (evtc_attr[]){evtc_attr_int("keepdims", 1)}, 1, NULL);
+  expect_error(g, evtc_node_add(g, EVTC_OP_EXPAND, &one, 1, &ex_huge, 1, NULL), "result has more than");
+  evtc_attr sl_big[] = {evtc_attr_ints("starts", 3, (int64_t[]){0, 0, 0}),
+                        evtc_attr_ints("ends", 3, (int64_t[]){INT64_MAX, INT64_MAX, INT64_MAX}),
+                        evtc_attr_ints("steps", 3, (int64_t[]){INT64_MAX, 1, 1})};
+  expect_type(evtc_node_add(g, EVTC_OP_SLICE, &x, 1, sl_big, 3, NULL), EVTC_F32, 3, (int64_t[]){1, 3, 4},
+              "slice with a huge step does not overflow");
   evtc_attr pm = evtc_attr_ints("perm", 3, (int64_t[]){2, 0, 1});
   expect_type(evtc_node_add(g, EVTC_OP_PERMUTE, &x, 1, &pm, 1, NULL), EVTC_F32, 3, (int64_t[]){4, 2, 3}, "permute");
   evtc_attr pm_bad = evtc_attr_ints("perm", 3, (int64_t[]){0, 0, 1});

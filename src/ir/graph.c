@@ -21,14 +21,15 @@ evtc_type evtc_type_make(evtc_dtype dt, int rank, const int64_t *shape) {
   for (int i = rank - 1; i >= 0; i--) {
     t.shape[i] = shape[i];
     t.strides[i] = stride;
-    stride *= shape[i];
+    if (__builtin_mul_overflow(stride, shape[i], &stride)) stride = INT64_MAX; /* rejected by inference */
   }
   return t;
 }
 
 int64_t evtc_type_numel(const evtc_type *t) {
   int64_t n = 1;
-  for (int i = 0; i < t->rank; i++) n *= t->shape[i];
+  for (int i = 0; i < t->rank; i++)
+    if (__builtin_mul_overflow(n, t->shape[i], &n)) return INT64_MAX;  /* saturates: callers reject it */
   return n;
 }
 

@@ -12,6 +12,13 @@
 
 #define FAIL(...) (evtc_graph_fail(g, EVTC_ERR_TYPE, n->name, n->op, __VA_ARGS__), false)
 
+/* Largest element count a tensor may have; keeps every size product in int64. */
+#define NUMEL_LIMIT ((int64_t)1 << 48)
+
+/* a*b and a+b for sizes that bad input may make huge: false on overflow. */
+static bool size_mul(int64_t a, int64_t b, int64_t *out) { return !__builtin_mul_overflow(a, b, out); }
+static bool size_add(int64_t a, int64_t b, int64_t *out) { return !__builtin_add_overflow(a, b, out); }
+
 static const evtc_type *in_type(const evtc_node *n, int i) { return &n->inputs[i]->type; }
 
 static void set_type(evtc_node *n, evtc_dtype dt, int rank, const int64_t *shape) {
@@ -122,8 +129,8 @@ static bool infer_reshape(evtc_graph *g, evtc_node *n) {
       infer_at = i;
     } else if (shape[i] < 0) {
       return FAIL("target dimension %d is negative (%lld)", i, (long long)shape[i]);
-    } else {
-      known *= shape[i];
+    } else if (!size_mul(known, shape[i], &known) || known > NUMEL_LIMIT) {
+      return FAIL("target shape holds more than %lld elements", (long long)NUMEL_LIMIT);
     }
   }
   int64_t numel = evtc_type_numel(t);
@@ -176,7 +183,7 @@ static int64_t slice_len(int64_t s, int64_t start, int64_t end, int64_t step) {
   if (end < 0) end += s;
   start = start < 0 ? 0 : start > s ? s : start;
   end = end < 0 ? 0 : end > s ? s : end;
-  return end > start ? (end - start + step - 1) / step : 0;
+  return end > start ? (end - start - 1) / step + 1 : 0;
 }
 
 static bool infer_slice(evtc_graph *g, evtc_node *n) {
@@ -215,7 +222,7 @@ static bool infer_concat(evtc_graph *g, evtc_node *n) {
       if (d != ax && t->shape[d] != t0->shape[d])
         return FAIL("input %d differs from input 0 in dim %d (%lld vs %lld)", i, d, (long long)t->shape[d],
                     (long long)t0->shape[d]);
-    shape[ax] += t->shape[ax];
+    if (!size_add(shape[ax], t->shape[ax], &shape[ax])) return FAIL("concatenated dim %d overflows", ax);
   }
   set_type(n, t0->dtype, t0->rank, shape);
   return true;
@@ -231,8 +238,10 @@ static bool infer_pad(evtc_graph *g, evtc_node *n) {
   for (int d = 0; d < t->rank; d++) {
     int64_t lo = pads->v.ints[d], hi = pads->v.ints[t->rank + d];
     if (lo < 0 || hi < 0 || interior[d] < 0) return FAIL("negative padding on axis %d", d);
-    int64_t s = t->shape[d];
-    shape[d] = lo + hi + s + (s > 0 ? (s - 1) * interior[d] : 0);
+    int64_t s = t->shape[d], inner = 0;
+    if (!size_mul(s > 0 ? s - 1 : 0, interior[d], &inner) || !size_add(inner, s, &shape[d]) ||
+        !size_add(shape[d], lo, &shape[d]) || !size_add(shape[d], hi, &shape[d]))
+      return FAIL("padded dim %d overflows", d);
   }
   set_type(n, t->dtype, t->rank, shape);
   return true;
@@ -338,10 +347,13 @@ static bool geometry(evtc_graph *g, evtc_node *n, const int64_t *kernel, int64_t
 /* Output size of a sliding window; false (diag set) when it is empty. */
 static bool window_out(evtc_graph *g, evtc_node *n, int64_t in, int64_t k, int64_t s, int64_t p0, int64_t p1,
                        int64_t d, int64_t *out) {
-  int64_t span = d * (k - 1) + 1;
-  if (in + p0 + p1 < span) return FAIL("window of %lld exceeds the padded input of %lld", (long long)span,
+  int64_t span, padded;
+  if (!size_mul(d, k - 1, &span) || !size_add(span, 1, &span) || !size_add(in, p0, &padded) ||
+      !size_add(padded, p1, &padded))
+    return FAIL("window or padding sizes overflow");
+  if (padded < span) return FAIL("window of %lld exceeds the padded input of %lld", (long long)span,
                                        (long long)(in + p0 + p1));
-  *out = (in + p0 + p1 - span) / s + 1;
+  *out = (padded - span) / s + 1;
   return true;
 }
 
@@ -539,8 +551,24 @@ static bool infer_elementwise(evtc_graph *g, evtc_node *n) {
   return true;
 }
 
+/* Rejects results with more than NUMEL_LIMIT elements (sizes stay in int64). */
+static bool numel_ok(evtc_graph *g, evtc_node *n) {
+  int64_t numel = 1;
+  for (int d = 0; d < n->type.rank; d++)
+    if (!size_mul(numel, n->type.shape[d], &numel) || numel > NUMEL_LIMIT)
+      return FAIL("result has more than %lld elements", (long long)NUMEL_LIMIT);
+  return true;
+}
+
+static bool infer(evtc_graph *g, evtc_node *n);
+
 bool evtc_infer_type(evtc_graph *g, evtc_node *n) {
   EVTC_ASSERT(!evtc_op_is_leaf(n->op));
+  return infer(g, n) && numel_ok(g, n);
+}
+
+/* Dispatch by op family; evtc_type_make's stride products are checked after. */
+static bool infer(evtc_graph *g, evtc_node *n) {
   switch (n->op) {
     case EVTC_OP_REDUCE_SUM: case EVTC_OP_REDUCE_MEAN: case EVTC_OP_REDUCE_MAX: case EVTC_OP_REDUCE_MIN:
       return infer_reduce(g, n);

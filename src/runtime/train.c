@@ -1,0 +1,214 @@
+/* train.c -- the training loop: data, joint graph, steps, progress.
+ *
+ * One trainer owns the rebatched model, the joint graph, the interpreter
+ * and a buffer for every leaf of the joint graph.  A step gathers one
+ * mini-batch into the INPUT buffers, runs the interpreter with the global
+ * step number as the dropout offset, and copies each `updates` output into
+ * the PARAM or STATE buffer it replaces, which the next run reads.
+ */
+#include "runtime/train.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/init.h"
+#include "runtime/interp.h"
+
+typedef struct trainer {
+  evtc_graph *fwd;                 /* the model rebatched to the training batch */
+  evtc_graph *joint;               /* forward + backward + optimizer */
+  const evtc_node *loss;           /* joint's loss node */
+  evtc_interp *it;
+  evtc_leaf_values values;         /* joint's leaves */
+  const evtc_dataset_column **feed; /* by joint node id: the column of an INPUT */
+  evtc_dataset train;
+  int64_t batch;
+} trainer;
+
+double *evtc_leaf_values_find(const evtc_leaf_values *v, const char *name) {
+  const evtc_node *n = evtc_graph_find(v->g, name);
+  return n ? v->data[n->id] : NULL;
+}
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* splitmix64: the shuffling stream (seeded, the same on every machine). */
+static uint64_t next_random(uint64_t *state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Fisher-Yates shuffle of perm[0..n) with unbiased bounded draws. */
+static void shuffle(int64_t *perm, int64_t n, uint64_t *state) {
+  for (int64_t i = n - 1; i > 0; i--) {
+    uint64_t bound = (uint64_t)i + 1, limit = UINT64_MAX - UINT64_MAX % bound, r;
+    do r = next_random(state);
+    while (r >= limit);
+    int64_t j = (int64_t)(r % bound), t = perm[i];
+    perm[i] = perm[j];
+    perm[j] = t;
+  }
+}
+
+static void trainer_free(trainer *t) {
+  if (t->values.data)
+    for (int32_t i = 0; i < t->joint->n_nodes; i++) free(t->values.data[i]);
+  free(t->values.data);
+  free(t->feed);
+  if (t->it) evtc_interp_free(t->it);
+  evtc_graph_free(t->joint);
+  evtc_graph_free(t->fwd);
+  evtc_dataset_free(&t->train);
+}
+
+/* Everything before the first step; EVTC_OK or the first error in d. */
+static evtc_status trainer_setup(trainer *t, const evtc_graph *model, const char *dir, const evtc_train_options *o,
+                                 evtc_diag *d) {
+  if (!model->loss)
+    return evtc_diag_set(d, EVTC_ERR_INVALID, "the model has no `loss` line: nothing to minimise");
+  if (o->optim.kind == EVTC_OPTIM_NONE)
+    return evtc_diag_set(d, EVTC_ERR_INVALID, "training needs an optimizer (sgd or adamw)");
+  if (!evtc_dataset_exists(dir, "train")) return evtc_diag_set(d, EVTC_ERR_IO, "data directory %s has no train/ folder", dir);
+  int64_t batch = o->batch;
+  for (int32_t i = 0; batch == 0 && i < model->n_nodes; i++)
+    if (model->nodes[i]->op == EVTC_OP_INPUT && model->nodes[i]->type.rank > 0) batch = model->nodes[i]->type.shape[0];
+  if (batch <= 0) return evtc_diag_set(d, EVTC_ERR_INVALID, "the model has no batched input");
+  t->batch = batch;
+  if (!(t->fwd = evtc_graph_rebatch(model, batch, d))) return d->status;
+  if (evtc_dataset_load(&t->train, t->fwd, dir, "train", d) != EVTC_OK) return d->status;
+  if (t->train.n_samples < batch)
+    return evtc_diag_set(d, EVTC_ERR_INVALID, "batch %lld is larger than the training set (%lld samples in %s/train)",
+                         (long long)batch, (long long)t->train.n_samples, dir);
+  if (!(t->joint = evtc_autodiff(t->fwd, NULL, 0, &o->optim, d))) return d->status;
+  t->loss = evtc_graph_find(t->joint, model->loss->name);
+  EVTC_ASSERT(t->loss != NULL);
+  t->it = evtc_interp_new(t->joint);
+  t->values.g = t->joint;
+  t->values.data = calloc((size_t)t->joint->n_nodes + 1, sizeof(double *));
+  t->feed = calloc((size_t)t->joint->n_nodes + 1, sizeof *t->feed);
+  for (int32_t i = 0; i < t->joint->n_nodes; i++) {
+    const evtc_node *n = t->joint->nodes[i];
+    if (n->op != EVTC_OP_INPUT && n->op != EVTC_OP_PARAM && n->op != EVTC_OP_STATE) continue;
+    int64_t numel = evtc_type_numel(&n->type);
+    t->values.data[i] = calloc((size_t)(numel > 0 ? numel : 1), sizeof(double));
+    if (n->op == EVTC_OP_INPUT) {
+      t->feed[i] = evtc_dataset_column_find(&t->train, n->name);
+      if (!t->feed[i])
+        return evtc_diag_set(d, EVTC_ERR_INVALID, "input %%%s of the joint graph has no data in %s/train", n->name,
+                             dir);
+    } else {
+      evtc_init_leaf(n, t->values.data[i], o->seed);
+    }
+    evtc_interp_set(t->it, n, t->values.data[i]);
+  }
+  return EVTC_OK;
+}
+
+/* One step on samples rows[0..batch); returns the loss (d set on error). */
+static double trainer_step(trainer *t, const int64_t *rows, int64_t batch, uint64_t step, evtc_diag *d) {
+  for (int32_t i = 0; i < t->joint->n_nodes; i++)
+    if (t->feed[i]) evtc_dataset_gather(t->feed[i], rows, batch, t->values.data[i]);
+  if (evtc_interp_run(t->it, step, d) != EVTC_OK) return NAN;
+  double loss = evtc_interp_value(t->it, t->loss)[0];
+  for (int32_t k = 0; k < t->joint->n_outputs; k++) {
+    const evtc_output *out = &t->joint->outputs[k];
+    if (!out->updates) continue;
+    size_t bytes = sizeof(double) * (size_t)evtc_type_numel(&out->updates->type);
+    memmove(t->values.data[out->updates->id], evtc_interp_value(t->it, out->node), bytes);
+  }
+  return loss;
+}
+
+/* The live progress line: bar, epoch, step, loss, speed. */
+static void draw_live(FILE *log, int64_t epoch, int64_t epochs, int64_t step, int64_t steps, double loss,
+                      double speed) {
+  enum { WIDTH = 24 };
+  double done = ((double)(epoch - 1) + (double)step / (double)steps) / (double)epochs;
+  int fill = (int)(done * WIDTH + 0.5);
+  char bar[WIDTH + 1];
+  for (int i = 0; i < WIDTH; i++) bar[i] = i < fill ? '#' : '.';
+  bar[WIDTH] = 0;
+  fprintf(log, "\r[%s] epoch %lld/%lld step %lld/%lld loss %.4f %.1f steps/s\033[K", bar, (long long)epoch,
+          (long long)epochs, (long long)step, (long long)steps, loss, speed);
+  fflush(log);
+}
+
+/* Runs the epochs; fills r's training fields. */
+static evtc_status trainer_loop(trainer *t, const evtc_train_options *o, evtc_train_report *r, evtc_diag *d) {
+  int64_t n = t->train.n_samples, batch = r->batch, steps = n / batch;
+  int64_t *perm = malloc(sizeof(int64_t) * (size_t)n);
+  for (int64_t i = 0; i < n; i++) perm[i] = i;
+  uint64_t rng = o->seed ^ 0x73687566666c65ull;       /* "shuffle": a stream apart from init's */
+  double start = now_seconds();
+  for (int64_t epoch = 1; epoch <= o->epochs; epoch++) {
+    shuffle(perm, n, &rng);
+    double sum = 0, epoch_start = now_seconds(), last_draw = 0;
+    for (int64_t s = 0; s < steps; s++) {
+      double loss = trainer_step(t, perm + s * batch, batch, (uint64_t)r->steps, d);
+      if (d->status != EVTC_OK) break;
+      r->steps++;
+      if (!isfinite(loss)) {
+        r->diverged = true;
+        evtc_diag_set(d, EVTC_ERR_RUNTIME, "the loss became %g at epoch %lld step %lld (try a smaller --lr)", loss,
+                      (long long)epoch, (long long)s + 1);
+        break;
+      }
+      sum += loss;
+      double now = now_seconds();
+      if (o->log && o->live && (now - last_draw > 0.1 || s + 1 == steps)) {
+        draw_live(o->log, epoch, o->epochs, s + 1, steps, sum / (double)(s + 1),
+                  (double)(s + 1) / (now - epoch_start));
+        last_draw = now;
+      }
+    }
+    if (d->status != EVTC_OK) break;
+    double mean = sum / (double)steps, speed = (double)steps / (now_seconds() - epoch_start);
+    if (epoch == 1) r->first_loss = mean;
+    r->final_loss = mean;
+    if (o->log && !o->live)
+      fprintf(o->log, "epoch %lld/%lld loss %.4f steps/s %.1f\n", (long long)epoch, (long long)o->epochs, mean, speed);
+  }
+  if (o->log && o->live) fputc('\n', o->log);
+  r->seconds = now_seconds() - start;
+  free(perm);
+  return d->status;
+}
+
+evtc_status evtc_train(const evtc_graph *model, const char *data_dir, const evtc_train_options *o,
+                       evtc_train_report *r, evtc_diag *d) {
+  memset(r, 0, sizeof *r);
+  r->test_loss = NAN;
+  r->test_accuracy = -1;
+  trainer t = {0};
+  if (trainer_setup(&t, model, data_dir, o, d) != EVTC_OK) goto out;
+  r->batch = t.batch;
+  r->train_samples = t.train.n_samples;
+  if (o->log) {
+    const char *opt = o->optim.kind == EVTC_OPTIM_SGD ? "sgd" : "adamw";
+    fprintf(o->log, "train: %lld samples, batch %lld, %lld steps/epoch, %s lr %g, %lld epochs\n",
+            (long long)r->train_samples, (long long)r->batch, (long long)(r->train_samples / r->batch), opt,
+            o->optim.lr, (long long)o->epochs);
+  }
+  if (trainer_loop(&t, o, r, d) != EVTC_OK) goto out;
+
+  if (evtc_dataset_exists(data_dir, "test")) {
+    evtc_dataset test;
+    if (evtc_dataset_load(&test, model, data_dir, "test", d) != EVTC_OK) goto out;
+    r->test_samples = test.n_samples;
+    evtc_train_evaluate(model, &test, &t.values, &r->test_loss, &r->test_accuracy, d);
+    evtc_dataset_free(&test);
+    if (d->status != EVTC_OK) goto out;
+  }
+  if (o->save_path) r->saved_tensors = evtc_train_save(o->save_path, model, &t.values, d);
+out:
+  trainer_free(&t);
+  return d->status;
+}

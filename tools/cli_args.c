@@ -1,0 +1,80 @@
+/* cli_args.c -- option values of the evtc subcommands, checked strictly. */
+#include "cli_args.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+bool evtc_cli_value(int argc, char **argv, int *i, const char **out) {
+  if (*i + 1 >= argc) {
+    fprintf(stderr, "evtc: %s needs a value\n", argv[*i]);
+    return false;
+  }
+  *out = argv[++*i];
+  return true;
+}
+
+bool evtc_cli_int(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (end == s || *end || errno || v < lo || v > hi) {
+    fprintf(stderr, "evtc: %s: '%s' is not an integer in %" PRId64 "..%" PRId64 "\n", opt, s, lo, hi);
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+bool evtc_cli_u64(const char *opt, const char *s, uint64_t *out) {
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (end == s || *end || errno || s[0] == '-') {
+    fprintf(stderr, "evtc: %s: '%s' is not a non-negative integer\n", opt, s);
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+bool evtc_cli_positive(const char *opt, const char *s, double *out) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (end == s || *end || errno || !isfinite(v) || v <= 0) {
+    fprintf(stderr, "evtc: %s: '%s' is not a positive number\n", opt, s);
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+bool evtc_cli_mkdirs(const char *path) {
+  if (!*path) {
+    fprintf(stderr, "evtc: empty directory name\n");
+    return false;
+  }
+  char *p = strdup(path);
+  bool ok = true;
+  for (char *s = p + 1; ok; s++) {
+    if (*s != '/' && *s != 0) continue;
+    char c = *s;
+    *s = 0;
+    struct stat st;
+    if (mkdir(p, 0777) != 0 && errno != EEXIST) ok = false;
+    else if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) {
+      errno = ENOTDIR;
+      ok = false;
+    }
+    if (!ok) fprintf(stderr, "evtc: cannot create directory %s: %s\n", p, strerror(errno));
+    *s = c;
+    if (!c) break;
+  }
+  free(p);
+  return ok;
+}

@@ -1,0 +1,207 @@
+/* cmd_run.c -- `evtc run`: run a model once on inputs from .npy files.
+ *
+ *   evtc run FILE --input NAME=PATH.npy ... [-o DIR] [--step N] [--seed S] [--grads]
+ *
+ * Every INPUT of the model must be given; PARAM and STATE leaves are
+ * initialised from their attributes (evtc_init_leaf with --seed) unless
+ * given with --input too.  Each file's shape must equal its node's shape;
+ * its values are rounded to the node's dtype.  The float64 interpreter runs
+ * the graph (--step is the dropout offset) and every graph output is written
+ * to DIR/<name>.npy.  With --grads the joint graph of the loss's gradients
+ * runs instead: its outputs add DIR/grad.<param>.npy and "loss: X" is printed.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autodiff/autodiff.h"
+#include "cli.h"
+#include "cli_args.h"
+#include "runtime/init.h"
+#include "runtime/interp.h"
+#include "runtime/npy.h"
+#include "runtime/precision.h"
+
+static const char run_usage[] =
+    "usage: evtc run FILE --input NAME=PATH.npy ... [-o DIR] [--step N] [--seed S] [--grads]\n";
+
+typedef struct run_options {
+  const char *model, *out_dir;
+  const char **input_specs;    /* "NAME=PATH" strings, n_inputs of them */
+  int n_inputs;
+  uint64_t step, seed;
+  bool grads;
+} run_options;
+
+/* Parses argv into o (input_specs malloc'd); false after printing why. */
+static bool parse_options(int argc, char **argv, run_options *o) {
+  memset(o, 0, sizeof *o);
+  o->out_dir = ".";
+  o->input_specs = malloc(sizeof(char *) * (size_t)(argc + 1));
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i], *v;
+    if (strcmp(a, "--input") == 0 || strcmp(a, "-i") == 0) {
+      if (!evtc_cli_value(argc, argv, &i, &v)) return false;
+      if (!strchr(v, '=') || v[0] == '=') {
+        fprintf(stderr, "evtc: --input: expected NAME=PATH.npy, got '%s'\n", v);
+        return false;
+      }
+      o->input_specs[o->n_inputs++] = v;
+    } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
+      if (!evtc_cli_value(argc, argv, &i, &o->out_dir)) return false;
+    } else if (strcmp(a, "--step") == 0) {
+      if (!evtc_cli_value(argc, argv, &i, &v) || !evtc_cli_u64(a, v, &o->step)) return false;
+    } else if (strcmp(a, "--seed") == 0) {
+      if (!evtc_cli_value(argc, argv, &i, &v) || !evtc_cli_u64(a, v, &o->seed)) return false;
+    } else if (strcmp(a, "--grads") == 0) {
+      o->grads = true;
+    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      fputs(run_usage, stdout);
+      exit(EVTC_EXIT_OK);
+    } else if (a[0] == '-' && a[1]) {
+      fprintf(stderr, "evtc: run: unknown option '%s'\n%s", a, run_usage);
+      return false;
+    } else if (!o->model) {
+      o->model = a;
+    } else {
+      fprintf(stderr, "evtc: run: more than one model file ('%s', '%s')\n%s", o->model, a, run_usage);
+      return false;
+    }
+  }
+  if (!o->model) {
+    fprintf(stderr, "evtc: run: no model file\n%s", run_usage);
+    return false;
+  }
+  return true;
+}
+
+/* Loads spec "NAME=PATH" into the buffer of its leaf in g; false after printing why. */
+static bool load_input(const evtc_graph *g, const char *spec, double **values) {
+  const char *eq = strchr(spec, '=');
+  char name[256];
+  snprintf(name, sizeof name, "%.*s", (int)(eq - spec), spec);
+  const char *path = eq + 1;
+  const evtc_node *n = evtc_graph_find(g, name);
+  if (!n) {
+    fprintf(stderr, "evtc: --input %s: the model has no node %%%s\n", spec, name);
+    return false;
+  }
+  if (n->op != EVTC_OP_INPUT && n->op != EVTC_OP_PARAM && n->op != EVTC_OP_STATE) {
+    fprintf(stderr, "evtc: --input %s: %%%s is a %s node, not an input, param or state\n", spec, name,
+            evtc_op_get(n->op)->name);
+    return false;
+  }
+  if (values[n->id]) {
+    fprintf(stderr, "evtc: --input: %%%s given twice\n", name);
+    return false;
+  }
+  evtc_type t;
+  double *data;
+  evtc_diag d = {0};
+  if (evtc_npy_read(path, &t, &data, &d) != EVTC_OK) {
+    fprintf(stderr, "evtc: %s\n", d.msg);
+    return false;
+  }
+  bool same = t.rank == n->type.rank;
+  for (int i = 0; same && i < t.rank; i++) same = t.shape[i] == n->type.shape[i];
+  if (!same) {
+    char want[128], got[128];
+    fprintf(stderr, "evtc: %s %%%s: expected %s, got %s from %s\n", evtc_op_get(n->op)->name, name,
+            evtc_type_str(&n->type, want, sizeof want), evtc_type_str(&t, got, sizeof got), path);
+    free(data);
+    return false;
+  }
+  int64_t numel = evtc_type_numel(&t);
+  for (int64_t i = 0; i < numel; i++) data[i] = evtc_round_to(n->type.dtype, data[i]);
+  values[n->id] = data;
+  return true;
+}
+
+/* Binds every leaf of g: given values, else evtc_init_leaf for PARAM/STATE.
+ * A missing INPUT is an error.  values[] gets every buffer (caller frees). */
+static bool bind_leaves(const evtc_graph *g, evtc_interp *it, double **values, uint64_t seed) {
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    const evtc_node *n = g->nodes[i];
+    if (n->op != EVTC_OP_INPUT && n->op != EVTC_OP_PARAM && n->op != EVTC_OP_STATE) continue;
+    if (!values[i]) {
+      if (n->op == EVTC_OP_INPUT) {
+        char t[128];
+        fprintf(stderr, "evtc: input %%%s (%s) not given: use --input %s=PATH.npy\n", n->name,
+                evtc_type_str(&n->type, t, sizeof t), n->name);
+        return false;
+      }
+      int64_t numel = evtc_type_numel(&n->type);
+      values[i] = malloc(sizeof(double) * (size_t)(numel > 0 ? numel : 1));
+      evtc_init_leaf(n, values[i], seed);
+    }
+    evtc_interp_set(it, n, values[i]);
+  }
+  return true;
+}
+
+/* Writes every output of g to DIR/<name>.npy; false after printing why. */
+static bool write_outputs(const evtc_graph *g, const evtc_interp *it, const char *dir) {
+  if (!evtc_cli_mkdirs(dir)) return false;
+  for (int32_t i = 0; i < g->n_outputs; i++) {
+    const evtc_node *n = g->outputs[i].node;
+    size_t cap = strlen(dir) + strlen(n->name) + 8;
+    char *path = malloc(cap);
+    snprintf(path, cap, "%s/%s.npy", dir, n->name);
+    evtc_type t = evtc_type_make(n->type.dtype, n->type.rank, n->type.shape);
+    evtc_diag d = {0};
+    evtc_status st = evtc_npy_write(path, &t, evtc_interp_value(it, n), &d);
+    free(path);
+    if (st != EVTC_OK) {
+      fprintf(stderr, "evtc: %s\n", d.msg);
+      return false;
+    }
+  }
+  return true;
+}
+
+int evtc_cmd_run(int argc, char **argv) {
+  run_options o;
+  int rc = EVTC_EXIT_BAD_INPUT;
+  evtc_graph *model = NULL, *joint = NULL;
+  const evtc_graph *g = NULL;        /* the graph that runs: model, or joint with --grads */
+  double **values = NULL;
+  evtc_interp *it = NULL;
+  if (!parse_options(argc, argv, &o)) goto out;
+  if (!(model = evtc_cli_load_model(o.model))) goto out;
+  g = model;
+  if (o.grads) {
+    if (!model->loss) {
+      fprintf(stderr, "evtc: --grads: %s has no `loss` line\n", o.model);
+      goto out;
+    }
+    evtc_optim_config none = {.kind = EVTC_OPTIM_NONE};
+    evtc_diag d = {0};
+    if (!(joint = evtc_autodiff(model, NULL, 0, &none, &d))) {
+      fprintf(stderr, "evtc: %s\n", d.msg);
+      goto out;
+    }
+    g = joint;
+  }
+  values = calloc((size_t)g->n_nodes + 1, sizeof *values);
+  for (int i = 0; i < o.n_inputs; i++)
+    if (!load_input(g, o.input_specs[i], values)) goto out;
+  it = evtc_interp_new(g);
+  if (!bind_leaves(g, it, values, o.seed)) goto out;
+  evtc_diag d = {0};
+  if (evtc_interp_run(it, o.step, &d) != EVTC_OK) {
+    fprintf(stderr, "evtc: %s\n", d.msg);
+    goto out;
+  }
+  if (!write_outputs(g, it, o.out_dir)) goto out;
+  if (o.grads) printf("loss: %.9g\n", evtc_interp_value(it, g->loss)[0]);
+  rc = EVTC_EXIT_OK;
+out:
+  if (values)
+    for (int32_t i = 0; i < g->n_nodes; i++) free(values[i]);
+  free(values);
+  if (it) evtc_interp_free(it);
+  evtc_graph_free(joint);
+  evtc_graph_free(model);
+  free(o.input_specs);
+  return rc;
+}

@@ -1,0 +1,103 @@
+/* cmd_train.c -- `evtc train`: train a model on a folder of .npy files.
+ *
+ *   evtc train FILE --data DIR [--epochs N] [--batch B] [--lr X]
+ *              [--optimizer sgd|adamw] [--seed S] [--save PATH]
+ *
+ * Defaults: 30 epochs, the batch the model file was written with, AdamW at
+ * its default learning rate (1e-3), seed 0.  Progress goes to stdout: one
+ * updating line on a terminal, one line per epoch otherwise.  Then
+ * "test loss: X" and "test accuracy: X" when DIR/test exists, and the
+ * checkpoint is written with --save.  Exit status 2 on bad input (one
+ * message), 1 when the loss diverges.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "cli_args.h"
+#include "runtime/train.h"
+
+static const char train_usage[] =
+    "usage: evtc train FILE --data DIR [--epochs N] [--batch B] [--lr X] [--optimizer sgd|adamw]\n"
+    "                  [--seed S] [--save PATH]\n";
+
+enum { DEFAULT_EPOCHS = 30 };
+
+/* Parses argv; false after printing why. */
+static bool parse_options(int argc, char **argv, const char **model, const char **data, evtc_train_options *o) {
+  const char *lr = NULL;
+  memset(o, 0, sizeof *o);
+  o->epochs = DEFAULT_EPOCHS;
+  o->optim = evtc_optim_default(EVTC_OPTIM_ADAMW);
+  *model = *data = NULL;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i], *v;
+    if (strcmp(a, "--data") == 0) {
+      if (!evtc_cli_value(argc, argv, &i, data)) return false;
+    } else if (strcmp(a, "--epochs") == 0) {
+      if (!evtc_cli_value(argc, argv, &i, &v) || !evtc_cli_int(a, v, 1, 1000000, &o->epochs)) return false;
+    } else if (strcmp(a, "--batch") == 0) {
+      if (!evtc_cli_value(argc, argv, &i, &v) || !evtc_cli_int(a, v, 1, 1 << 24, &o->batch)) return false;
+    } else if (strcmp(a, "--lr") == 0) {
+      if (!evtc_cli_value(argc, argv, &i, &lr)) return false;
+    } else if (strcmp(a, "--optimizer") == 0) {
+      if (!evtc_cli_value(argc, argv, &i, &v)) return false;
+      if (strcmp(v, "sgd") == 0) o->optim = evtc_optim_default(EVTC_OPTIM_SGD);
+      else if (strcmp(v, "adamw") == 0) o->optim = evtc_optim_default(EVTC_OPTIM_ADAMW);
+      else {
+        fprintf(stderr, "evtc: --optimizer: '%s' is not sgd or adamw\n", v);
+        return false;
+      }
+    } else if (strcmp(a, "--seed") == 0) {
+      if (!evtc_cli_value(argc, argv, &i, &v) || !evtc_cli_u64(a, v, &o->seed)) return false;
+    } else if (strcmp(a, "--save") == 0) {
+      if (!evtc_cli_value(argc, argv, &i, &o->save_path)) return false;
+    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      fputs(train_usage, stdout);
+      exit(EVTC_EXIT_OK);
+    } else if (a[0] == '-' && a[1]) {
+      fprintf(stderr, "evtc: train: unknown option '%s'\n%s", a, train_usage);
+      return false;
+    } else if (!*model) {
+      *model = a;
+    } else {
+      fprintf(stderr, "evtc: train: more than one model file ('%s', '%s')\n%s", *model, a, train_usage);
+      return false;
+    }
+  }
+  if (lr && !evtc_cli_positive("--lr", lr, &o->optim.lr)) return false;   /* after --optimizer, whatever the order */
+  if (!*model || !*data) {
+    fprintf(stderr, "evtc: train: %s\n%s", *model ? "--data DIR is required" : "no model file", train_usage);
+    return false;
+  }
+  return true;
+}
+
+int evtc_cmd_train(int argc, char **argv) {
+  const char *model_path, *data_dir;
+  evtc_train_options o;
+  if (!parse_options(argc, argv, &model_path, &data_dir, &o)) return EVTC_EXIT_BAD_INPUT;
+  evtc_graph *model = evtc_cli_load_model(model_path);
+  if (!model) return EVTC_EXIT_BAD_INPUT;
+  o.log = stdout;
+  o.live = isatty(fileno(stdout));
+  evtc_train_report r;
+  evtc_diag d = {0};
+  evtc_status st = evtc_train(model, data_dir, &o, &r, &d);
+  evtc_graph_free(model);
+  if (st != EVTC_OK) {
+    fflush(stdout);
+    fprintf(stderr, "evtc: %s\n", d.msg);
+    return r.diverged ? EVTC_EXIT_FAIL : EVTC_EXIT_BAD_INPUT;
+  }
+  printf("trained %lld steps in %.2f s (%.1f steps/s), final loss %.4f\n", (long long)r.steps, r.seconds,
+         r.seconds > 0 ? (double)r.steps / r.seconds : 0.0, r.final_loss);
+  if (r.test_samples > 0) {
+    printf("test loss: %.4f (%lld samples)\n", r.test_loss, (long long)r.test_samples);
+    if (r.test_accuracy >= 0) printf("test accuracy: %.4f\n", r.test_accuracy);
+  }
+  if (o.save_path) printf("saved %d tensors to %s\n", r.saved_tensors, o.save_path);
+  return EVTC_EXIT_OK;
+}

@@ -1,0 +1,102 @@
+"""CTest: models exported from PyTorch (Debian's python3-torch) at test time
+run through the ONNX importer and match PyTorch's forward outputs.
+
+argv: SOURCE_DIR EVTC.  Exports, in eval mode with opset 14, a small MLP
+(Linear/ReLU/GELU(erf)/LayerNorm/Softmax) and a small CNN (Conv/BatchNorm/
+ReLU/MaxPool/AvgPool/Flatten/Linear/Dropout), runs `evtc run` on them with the
+exported float initializers passed as --input values of their PARAM/STATE
+leaves (names as evtc spells them), and compares every output with PyTorch:
+float32 tolerance |evtc - torch| <= 1e-5 + 1e-4 |torch|.  Generated files
+stay in a temporary directory.  Skipped (exit 0) without torch.
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+try:
+    import torch
+    import onnx
+    from onnx import numpy_helper
+except ImportError:
+    print("python3-torch is not installed: skipped")
+    sys.exit(0)
+
+evtc = sys.argv[2]
+failures = 0
+torch.manual_seed(0)
+
+
+def evtc_name(name):
+    return re.sub(r"[^A-Za-z0-9_.]", "_", name) or "v"
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(16, 32)
+        self.ln = torch.nn.LayerNorm(32)
+        self.fc2 = torch.nn.Linear(32, 10)
+
+    def forward(self, x):
+        h = torch.nn.functional.gelu(self.ln(torch.relu(self.fc1(x))))
+        return torch.softmax(self.fc2(h), dim=-1)
+
+
+class CNN(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn1 = torch.nn.BatchNorm2d(8)
+        self.conv2 = torch.nn.Conv2d(8, 16, 3, stride=2, padding=1, groups=2)
+        self.pool = torch.nn.AvgPool2d(2)
+        self.drop = torch.nn.Dropout(0.3)
+        self.fc = torch.nn.Linear(16, 5)
+
+    def forward(self, x):
+        h = torch.nn.functional.max_pool2d(torch.relu(self.bn1(self.conv1(x))), 2)
+        h = self.pool(torch.relu(self.conv2(h)))
+        return self.fc(self.drop(torch.flatten(h, 1)))
+
+
+def compare(name, model, x):
+    global failures
+    model.eval()
+    with torch.no_grad():
+        if isinstance(model, CNN):      # non-trivial running statistics
+            model.bn1.running_mean.uniform_(-0.5, 0.5)
+            model.bn1.running_var.uniform_(0.5, 2.0)
+        want = model(x).numpy()
+    d = tempfile.mkdtemp(prefix="evtc-torch-" + name + "-")
+    path = os.path.join(d, name + ".onnx")
+    torch.onnx.export(model, (x,), path, input_names=["x"], output_names=["y"], opset_version=14)
+    np.save(os.path.join(d, "x.npy"), x.numpy())
+    args = [evtc, "run", path, "--input", "x=" + os.path.join(d, "x.npy"), "-o", os.path.join(d, "out")]
+    m = onnx.load(path)
+    used = {i for n in m.graph.node for i in n.input}
+    for t in m.graph.initializer:
+        if t.data_type == onnx.TensorProto.FLOAT and t.name in used:
+            p = os.path.join(d, "init_%d.npy" % len(args))
+            np.save(p, numpy_helper.to_array(t))
+            args += ["--input", "%s=%s" % (evtc_name(t.name), p)]
+    r = subprocess.run(args, capture_output=True, text=True)
+    if r.returncode != 0:
+        failures += 1
+        print("FAIL %s: evtc run: %s" % (name, r.stderr.strip()))
+        return
+    got = np.load(os.path.join(d, "out", "y.npy"))
+    err = np.abs(got - want) - (1e-5 + 1e-4 * np.abs(want))
+    if got.shape != want.shape or (err > 0).any():
+        failures += 1
+        print("FAIL %s: max abs error %g" % (name, np.abs(got - want).max()))
+    else:
+        print("ok %s: %s, max abs error %.3g" % (name, got.shape, np.abs(got - want).max()))
+
+
+compare("mlp", MLP(), torch.randn(4, 16))
+compare("cnn", CNN(), torch.randn(2, 3, 8, 8))
+print("%d failures" % failures)
+sys.exit(1 if failures else 0)

@@ -32,12 +32,13 @@ build: deps
 demo: deps build
 	./$(BUILD)/evtc train examples/mlp.evt --data data/digits
 
-# Tests twice: the optimised build, then a Debug build with ASan + UBSan.
+# Tests twice: the optimised build, then a Debug build with ASan + UBSan
+# (without the tests labelled slow: whole exported models).
 test: deps build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DEVTC_SANITIZE=ON -DEVTC_WERROR=ON
 	cmake --build $(ASAN_BUILD) -j$(JOBS)
-	ctest --test-dir $(ASAN_BUILD) --output-on-failure -j$(JOBS)
+	ctest --test-dir $(ASAN_BUILD) --output-on-failure -j$(JOBS) --label-exclude slow
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -246,6 +246,13 @@ static int resolve_wrt(evtc_graph *g, const char *const *wrt, int n_wrt, bool pa
   return n;
 }
 
+/* The output that already updates p, or NULL. */
+static const evtc_node *update_of(const evtc_graph *g, const evtc_node *p) {
+  for (int32_t i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i].updates == p) return g->outputs[i].node;
+  return NULL;
+}
+
 static bool check_config(const evtc_optim_config *o, evtc_diag *d) {
   if (o->kind == EVTC_OPTIM_NONE) return true;
   bool ok = o->lr >= 0 && o->lr < 1e300 && o->weight_decay >= 0 && o->weight_decay < 1e300;
@@ -288,6 +295,15 @@ evtc_graph *evtc_autodiff(const evtc_graph *fwd, const char *const *wrt, int n_w
                     grad_name(g, ws[k]), ws[k]->name);
       nw = -1;
     }
+  for (int k = 0; k < nw && opt->kind != EVTC_OPTIM_NONE; k++) {
+    const evtc_node *up = update_of(g, ws[k]);
+    if (up) {
+      evtc_diag_set(d, EVTC_ERR_INVALID,
+                    "%%%s already has an update output (%%%s); an optimizer is added to a forward graph only",
+                    ws[k]->name, up->name);
+      nw = -1;
+    }
+  }
   if (nw <= 0) goto fail;
   s.is_wrt = calloc((size_t)s.n, sizeof *s.is_wrt);
   s.active = calloc((size_t)s.n, sizeof *s.active);
@@ -309,7 +325,7 @@ evtc_graph *evtc_autodiff(const evtc_graph *fwd, const char *const *wrt, int n_w
   } else {
     evtc_optim_build(g, s.first, opt, ws, grads, nw);
   }
-  if (g->diag.status != EVTC_OK) goto fail_diag;
+  if (g->diag.status != EVTC_OK || evtc_graph_verify(g) != EVTC_OK) goto fail_diag;
   free(ws);
   free(grads);
   free(s.is_wrt);

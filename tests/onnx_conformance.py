@@ -18,13 +18,12 @@ exact).  A test is
   * failed otherwise -- except the few tests listed in KNOWN_DEVIATIONS,
     whose expected data contradicts the current ONNX spec (reported apart).
 
-Two adaptations follow from evtc's static shapes, and are applied to the
-model (in a temporary copy) before the run:
-  * graph inputs that feed shape-like operands (Reshape's shape, Slice's
-    starts/ends, Unsqueeze's axes, ...) become Constant nodes holding the
-    test's input values -- evtc needs them at import;
-  * float initializers become evtc PARAM/STATE leaves, whose values are
-    passed with --input NAME=PATH.npy (names as evtc spells them).
+One adaptation follows from evtc's static shapes, and is applied to the
+model (in a temporary copy) before the run: graph inputs that feed
+shape-like operands (Reshape's shape, Slice's starts/ends, Unsqueeze's axes,
+...) become Constant nodes holding the test's input values -- evtc needs
+them at import.  Float initializers become evtc PARAM/STATE leaves, which
+`evtc run` starts from the initializer values.
 
 Usage: onnx_conformance.py EVTC [--data DIR] [--doc PATH] [--jobs N] [-k SUBSTR] [-v]
 Exit status 1 when any test that evtc accepts fails.
@@ -154,9 +153,6 @@ def run_test(evtc, test_dir, work):
             return "unsupported", msg
         return "failed", "a model without tensor test data: evtc says: " + msg
     static = static_inputs(model)
-    used = {name for node in model.graph.node for name in node.input}
-    float_inits = [t for t in model.graph.initializer
-                   if t.name in used and t.data_type in (1, 10, 11, 16)]
     for si, ds in enumerate(sets):
         feeds = [read_pb(os.path.join(ds, "input_%d.pb" % k)) for k in range(len(inputs))
                  if os.path.exists(os.path.join(ds, "input_%d.pb" % k))]
@@ -188,10 +184,6 @@ def run_test(evtc, test_dir, work):
             p = os.path.join(d, "in_%s.npy" % evtc_name(name))
             np.save(p, value)
             args += ["--input", "%s=%s" % (evtc_name(name), p)]
-        for t in float_inits:
-            p = os.path.join(d, "init_%s.npy" % evtc_name(t.name))
-            np.save(p, numpy_helper.to_array(t))
-            args += ["--input", "%s=%s" % (evtc_name(t.name), p)]
         r = subprocess.run(args, capture_output=True, text=True, timeout=120)
         if r.returncode != 0:
             msg = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "exit %d" % r.returncode
@@ -241,8 +233,8 @@ def write_doc(path, results):
     lines += ["", "Static-shape adaptations: graph inputs that feed shape-like operands (Reshape's shape, "
               "Slice's starts/ends/axes/steps, Unsqueeze/Squeeze axes, Expand's shape, Pad's pads, ...) "
               "are turned into Constant nodes with the test's values, because evtc shapes are known at "
-              "import; float initializers are passed to `evtc run` as `--input` values of the PARAM "
-              "leaves they become.", "",
+              "import. Float initializers become PARAM leaves that start from the initializer "
+              "values.", "",
               "## Unsupported op types", "", "Tests rejected because they use an op type evtc does not map "
               "(tests per op type):", ""]
     lines += ["- %s (%d)" % (k, v) for k, v in sorted(ops.items())]

@@ -233,7 +233,8 @@ static void test_file_errors(const char *src) {
   CHECK(strstr(err, "cannot read") != NULL, "got '%s'", err);
 }
 
-/* `evtc check` prints the node count and the op histogram in op order. */
+/* `evtc check` prints the node count, the op histogram in op order, the
+ * inputs, the outputs and the parameter count. */
 static void test_cmd_check(const char *src, const char *bin) {
   char cmd[2048], out[4096] = {0};
   snprintf(cmd, sizeof cmd, "'%s' check '%s/tests/ir/mlp.evt' 2>&1", bin, src);
@@ -253,7 +254,15 @@ static void test_cmd_check(const char *src, const char *bin) {
       "  matmul 2\n"
       "  softmax 1\n"
       "  cross_entropy 1\n"
+      "inputs: 3\n"
+      "  %x f32[32,64]\n"
+      "  %y i64[32]\n"
+      "  %g1 f32[64,128]\n"
       "outputs: 3\n"
+      "  %probs f32[32,10]\n"
+      "  %loss f32[]\n"
+      "  %w1.next f32[64,128] -> %w1\n"
+      "params: 9600 (3 tensors)\n"
       "loss: %loss\n";
   CHECK(st == 0, "evtc check exit status %d", st);
   CHECK(strcmp(out, want) == 0, "evtc check printed:\n%s", out);

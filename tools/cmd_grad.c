@@ -1,6 +1,8 @@
-/* cmd_grad.c -- `evtc grad FILE [--optimizer none|sgd|adamw] [--lr X] [-o OUT]`.
+/* cmd_grad.c -- `evtc grad FILE [--optimizer none|sgd|adamw] [--lr X] [-o OUT]
+ * [model options]`.
  *
- * Loads a model that has a loss, builds the joint forward + backward (+
+ * Loads a model (attaching the loss the model options ask for; a model
+ * without a loss gets the mean of squares of its first output), builds the joint forward + backward (+
  * optimizer update) graph with evtc_autodiff (default optimizer: sgd with
  * its default settings, --lr overriding the learning rate) and prints its
  * canonical text IR to stdout, or writes it to OUT atomically (temp file +
@@ -15,7 +17,8 @@
 #include "runtime/atomic_file.h"
 
 static int usage(void) {
-  fprintf(stderr, "evtc: usage: evtc grad FILE [--optimizer none|sgd|adamw] [--lr X] [-o OUT]\n");
+  fprintf(stderr, "evtc: usage: evtc grad FILE [--optimizer none|sgd|adamw] [--lr X] [-o OUT] [model options]\n%s",
+          evtc_cli_model_usage);
   return EVTC_EXIT_BAD_INPUT;
 }
 
@@ -44,48 +47,66 @@ static bool write_graph(const evtc_graph *g, const char *path) {
   return false;
 }
 
-int evtc_cmd_grad(int argc, char **argv) {
-  const char *file = NULL, *out = NULL, *value;
+/* Parses argv; false after printing why. */
+static bool parse_args(int argc, char **argv, const char **file, const char **out, evtc_optim_config *cfg,
+                       evtc_cli_model_options *mo) {
+  const char *value;
   evtc_optimizer kind = EVTC_OPTIM_SGD;
   double lr = 0;
   bool have_lr = false;
   for (int i = 0; i < argc; i++) {
+    int k = evtc_cli_model_option(argc, argv, &i, mo);
+    if (k < 0) return false;
+    if (k > 0) continue;
     if (strcmp(argv[i], "--optimizer") == 0) {
-      if (!evtc_cli_value(argc, argv, &i, &value) || !parse_optimizer(value, &kind)) return EVTC_EXIT_BAD_INPUT;
+      if (!evtc_cli_value(argc, argv, &i, &value) || !parse_optimizer(value, &kind)) return false;
     } else if (strcmp(argv[i], "--lr") == 0) {
-      if (!evtc_cli_value(argc, argv, &i, &value) || !evtc_cli_positive("--lr", value, &lr)) return EVTC_EXIT_BAD_INPUT;
+      if (!evtc_cli_value(argc, argv, &i, &value) || !evtc_cli_positive("--lr", value, &lr)) return false;
       have_lr = true;
     } else if (strcmp(argv[i], "-o") == 0) {
-      if (!evtc_cli_value(argc, argv, &i, &out)) return EVTC_EXIT_BAD_INPUT;
+      if (!evtc_cli_value(argc, argv, &i, out)) return false;
     } else if (argv[i][0] == '-' && argv[i][1] != 0) {
       fprintf(stderr, "evtc: grad: unknown option '%s'\n", argv[i]);
-      return usage();
-    } else if (file) {
-      return usage();
+      usage();
+      return false;
+    } else if (*file) {
+      usage();
+      return false;
     } else {
-      file = argv[i];
+      *file = argv[i];
     }
   }
-  if (!file) return usage();
-  evtc_graph *g = evtc_cli_load_model(file);
-  if (!g) return EVTC_EXIT_BAD_INPUT;
-  if (!g->loss) {
-    fprintf(stderr, "evtc: %s: the model has no loss (add a line `loss %%NAME`)\n", file);
-    evtc_graph_free(g);
-    return EVTC_EXIT_BAD_INPUT;
+  if (!*file) {
+    usage();
+    return false;
   }
-  evtc_optim_config cfg = evtc_optim_default(kind);
-  if (have_lr) cfg.lr = lr;
+  *cfg = evtc_optim_default(kind);
+  if (have_lr) cfg->lr = lr;
+  return true;
+}
+
+int evtc_cmd_grad(int argc, char **argv) {
+  const char *file = NULL, *out = NULL;
+  evtc_optim_config cfg;
+  evtc_cli_model_options mo = {0};
+  evtc_graph *g = NULL, *joint = NULL;
+  int rc = EVTC_EXIT_BAD_INPUT;
+  if (!parse_args(argc, argv, &file, &out, &cfg, &mo)) goto done;
+  if (!(g = evtc_cli_load_model(file, &mo, NULL)) || !evtc_cli_attach_loss(g, &mo, true)) goto done;
   evtc_diag d = {0};
-  evtc_graph *joint = evtc_autodiff(g, NULL, 0, &cfg, &d);
-  evtc_graph_free(g);
-  if (!joint) {
+  if (!(joint = evtc_autodiff(g, NULL, 0, &cfg, &d))) {
     fprintf(stderr, "evtc: %s: %s\n", file, d.msg);
-    return EVTC_EXIT_BAD_INPUT;
+    goto done;
   }
-  bool ok = true;
-  if (out) ok = write_graph(joint, out);
-  else evtc_graph_print(joint, stdout);
+  if (out) {
+    if (write_graph(joint, out)) rc = EVTC_EXIT_OK;
+  } else {
+    evtc_graph_print(joint, stdout);
+    rc = EVTC_EXIT_OK;
+  }
+done:
   evtc_graph_free(joint);
-  return ok ? EVTC_EXIT_OK : EVTC_EXIT_BAD_INPUT;
+  evtc_graph_free(g);
+  evtc_cli_model_options_free(&mo);
+  return rc;
 }

@@ -31,7 +31,13 @@ typedef struct evtc_onnx_options {
   const char *const *dim_names;   /* values for symbolic input dims (dim_param), n_dims of them */
   const int64_t *dim_values;
   int n_dims;
+  int64_t max_known;              /* most elements of a value computed at import (shape subgraphs,
+                                     ConstantOfShape, Range, folded nodes); 0: the default below */
 } evtc_onnx_options;
+
+/* Values computed at import beyond this size are refused (unsupported),
+ * not allocated: real shape computations are tiny. */
+#define EVTC_ONNX_DEFAULT_MAX_KNOWN ((int64_t)1 << 24)
 
 /* Imports the model at path.  opt may be NULL (nothing frozen, no dims
  * bound).  On success returns the graph and, when weights is not NULL,
@@ -41,6 +47,12 @@ typedef struct evtc_onnx_options {
  * give EVTC_ERR_UNSUPPORTED "unsupported ONNX op 'X' (node 'n', opset K)". */
 evtc_graph *evtc_onnx_import(const char *path, const evtc_onnx_options *opt, evtc_weights **weights,
                              evtc_diag *d);
+
+/* The same from the bytes of a model file already in memory: name stands
+ * for the file in messages; external data files are looked up in dir, or
+ * refused when dir is NULL. */
+evtc_graph *evtc_onnx_import_buffer(const void *bytes, size_t len, const char *name, const char *dir,
+                                    const evtc_onnx_options *opt, evtc_weights **weights, evtc_diag *d);
 
 /* Writes the evtc spelling of an ONNX name into buf (cap bytes): every
  * character outside [A-Za-z0-9_.] becomes '_'; an empty name becomes "v". */

@@ -38,6 +38,6 @@ int evtc_onnx_attr_ints(evtc_onnx_ctx *c, const char *name, int64_t *out, int ca
                    a->n_ints, cap);
     return -2;
   }
-  memcpy(out, a->ints, sizeof(int64_t) * a->n_ints);
+  if (a->n_ints) memcpy(out, a->ints, sizeof(int64_t) * a->n_ints);  /* ints is NULL when empty */
   return (int)a->n_ints;
 }

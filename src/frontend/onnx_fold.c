@@ -11,6 +11,10 @@
 #include "frontend/onnx_internal.h"
 #include "runtime/interp.h"
 
+int64_t evtc_onnx_max_known(const evtc_onnx_ctx *c) {
+  return c->opt && c->opt->max_known > 0 ? c->opt->max_known : EVTC_ONNX_DEFAULT_MAX_KNOWN;
+}
+
 bool evtc_onnx_fold(evtc_onnx_ctx *c, const evtc_onnx_op *op) {
   evtc_graph *scratch = evtc_graph_new("fold");
   c->g = scratch;
@@ -21,6 +25,12 @@ bool evtc_onnx_fold(evtc_onnx_ctx *c, const evtc_onnx_op *op) {
   if (scratch->diag.status != EVTC_OK) {
     evtc_onnx_fail(c, scratch->diag.status, "%s", scratch->diag.msg);
     ok = false;
+  }
+  for (int32_t i = 0; ok && i < scratch->n_nodes; i++) {
+    int64_t numel = evtc_type_numel(&scratch->nodes[i]->type);
+    if (numel < 0 || numel > evtc_onnx_max_known(c))
+      ok = evtc_onnx_unsupported(c, "evaluating at import a value of more than %lld elements",
+                                 (long long)evtc_onnx_max_known(c));
   }
   if (ok) {
     evtc_interp *it = evtc_interp_new(scratch);

@@ -196,6 +196,7 @@ static bool add_output(evtc_onnx_ctx *c, const Onnx__ValueInfoProto *vi) {
 static bool import_graph(evtc_onnx_ctx *c, const Onnx__ModelProto *m) {
   const Onnx__GraphProto *gp = m->graph;
   if (!gp) return evtc_onnx_fail(c, EVTC_ERR_INVALID, "the model has no graph");
+  c->graph = gp;
   if (!read_opset(c, m) || !add_initializers(c, gp) || !add_inputs(c, gp)) return false;
   for (size_t i = 0; i < gp->n_node; i++) {
     c->node_index = (int)i;
@@ -210,23 +211,24 @@ static bool import_graph(evtc_onnx_ctx *c, const Onnx__ModelProto *m) {
   return true;
 }
 
-evtc_graph *evtc_onnx_import(const char *path, const evtc_onnx_options *opt, evtc_weights **weights,
-                             evtc_diag *d) {
-  Onnx__ModelProto *m = evtc_onnx_model_read(path, d);
-  if (!m) return NULL;
-  evtc_onnx_ctx c = {.d = d, .opt = opt, .arena = evtc_arena_new(), .weights = evtc_weights_new()};
-  const char *slash = strrchr(path, '/');
-  c.dir = slash ? evtc_arena_strndup(c.arena, path, (size_t)(slash - path)) : ".";
+evtc_graph *evtc_onnx_import_buffer(const void *bytes, size_t len, const char *name, const char *dir,
+                                    const evtc_onnx_options *opt, evtc_weights **weights, evtc_diag *d) {
+  Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, bytes);
+  if (!m) {
+    evtc_diag_set(d, EVTC_ERR_PARSE, "%s: not an ONNX model (the protobuf does not parse)", name);
+    return NULL;
+  }
+  evtc_onnx_ctx c = {.d = d, .opt = opt, .arena = evtc_arena_new(), .weights = evtc_weights_new(), .dir = dir};
   const char *graph_name = m->graph && m->graph->name && *m->graph->name ? m->graph->name : "onnx";
   char buf[256];
   evtc_onnx_name_sanitize(graph_name, buf, sizeof buf);
   c.model = c.g = evtc_graph_new(buf);
-  c.model->file = evtc_arena_strdup(c.model->arena, path);
+  c.model->file = evtc_arena_strdup(c.model->arena, name);
   bool ok = import_graph(&c, m);
   if (!ok) {                          /* messages name the file first, as the parser's do */
     evtc_diag why = *d;
     evtc_diag_clear(d);
-    evtc_diag_set(d, why.status != EVTC_OK ? why.status : EVTC_ERR_INVALID, "%s: %s", path,
+    evtc_diag_set(d, why.status != EVTC_OK ? why.status : EVTC_ERR_INVALID, "%s: %s", name,
                   why.status != EVTC_OK ? why.msg : "import failed");
   }
   if (ok) {
@@ -240,4 +242,17 @@ evtc_graph *evtc_onnx_import(const char *path, const evtc_onnx_options *opt, evt
   evtc_arena_free(c.arena);
   onnx__model_proto__free_unpacked(m, NULL);
   return c.model;
+}
+
+evtc_graph *evtc_onnx_import(const char *path, const evtc_onnx_options *opt, evtc_weights **weights,
+                             evtc_diag *d) {
+  size_t len;
+  uint8_t *bytes = evtc_onnx_file_read(path, &len, d);
+  if (!bytes) return NULL;
+  const char *slash = strrchr(path, '/');
+  char *dir = slash ? strndup(path, (size_t)(slash - path + (slash == path))) : NULL;
+  evtc_graph *g = evtc_onnx_import_buffer(bytes, len, path, dir ? dir : ".", opt, weights, d);
+  free(dir);
+  free(bytes);
+  return g;
 }

@@ -37,6 +37,7 @@ typedef struct evtc_onnx_ctx {
   evtc_arena *arena;         /* values and known data; lives for the import only */
   evtc_diag *d;
   const evtc_onnx_options *opt;
+  const Onnx__GraphProto *graph; /* the ONNX graph being imported */
   evtc_weights *weights;
   const char *dir;           /* directory of the model file (external data) */
   int64_t opset;             /* default-domain opset version */
@@ -69,9 +70,8 @@ extern const evtc_onnx_op evtc_onnx_ops_const[];
 
 /* ---- reading (onnx_read.c) ---- */
 
-/* Reads and unpacks a ModelProto (free with onnx__model_proto__free_unpacked);
- * NULL with the cause in d. */
-Onnx__ModelProto *evtc_onnx_model_read(const char *path, evtc_diag *d);
+/* The whole file at path (malloc'd, *len bytes); NULL with the cause in d. */
+uint8_t *evtc_onnx_file_read(const char *path, size_t *len, evtc_diag *d);
 /* The evtc dtype of an ONNX TensorProto.DataType; false when evtc has none. */
 bool evtc_onnx_dtype(int32_t onnx_type, evtc_dtype *out);
 /* Decodes a tensor (typed fields, raw_data, or external data next to the
@@ -90,7 +90,9 @@ evtc_onnx_value *evtc_onnx_value_add(evtc_onnx_ctx *c, const char *name);
 evtc_node *evtc_onnx_value_node(evtc_onnx_ctx *c, evtc_onnx_value *v, bool as_state);
 
 bool evtc_onnx_has(const evtc_onnx_ctx *c, int i);              /* input i present */
-const evtc_type *evtc_onnx_type(const evtc_onnx_ctx *c, int i);  /* type of present input i */
+/* Type of input i; when it is absent, records "input i is missing" in c->d
+ * (the node then fails) and returns a scalar f32 type so the mapper can go on. */
+const evtc_type *evtc_onnx_type(evtc_onnx_ctx *c, int i);
 const double *evtc_onnx_data(const evtc_onnx_ctx *c, int i);     /* known values of input i, or NULL */
 evtc_node *evtc_onnx_in(evtc_onnx_ctx *c, int i);                /* node of input i in c->g */
 evtc_node *evtc_onnx_in_state(evtc_onnx_ctx *c, int i);          /* same, initializer made a STATE */
@@ -102,6 +104,9 @@ int64_t evtc_onnx_to_int(double v);
 
 /* Name for the node that produces output i (sanitised ONNX name; NULL in a fold). */
 const char *evtc_onnx_out_name(evtc_onnx_ctx *c, int i);
+/* Whether output i of the current node is an input of a later node or a
+ * graph output (always true while folding). */
+bool evtc_onnx_output_used(const evtc_onnx_ctx *c, int i);
 /* Sets output i to node n (NULL: a builder call failed; returns false). */
 bool evtc_onnx_out(evtc_onnx_ctx *c, int i, evtc_node *n);
 /* Sets output i to a known value (data copied). */
@@ -127,6 +132,10 @@ const char *evtc_onnx_attr_str(evtc_onnx_ctx *c, const char *name, const char *d
 int evtc_onnx_attr_ints(evtc_onnx_ctx *c, const char *name, int64_t *out, int cap);
 
 /* ---- folding (onnx_fold.c) ---- */
+
+/* Most elements a value computed at import may have (ConstantOfShape,
+ * Range, a folded node): the option's limit or the default of onnx.h. */
+int64_t evtc_onnx_max_known(const evtc_onnx_ctx *c);
 
 /* Runs op's mapper on a scratch graph and stores every output as known data. */
 bool evtc_onnx_fold(evtc_onnx_ctx *c, const evtc_onnx_op *op);

@@ -63,6 +63,8 @@ static bool map_constant_of_shape(evtc_onnx_ctx *c) {
   int64_t numel = evtc_type_numel(&t);
   for (int i = 0; i < n; i++)
     if (shape[i] < 0) return evtc_onnx_fail(c, EVTC_ERR_INVALID, "negative dim in the shape");
+  if (numel < 0 || numel > evtc_onnx_max_known(c))
+    return evtc_onnx_unsupported(c, "a constant of more than %lld elements", (long long)evtc_onnx_max_known(c));
   double *data = evtc_arena_alloc(c->arena, sizeof(double) * (size_t)(numel ? numel : 1));
   for (int64_t i = 0; i < numel; i++) data[i] = v ? v[0] : zero;
   return evtc_onnx_out_const(c, 0, t, data);
@@ -73,8 +75,9 @@ static bool map_range(evtc_onnx_ctx *c) {
   if (!s || !l || !d) return evtc_onnx_unsupported(c, "Range bounds must be known at import");
   if (*d == 0) return evtc_onnx_fail(c, EVTC_ERR_INVALID, "delta is 0");
   double count = ceil((*l - *s) / *d);
+  if (!(count <= (double)evtc_onnx_max_known(c)))          /* NaN too */
+    return evtc_onnx_unsupported(c, "a Range of more than %lld elements", (long long)evtc_onnx_max_known(c));
   int64_t n = count > 0 ? (int64_t)count : 0;
-  if (n > ((int64_t)1 << 32)) return evtc_onnx_fail(c, EVTC_ERR_INVALID, "Range of %lld elements", (long long)n);
   double *data = evtc_arena_alloc(c->arena, sizeof(double) * (size_t)(n ? n : 1));
   for (int64_t i = 0; i < n; i++) data[i] = *s + (double)i * *d;
   return evtc_onnx_out_const(c, 0, evtc_type_make(evtc_onnx_type(c, 0)->dtype, 1, &n), data);

@@ -1,6 +1,7 @@
 /* onnx_ops_nn.c -- ONNX neural-network ops: Conv, ConvTranspose, MaxPool,
  * AveragePool, GlobalAveragePool, GlobalMaxPool, BatchNormalization
- * (inference form), LayerNormalization and Dropout (inference: identity).
+ * (inference form, and training form with batch statistics),
+ * LayerNormalization and Dropout (inference: identity).
  *
  * evtc's convolutions and pools are 2-D over NCHW; 1-D ones are imported as
  * 2-D with a height of 1.  ONNX pads list all begins then all ends, which
@@ -175,8 +176,52 @@ static bool map_global_pool(evtc_onnx_ctx *c) {
 }
 
 /* y = (x - mean) * scale / sqrt(var + eps) + B, per channel (dim 1). */
+/* BatchNormalization with training_mode=1 (opset 14+): normalised with the
+ * batch statistics (evtc's batchnorm), and, when a later node or the graph
+ * uses them, the running statistics as the spec defines them:
+ * running = input * momentum + batch * (1 - momentum), with the population
+ * (biased) batch variance. */
+static bool map_batchnorm_training(evtc_onnx_ctx *c) {
+  evtc_node *x = evtc_onnx_in(c, 0), *scale = evtc_onnx_in(c, 1), *b = evtc_onnx_in(c, 2);
+  if (!x || !scale || !b) return false;
+  if (x->type.rank < 2) return evtc_onnx_fail(c, EVTC_ERR_TYPE, "input must have rank >= 2");
+  evtc_graph *g = c->g;
+  evtc_attr eps = evtc_attr_float("eps", evtc_onnx_attr_float(c, "epsilon", 1e-5));
+  evtc_node *in[3] = {x, scale, b};
+  if (!evtc_onnx_out(c, 0, evtc_node_add(g, EVTC_OP_BATCHNORM, in, 3, &eps, 1, evtc_onnx_out_name(c, 0))))
+    return false;
+  bool want_mean = c->n_out > 1 && evtc_onnx_output_used(c, 1);
+  bool want_var = c->n_out > 2 && evtc_onnx_output_used(c, 2);
+  if (!want_mean && !want_var) return true;
+  int64_t axes[EVTC_MAX_RANK], shape[EVTC_MAX_RANK];
+  int n_axes = 0;
+  for (int d = 0; d < x->type.rank; d++)
+    if (d != 1) axes[n_axes++] = d;
+  shape[0] = x->type.shape[1];
+  for (int d = 1; d < x->type.rank - 1; d++) shape[d] = 1;
+  evtc_attr ax = evtc_attr_ints("axes", n_axes, axes);
+  double momentum = evtc_onnx_attr_float(c, "momentum", 0.9);
+  evtc_node *mean = evtc_node_add(g, EVTC_OP_REDUCE_MEAN, &x, 1, &ax, 1, NULL);
+  evtc_node *centred = evtc_binary(g, EVTC_OP_SUB, x, reshape(c, mean, x->type.rank - 1, shape, NULL));
+  evtc_node *sq = evtc_binary(g, EVTC_OP_MUL, centred, centred);
+  evtc_node *var = sq ? evtc_node_add(g, EVTC_OP_REDUCE_MEAN, &sq, 1, &ax, 1, NULL) : NULL;
+  evtc_node *batch[2] = {mean, var};
+  for (int k = 0; k < 2; k++) {
+    if (!(k == 0 ? want_mean : want_var)) continue;
+    evtc_node *running = evtc_onnx_in_state(c, 3 + k);
+    if (!running || !batch[k]) return false;
+    evtc_node *m = evtc_scalar(g, running->type.dtype, momentum);
+    evtc_node *rest = evtc_scalar(g, running->type.dtype, 1 - momentum);
+    evtc_node *sum[2] = {evtc_binary(g, EVTC_OP_MUL, running, m), evtc_binary(g, EVTC_OP_MUL, batch[k], rest)};
+    if (!sum[0] || !sum[1] || !evtc_onnx_out(c, 1 + k, evtc_node_add(g, EVTC_OP_ADD, sum, 2, NULL, 0,
+                                                                      evtc_onnx_out_name(c, 1 + k))))
+      return false;
+  }
+  return true;
+}
+
 static bool map_batchnorm(evtc_onnx_ctx *c) {
-  if (evtc_onnx_attr_int(c, "training_mode", 0)) return evtc_onnx_unsupported(c, "training_mode=1");
+  if (c->opset >= 14 && evtc_onnx_attr_int(c, "training_mode", 0)) return map_batchnorm_training(c);
   if (c->opset < 9 && !evtc_onnx_attr_int(c, "spatial", 1)) return evtc_onnx_unsupported(c, "spatial=0");
   for (int i = 1; i < c->n_out; i++)
     if (c->out[i]) return evtc_onnx_unsupported(c, "the running statistics outputs");

@@ -14,18 +14,18 @@
 /* Largest element count accepted for one tensor (guards allocations). */
 #define ONNX_MAX_NUMEL ((int64_t)1 << 36)
 
-Onnx__ModelProto *evtc_onnx_model_read(const char *path, evtc_diag *d) {
+uint8_t *evtc_onnx_file_read(const char *path, size_t *len, evtc_diag *d) {
   FILE *f = fopen(path, "rb");
   if (!f) {
     evtc_diag_set(d, EVTC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     return NULL;
   }
-  size_t cap = 1 << 16, len = 0;
+  size_t cap = 1 << 16, n = 0;
   uint8_t *buf = malloc(cap);
   EVTC_ASSERT(buf != NULL);
   for (;;) {
-    len += fread(buf + len, 1, cap - len, f);
-    if (len < cap) break;
+    n += fread(buf + n, 1, cap - n, f);
+    if (n < cap) break;
     cap *= 2;
     buf = realloc(buf, cap);
     EVTC_ASSERT(buf != NULL);
@@ -37,10 +37,8 @@ Onnx__ModelProto *evtc_onnx_model_read(const char *path, evtc_diag *d) {
     evtc_diag_set(d, EVTC_ERR_IO, "%s: read error", path);
     return NULL;
   }
-  Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, buf);
-  free(buf);
-  if (!m) evtc_diag_set(d, EVTC_ERR_PARSE, "%s: not an ONNX model (the protobuf does not parse)", path);
-  return m;
+  *len = n;
+  return buf;
 }
 
 bool evtc_onnx_dtype(int32_t onnx_type, evtc_dtype *out) {
@@ -104,6 +102,11 @@ static uint8_t *read_external(evtc_onnx_ctx *c, const Onnx__TensorProto *t, cons
                    "model's directory", what);
     return NULL;
   }
+  if (!c->dir) {
+    evtc_onnx_fail(c, EVTC_ERR_INVALID, "tensor '%s': external data, but the model was not read from a file",
+                   what);
+    return NULL;
+  }
   long long offset = off ? strtoll(off, NULL, 10) : 0, length = len ? strtoll(len, NULL, 10) : (long long)bytes;
   if (offset < 0 || length != (long long)bytes) {
     evtc_onnx_fail(c, EVTC_ERR_INVALID, "tensor '%s': external data length %lld, the tensor needs %zu bytes", what,
@@ -114,8 +117,12 @@ static uint8_t *read_external(evtc_onnx_ctx *c, const Onnx__TensorProto *t, cons
   char *path = malloc(cap);
   snprintf(path, cap, "%s/%s", c->dir, loc);
   FILE *f = fopen(path, "rb");
-  uint8_t *buf = malloc(bytes ? bytes : 1);
-  bool ok = f && fseek(f, (long)offset, SEEK_SET) == 0 && fread(buf, 1, bytes, f) == bytes;
+  uint8_t *buf = NULL;
+  long size = -1;
+  if (f && fseek(f, 0, SEEK_END) == 0) size = ftell(f);      /* the file must hold the bytes before we allocate */
+  bool ok = size >= 0 && (unsigned long long)offset + bytes <= (unsigned long long)size &&
+            fseek(f, (long)offset, SEEK_SET) == 0 && (buf = malloc(bytes ? bytes : 1)) != NULL &&
+            fread(buf, 1, bytes, f) == bytes;
   if (!ok) {
     evtc_onnx_fail(c, EVTC_ERR_IO, "tensor '%s': cannot read %zu bytes at offset %lld of external file %s", what,
                    bytes, offset, path);
@@ -143,33 +150,31 @@ bool evtc_onnx_tensor_decode(evtc_onnx_ctx *c, const Onnx__TensorProto *t, const
       return evtc_onnx_fail(c, EVTC_ERR_INVALID, "tensor '%s' has a bad or too large shape", what);
   }
   *type = evtc_type_make(dt, (int)t->n_dims, shape);
-  double *out = evtc_arena_alloc(c->arena, sizeof(double) * (size_t)(numel ? numel : 1));
-  *data = out;
   size_t bytes = (size_t)numel * evtc_dtype_size(dt);
-  if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
-    uint8_t *buf = read_external(c, t, what, bytes);
-    if (!buf) return false;
-    decode_bytes(dt, buf, numel, out);
-    free(buf);
-    return true;
-  }
-  if (t->has_raw_data) {
-    if (t->raw_data.len != bytes)
-      return evtc_onnx_fail(c, EVTC_ERR_INVALID, "tensor '%s': raw_data has %zu bytes, the shape needs %zu", what,
-                            t->raw_data.len, bytes);
-    decode_bytes(dt, t->raw_data.data, numel, out);
-    return true;
-  }
-  size_t have;
+  bool external = t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+  size_t have = 0;
   switch (dt) {
     case EVTC_F32: have = t->n_float_data; break;
     case EVTC_F64: have = t->n_double_data; break;
     case EVTC_I64: have = t->n_int64_data; break;
     default: have = t->n_int32_data; break;     /* i32, bool, f16 and bf16 bits */
   }
-  if (have != (size_t)numel)
+  /* every source is checked against the shape before the values are allocated */
+  if (!external && t->has_raw_data && t->raw_data.len != bytes)
+    return evtc_onnx_fail(c, EVTC_ERR_INVALID, "tensor '%s': raw_data has %zu bytes, the shape needs %zu", what,
+                          t->raw_data.len, bytes);
+  if (!external && !t->has_raw_data && have != (size_t)numel)
     return evtc_onnx_fail(c, EVTC_ERR_INVALID, "tensor '%s' holds %zu values, its shape needs %lld", what, have,
                           (long long)numel);
+  uint8_t *ext = NULL;
+  if (external && !(ext = read_external(c, t, what, bytes))) return false;
+  double *out = evtc_arena_alloc(c->arena, sizeof(double) * (size_t)(numel ? numel : 1));
+  *data = out;
+  if (ext || t->has_raw_data) {
+    decode_bytes(dt, ext ? ext : t->raw_data.data, numel, out);
+    free(ext);
+    return true;
+  }
   for (int64_t i = 0; i < numel; i++) {
     switch (dt) {
       case EVTC_F32: out[i] = t->float_data[i]; break;

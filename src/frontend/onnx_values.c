@@ -136,9 +136,11 @@ evtc_node *evtc_onnx_value_node(evtc_onnx_ctx *c, evtc_onnx_value *v, bool as_st
 
 bool evtc_onnx_has(const evtc_onnx_ctx *c, int i) { return i < c->n_in && c->in[i] != NULL; }
 
-const evtc_type *evtc_onnx_type(const evtc_onnx_ctx *c, int i) {
-  EVTC_ASSERT(evtc_onnx_has(c, i));
-  return &c->in[i]->type;
+const evtc_type *evtc_onnx_type(evtc_onnx_ctx *c, int i) {
+  static const evtc_type missing = {.dtype = EVTC_F32};
+  if (evtc_onnx_has(c, i)) return &c->in[i]->type;
+  evtc_onnx_fail(c, EVTC_ERR_INVALID, "input %d is missing", i);   /* import_node then fails the node */
+  return &missing;
 }
 
 const double *evtc_onnx_data(const evtc_onnx_ctx *c, int i) { return evtc_onnx_has(c, i) ? c->in[i]->data : NULL; }
@@ -190,6 +192,18 @@ bool evtc_onnx_out(evtc_onnx_ctx *c, int i, evtc_node *n) {
   if (c->folding) c->fold_out[i] = n;
   else v->node = n;
   return true;
+}
+
+bool evtc_onnx_output_used(const evtc_onnx_ctx *c, int i) {
+  if (c->folding) return true;
+  if (i >= c->n_out || !c->out[i]) return false;
+  const char *name = c->out[i]->name;
+  for (size_t k = 0; k < c->graph->n_output; k++)
+    if (c->graph->output[k]->name && strcmp(c->graph->output[k]->name, name) == 0) return true;
+  for (size_t n = (size_t)c->node_index + 1; n < c->graph->n_node; n++)
+    for (size_t k = 0; k < c->graph->node[n]->n_input; k++)
+      if (strcmp(c->graph->node[n]->input[k], name) == 0) return true;
+  return false;
 }
 
 bool evtc_onnx_out_const(evtc_onnx_ctx *c, int i, evtc_type t, const double *data) {

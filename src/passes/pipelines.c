@@ -1,0 +1,85 @@
+/* pipelines.c -- the named pipelines: ordered pass-name lists, data only.
+ *
+ * `cpu` and `h200` are the default pipelines of the two targets (`evtc opt
+ * --target T`).  They keep the graph's interface (outputs, the reported
+ * loss); the `-noloss` variants add loss-elimination, EVT's choice for a
+ * training step whose loss value nobody reads.  The two targets differ in
+ * one pass: h200 runs permute-propagate, which sinks permutes toward their
+ * consumers so that permute-fold absorbs them into matmul operand layouts
+ * (free on the GPU GEMM templates); cpu leaves permutes where they are, as
+ * EVT's BERT pipeline does.  Order: cleanup,
+ * loss-elimination, decompositions, cse, constant folding, algebraic
+ * simplification, permutation folding/propagation, broadcast
+ * canonicalisation, cse, dce.
+ */
+#include <string.h>
+
+#include "passes/manager.h"
+
+#define N(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* One entry per line, so that a pass added by another change is one line. */
+static const char *const cpu_passes[] = {
+    "cleanup",
+    "decompose",
+    "cse",
+    "constant-fold",
+    "simplify",
+    "permute-fold",
+    "broadcast-canonicalize",
+    "cse",
+    "dce",
+};
+static const char *const cpu_noloss_passes[] = {
+    "cleanup",
+    "loss-elimination",
+    "decompose",
+    "cse",
+    "constant-fold",
+    "simplify",
+    "permute-fold",
+    "broadcast-canonicalize",
+    "cse",
+    "dce",
+};
+static const char *const h200_passes[] = {
+    "cleanup",
+    "decompose",
+    "cse",
+    "constant-fold",
+    "simplify",
+    "permute-propagate",
+    "permute-fold",
+    "broadcast-canonicalize",
+    "cse",
+    "dce",
+};
+static const char *const h200_noloss_passes[] = {
+    "cleanup",
+    "loss-elimination",
+    "decompose",
+    "cse",
+    "constant-fold",
+    "simplify",
+    "permute-propagate",
+    "permute-fold",
+    "broadcast-canonicalize",
+    "cse",
+    "dce",
+};
+
+const evtc_pipeline evtc_pipelines[] = {
+    {"cpu", "default for --target cpu", cpu_passes, N(cpu_passes)},
+    {"h200", "default for --target h200", h200_passes, N(h200_passes)},
+    {"cpu-noloss", "cpu plus loss-elimination (training step without the loss value)", cpu_noloss_passes,
+     N(cpu_noloss_passes)},
+    {"h200-noloss", "h200 plus loss-elimination (training step without the loss value)", h200_noloss_passes,
+     N(h200_noloss_passes)},
+};
+const int evtc_pipeline_count = N(evtc_pipelines);
+
+const evtc_pipeline *evtc_pipeline_find(const char *name) {
+  for (int i = 0; i < evtc_pipeline_count; i++)
+    if (strcmp(evtc_pipelines[i].name, name) == 0) return &evtc_pipelines[i];
+  return NULL;
+}

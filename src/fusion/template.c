@@ -1,0 +1,170 @@
+/* template.c -- which node sets the partitioners may make one kernel.
+ *
+ * A set is admissible when it fits one of the kernel templates and the
+ * target's limits, and is convex (no path leaves the set and comes back):
+ *   GEMM: exactly one main loop, the nucleus.  Its operands may come
+ *     through layout ops folded into the loads (prologue: a layout node
+ *     read only by the nucleus, with no input inside the kernel).  Every
+ *     other node is epilogue work over the nucleus's output space D (its
+ *     element count): nodes of D elements, side computations on smaller
+ *     operands (bias vectors, scalars), and reductions of D-sized values
+ *     that are stored at the end (no reader inside the kernel).
+ *   STITCHED / ELEMENTWISE: no main loop; D is the largest iteration
+ *     space.  Reductions read inside the kernel must be row reductions of
+ *     D-sized values, all with the same row count R (reduce-then-apply);
+ *     the kernel keeps (D/R) elements per row on chip for each of them,
+ *     within the target's smem_bytes.  Other reductions are final stores.
+ *   Everywhere: only a reduction may take a D-sized value inside the kernel
+ *     to a smaller one; nothing exceeds D; at most max_nodes nodes,
+ *     max_reductions reductions, max_io tensors read + written.
+ * feasible.c checks the same rules with its own code.
+ */
+#include "fusion/fusion_internal.h"
+
+/* True when no node outside the marked set lies on a path between two of
+ * its nodes: (descendants of s) & (ancestors of s) must lie inside s. */
+static bool convex(const evtc_fusion_ctx *c, const int32_t *s, int n, int32_t cur) {
+  size_t w = (size_t)c->words;
+  for (size_t i = 0; i < w; i++) {
+    uint64_t d = 0, a = 0;
+    for (int k = 0; k < n; k++) {
+      d |= c->desc[(size_t)s[k] * w + i];
+      a |= c->anc[(size_t)s[k] * w + i];
+    }
+    for (uint64_t x = d & a; x; x &= x - 1) {
+      int32_t v = (int32_t)(i * 64 + (size_t)__builtin_ctzll(x));
+      if (c->stamp[v] != cur) return false;
+    }
+  }
+  return true;
+}
+
+static bool is_input_of(const evtc_node *user, int32_t p) {
+  for (int32_t k = 0; k < user->n_inputs; k++)
+    if (user->inputs[k]->id == p) return true;
+  return false;
+}
+
+bool evtc_fusion_hopeless(evtc_fusion_ctx *c, const int32_t *s, int n) {
+  const evtc_device *dev = c->dev;
+  if (n > dev->max_nodes) return true;
+  int32_t nucleus = -1;
+  int64_t big = 0;
+  int nred = 0;
+  for (int i = 0; i < n; i++) {
+    if (c->mainloop[s[i]]) {
+      if (nucleus >= 0) return true;
+      nucleus = s[i];
+    } else if (c->iter[s[i]] > big) {
+      big = c->iter[s[i]];
+    }
+    nred += c->red[s[i]] != EVTC_RED_NONE;
+  }
+  if (nred > dev->max_reductions || (nucleus >= 0 && big > c->numel[nucleus])) return true;
+  int32_t cur = evtc_fusion_mark(c, s, n);
+  const evtc_node *nuc = nucleus >= 0 ? c->g->nodes[nucleus] : NULL;
+  int64_t rows = -1;
+  for (int i = 0; i < n; i++) {
+    int32_t v = s[i];
+    const evtc_node *nd = c->g->nodes[v];
+    bool inside_user = false;
+    for (int32_t k = c->user_start[v]; k < c->user_start[v + 1]; k++) inside_user |= c->stamp[c->users[k]] == cur;
+    int64_t in_max = 0;
+    for (int32_t k = 0; k < nd->n_inputs; k++)
+      if (c->stamp[nd->inputs[k]->id] == cur && c->numel[nd->inputs[k]->id] > in_max)
+        in_max = c->numel[nd->inputs[k]->id];
+    if (v == nucleus) continue;
+    if (nuc && is_input_of(nuc, v)) {
+      if (evtc_op_get(nd->op)->fusion != EVTC_FUSE_LAYOUT || in_max > 0 || c->is_output[v]) return true;
+      for (int32_t k = c->user_start[v]; k < c->user_start[v + 1]; k++)
+        if (c->users[k] != nucleus) return true;
+      continue;
+    }
+    if (c->red[v] != EVTC_RED_NONE && inside_user) {
+      if (nuc || c->red[v] != EVTC_RED_ROW || c->iter[v] < big) return true;
+      if (rows >= 0 && rows != c->numel[v]) return true;
+      rows = c->numel[v];
+    }
+    if (nuc && c->red[v] == EVTC_RED_NONE && c->numel[v] < c->numel[nucleus] && in_max == c->numel[nucleus])
+      return true;
+  }
+  /* nodes on paths between members must join: they must be able to */
+  size_t w = (size_t)c->words;
+  int extra = 0, extra_nuclei = 0;
+  for (size_t i = 0; i < w; i++) {
+    uint64_t d = 0, a = 0;
+    for (int k = 0; k < n; k++) {
+      d |= c->desc[(size_t)s[k] * w + i];
+      a |= c->anc[(size_t)s[k] * w + i];
+    }
+    for (uint64_t x = d & a; x; x &= x - 1) {
+      int32_t v = (int32_t)(i * 64 + (size_t)__builtin_ctzll(x));
+      if (c->stamp[v] == cur) continue;
+      if (c->cls[v] != EVTC_CLASS_FUSIBLE) return true;
+      extra++;
+      extra_nuclei += c->mainloop[v];
+    }
+  }
+  return n + extra > dev->max_nodes || extra_nuclei + (nucleus >= 0) > 1;
+}
+
+bool evtc_fusion_admissible(evtc_fusion_ctx *c, const int32_t *s, int n, evtc_kernel_kind *kind, double *time_us) {
+  const evtc_device *dev = c->dev;
+  if (n > 1 && n > dev->max_nodes) return false;
+  int32_t nucleus = -1;
+  int64_t D = 0;
+  for (int i = 0; i < n; i++) {
+    if (c->cls[s[i]] != EVTC_CLASS_FUSIBLE) return false;
+    if (c->mainloop[s[i]]) {
+      if (nucleus >= 0) return false;
+      nucleus = s[i];
+    }
+    if (c->iter[s[i]] > D) D = c->iter[s[i]];
+  }
+  if (nucleus >= 0) D = c->numel[nucleus];
+  int32_t cur = evtc_fusion_mark(c, s, n);
+  int nred = 0, nrow = 0;
+  int64_t rows = -1;
+  const evtc_node *nuc = nucleus >= 0 ? c->g->nodes[nucleus] : NULL;
+  for (int i = 0; i < n && n > 1; i++) {
+    int32_t v = s[i];
+    const evtc_node *nd = c->g->nodes[v];
+    bool inside_user = false;
+    for (int32_t k = c->user_start[v]; k < c->user_start[v + 1]; k++) inside_user |= c->stamp[c->users[k]] == cur;
+    int64_t in_max = 0;
+    for (int32_t k = 0; k < nd->n_inputs; k++)
+      if (c->stamp[nd->inputs[k]->id] == cur && c->numel[nd->inputs[k]->id] > in_max)
+        in_max = c->numel[nd->inputs[k]->id];
+    if (v == nucleus) continue;
+    if (nuc && is_input_of(nuc, v)) {          /* prologue: a layout folded into the operand load */
+      if (evtc_op_get(nd->op)->fusion != EVTC_FUSE_LAYOUT || in_max > 0 || c->is_output[v]) return false;
+      for (int32_t k = c->user_start[v]; k < c->user_start[v + 1]; k++)
+        if (c->users[k] != nucleus) return false;
+      continue;
+    }
+    if (c->red[v] != EVTC_RED_NONE) {
+      nred++;
+      if (c->iter[v] > D) return false;
+      if (inside_user) {
+        if (nuc || c->red[v] != EVTC_RED_ROW || c->iter[v] != D) return false;
+        if (rows >= 0 && rows != c->numel[v]) return false;
+        rows = c->numel[v];
+        nrow++;
+      }
+    } else {
+      if (c->numel[v] > D) return false;
+      if (c->numel[v] < D && in_max == D) return false;
+    }
+  }
+  if (n > 1) {
+    if (nred > dev->max_reductions) return false;
+    if (nrow > 0 && (double)(D / rows) * 4.0 * nrow > dev->smem_bytes) return false;
+    if (!convex(c, s, n, cur)) return false;
+  }
+  int io;
+  double t = evtc_fusion_cost(c, s, n, NULL, NULL, &io);
+  if (n > 1 && io > dev->max_io) return false;
+  if (kind) *kind = nucleus >= 0 ? EVTC_KERNEL_GEMM : nred > 0 ? EVTC_KERNEL_STITCHED : EVTC_KERNEL_ELEMENTWISE;
+  if (time_us) *time_us = t;
+  return true;
+}

@@ -7,7 +7,10 @@ random values, never zero, odd sizes) as .npy files; `evtc run` writes the
 output, which must match the NumPy reference within 1e-12 relative for f64
 (and exactly one rounding for f32/f16/bf16 outputs).  Adjoint ops (conv and
 pooling backward) are checked against the transpose of the forward map's
-Jacobian, built column by column from the NumPy forward.
+Jacobian, built column by column from the NumPy forward.  `evtc run` runs
+with --backend interp: these are the reference semantics, exact to one
+rounding; the compiled CPU kernels compute in f32 and are checked against
+the interpreter by test_cpu_kernels.
 
 usage: test_ops_numpy.py SOURCE_DIR EVTC_BINARY   (EVTC_TEST_SEED=N repeats a run)
 """
@@ -131,7 +134,7 @@ def run_case(title, op, ins, attrs, want, out_dt="f64", step=None, extra_lines=(
         model = os.path.join(tmp, "model.evt")
         with open(model, "w") as f:
             f.write("\n".join(lines) + "\n")
-        cmd = [EVTC, "run", model] + args + ["-o", os.path.join(tmp, "out")]
+        cmd = [EVTC, "run", model, "--backend", "interp"] + args + ["-o", os.path.join(tmp, "out")]
         if step is not None:
             cmd += ["--step", str(step)]
         try:
@@ -189,7 +192,7 @@ def run_error(title, op, ins, attrs, out_shape, out_dt, expect):
         model = os.path.join(tmp, "model.evt")
         with open(model, "w") as f:
             f.write("\n".join(lines) + "\n")
-        r = subprocess.run([EVTC, "run", model] + args + ["-o", os.path.join(tmp, "out")],
+        r = subprocess.run([EVTC, "run", model, "--backend", "interp"] + args + ["-o", os.path.join(tmp, "out")],
                            capture_output=True, text=True, timeout=60)
         ok = r.returncode == 2 and f"%y ({op})" in r.stderr and expect in r.stderr \
             and "internal error" not in r.stderr

@@ -1,15 +1,21 @@
 /* cmd_run.c -- `evtc run`: run a model once on inputs from .npy files.
  *
  *   evtc run FILE --input NAME=PATH.npy ... [-o DIR] [--step N] [--seed S] [--grads]
+ *            [--backend cpu|interp] [model options]
  *
- * Every INPUT of the model must be given; PARAM and STATE leaves are
- * initialised from their attributes (evtc_init_leaf with --seed) unless
- * given with --input too.  Each file's shape must equal its node's shape;
- * its values are rounded to the node's dtype.  The float64 interpreter runs
- * the graph (--step is the dropout offset) and every graph output is written
+ * Every INPUT of the model must be given; PARAM and STATE leaves take the
+ * values the model file brings (ONNX initializers) or else are initialised
+ * from their attributes (evtc_init_leaf with --seed), unless given with
+ * --input too.  Each file's shape must equal its node's shape;
+ * its values are rounded to the node's dtype.  Compiled CPU kernels (or, with
+ * --backend interp, the float64 interpreter) run the graph (--step is the
+ * dropout offset) and every graph output is written
  * to DIR/<name>.npy.  With --grads the joint graph of the loss's gradients
- * runs instead: its outputs add DIR/grad.<param>.npy and "loss: X" is printed.
+ * runs instead: its outputs add DIR/grad.<param>.npy and "loss: X" is printed;
+ * the loss is the model's, the one --loss asks for, or else the mean of
+ * squares of the first output.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,9 +27,11 @@
 #include "runtime/interp.h"
 #include "runtime/npy.h"
 #include "runtime/precision.h"
+#include "runtime/program.h"
 
 static const char run_usage[] =
-    "usage: evtc run FILE --input NAME=PATH.npy ... [-o DIR] [--step N] [--seed S] [--grads]\n";
+    "usage: evtc run FILE --input NAME=PATH.npy ... [-o DIR] [--step N] [--seed S] [--grads]\n"
+    "                [--backend cpu|interp] [model options]\n";
 
 typedef struct run_options {
   const char *model, *out_dir;
@@ -31,6 +39,8 @@ typedef struct run_options {
   int n_inputs;
   uint64_t step, seed;
   bool grads;
+  bool interp;                 /* --backend interp */
+  evtc_cli_model_options model_options;
 } run_options;
 
 /* Parses argv into o (input_specs malloc'd); false after printing why. */
@@ -40,6 +50,9 @@ static bool parse_options(int argc, char **argv, run_options *o) {
   o->input_specs = malloc(sizeof(char *) * (size_t)(argc + 1));
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i], *v;
+    int k = evtc_cli_model_option(argc, argv, &i, &o->model_options);
+    if (k < 0) return false;
+    if (k > 0) continue;
     if (strcmp(a, "--input") == 0 || strcmp(a, "-i") == 0) {
       if (!evtc_cli_value(argc, argv, &i, &v)) return false;
       if (!strchr(v, '=') || v[0] == '=') {
@@ -53,10 +66,17 @@ static bool parse_options(int argc, char **argv, run_options *o) {
       if (!evtc_cli_value(argc, argv, &i, &v) || !evtc_cli_u64(a, v, &o->step)) return false;
     } else if (strcmp(a, "--seed") == 0) {
       if (!evtc_cli_value(argc, argv, &i, &v) || !evtc_cli_u64(a, v, &o->seed)) return false;
+    } else if (strcmp(a, "--backend") == 0) {
+      if (!evtc_cli_value(argc, argv, &i, &v)) return false;
+      if (strcmp(v, "cpu") != 0 && strcmp(v, "interp") != 0) {
+        fprintf(stderr, "evtc: --backend: '%s' is not cpu or interp\n", v);
+        return false;
+      }
+      o->interp = strcmp(v, "interp") == 0;
     } else if (strcmp(a, "--grads") == 0) {
       o->grads = true;
     } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      fputs(run_usage, stdout);
+      fprintf(stdout, "%s%s", run_usage, evtc_cli_model_usage);
       exit(EVTC_EXIT_OK);
     } else if (a[0] == '-' && a[1]) {
       fprintf(stderr, "evtc: run: unknown option '%s'\n%s", a, run_usage);
@@ -117,9 +137,11 @@ static bool load_input(const evtc_graph *g, const char *spec, double **values) {
   return true;
 }
 
-/* Binds every leaf of g: given values, else evtc_init_leaf for PARAM/STATE.
- * A missing INPUT is an error.  values[] gets every buffer (caller frees). */
-static bool bind_leaves(const evtc_graph *g, evtc_interp *it, double **values, uint64_t seed) {
+/* Binds every leaf of g: given values, else the model's weights, else
+ * evtc_init_leaf for PARAM/STATE.  A missing INPUT is an error.  values[]
+ * gets every buffer (caller frees). */
+static bool bind_leaves(const evtc_graph *g, const evtc_weights *weights, evtc_interp *it, double **values,
+                        uint64_t seed) {
   for (int32_t i = 0; i < g->n_nodes; i++) {
     const evtc_node *n = g->nodes[i];
     if (n->op != EVTC_OP_INPUT && n->op != EVTC_OP_PARAM && n->op != EVTC_OP_STATE) continue;
@@ -130,17 +152,19 @@ static bool bind_leaves(const evtc_graph *g, evtc_interp *it, double **values, u
                 evtc_type_str(&n->type, t, sizeof t), n->name);
         return false;
       }
-      int64_t numel = evtc_type_numel(&n->type);
+      int64_t numel = evtc_type_numel(&n->type), have = 0;
+      const double *w = evtc_weights_find(weights, n->name, &have);
       values[i] = malloc(sizeof(double) * (size_t)(numel > 0 ? numel : 1));
-      evtc_init_leaf(n, values[i], seed);
+      if (w && have == numel) memcpy(values[i], w, sizeof(double) * (size_t)numel);
+      else evtc_init_leaf(n, values[i], seed);
     }
     evtc_interp_set(it, n, values[i]);
   }
   return true;
 }
 
-/* Writes every output of g to DIR/<name>.npy; false after printing why. */
-static bool write_outputs(const evtc_graph *g, const evtc_interp *it, const char *dir) {
+/* Writes every output k of g (values outs[k]) to DIR/<name>.npy; false after printing why. */
+static bool write_outputs(const evtc_graph *g, double *const *outs, const char *dir) {
   if (!evtc_cli_mkdirs(dir)) return false;
   for (int32_t i = 0; i < g->n_outputs; i++) {
     const evtc_node *n = g->outputs[i].node;
@@ -149,7 +173,7 @@ static bool write_outputs(const evtc_graph *g, const evtc_interp *it, const char
     snprintf(path, cap, "%s/%s.npy", dir, n->name);
     evtc_type t = evtc_type_make(n->type.dtype, n->type.rank, n->type.shape);
     evtc_diag d = {0};
-    evtc_status st = evtc_npy_write(path, &t, evtc_interp_value(it, n), &d);
+    evtc_status st = evtc_npy_write(path, &t, outs[i], &d);
     free(path);
     if (st != EVTC_OK) {
       fprintf(stderr, "evtc: %s\n", d.msg);
@@ -163,17 +187,17 @@ int evtc_cmd_run(int argc, char **argv) {
   run_options o;
   int rc = EVTC_EXIT_BAD_INPUT;
   evtc_graph *model = NULL, *joint = NULL;
+  evtc_weights *weights = NULL;
   const evtc_graph *g = NULL;        /* the graph that runs: model, or joint with --grads */
   double **values = NULL;
   evtc_interp *it = NULL;
+  evtc_program *prog = NULL;
+  double **outs = NULL;
   if (!parse_options(argc, argv, &o)) goto out;
-  if (!(model = evtc_cli_load_model(o.model))) goto out;
+  if (!(model = evtc_cli_load_model(o.model, &o.model_options, &weights))) goto out;
+  if (!evtc_cli_attach_loss(model, &o.model_options, o.grads)) goto out;
   g = model;
   if (o.grads) {
-    if (!model->loss) {
-      fprintf(stderr, "evtc: --grads: %s has no `loss` line\n", o.model);
-      goto out;
-    }
     evtc_optim_config none = {.kind = EVTC_OPTIM_NONE};
     evtc_diag d = {0};
     if (!(joint = evtc_autodiff(model, NULL, 0, &none, &d))) {
@@ -186,22 +210,48 @@ int evtc_cmd_run(int argc, char **argv) {
   for (int i = 0; i < o.n_inputs; i++)
     if (!load_input(g, o.input_specs[i], values)) goto out;
   it = evtc_interp_new(g);
-  if (!bind_leaves(g, it, values, o.seed)) goto out;
+  if (!bind_leaves(g, weights, it, values, o.seed)) goto out;
   evtc_diag d = {0};
-  if (evtc_interp_run(it, o.step, &d) != EVTC_OK) {
+  if (!o.interp) {
+    if (!(prog = evtc_program_new(g, NULL, 0, evtc_backend_cpu(), stderr, &d))) {
+      fprintf(stderr, "evtc: %s\n", d.msg);
+      goto out;
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++)
+      if (values[i]) evtc_program_set(prog, g->nodes[i], values[i]);
+  }
+  if (prog ? evtc_program_run(prog, o.step, &d) != EVTC_OK : evtc_interp_run(it, o.step, &d) != EVTC_OK) {
     fprintf(stderr, "evtc: %s\n", d.msg);
     goto out;
   }
-  if (!write_outputs(g, it, o.out_dir)) goto out;
-  if (o.grads) printf("loss: %.9g\n", evtc_interp_value(it, g->loss)[0]);
+  outs = calloc((size_t)g->n_outputs + 1, sizeof *outs);
+  for (int32_t k = 0; k < g->n_outputs; k++) {
+    const evtc_node *n = g->outputs[k].node;
+    int64_t numel = evtc_type_numel(&n->type);
+    outs[k] = malloc(sizeof(double) * (size_t)(numel > 0 ? numel : 1));
+    if (prog) evtc_program_get(prog, n, outs[k]);
+    else memcpy(outs[k], evtc_interp_value(it, n), sizeof(double) * (size_t)numel);
+  }
+  if (!write_outputs(g, outs, o.out_dir)) goto out;
+  if (o.grads) {
+    double loss = NAN;
+    if (prog) evtc_program_get(prog, g->loss, &loss);
+    else loss = evtc_interp_value(it, g->loss)[0];
+    printf("loss: %.9g\n", loss);
+  }
   rc = EVTC_EXIT_OK;
 out:
   if (values)
     for (int32_t i = 0; i < g->n_nodes; i++) free(values[i]);
   free(values);
+  for (int32_t k = 0; outs && k < g->n_outputs; k++) free(outs[k]);
+  free(outs);
+  evtc_program_free(prog);
   if (it) evtc_interp_free(it);
   evtc_graph_free(joint);
   evtc_graph_free(model);
+  evtc_weights_free(weights);
+  evtc_cli_model_options_free(&o.model_options);
   free(o.input_specs);
   return rc;
 }

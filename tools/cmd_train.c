@@ -1,8 +1,15 @@
 /* cmd_train.c -- `evtc train`: train a model on a folder of .npy files.
  *
  *   evtc train FILE --data DIR [--epochs N] [--batch B] [--lr X]
- *              [--optimizer sgd|adamw] [--seed S] [--save PATH]
+ *              [--optimizer sgd|adamw] [--seed S] [--save PATH] [--backend cpu|interp]
+ *              [model options]
  *
+ * --backend cpu (the default) runs compiled CPU kernels (src/backend/cpu);
+ * interp runs the float64 reference interpreter.
+ * Parameters start from the model file's values (ONNX initializers) or else
+ * from their init attributes.  The loss is the model's, the one --loss asks
+ * for (its --labels INPUT then needs DIR/train/INPUT.npy), or else the mean
+ * of squares of the first output.
  * Defaults: 30 epochs, the batch the model file was written with, AdamW at
  * its default learning rate (1e-3), seed 0.  Progress goes to stdout: one
  * updating line on a terminal, one line per epoch otherwise.  Then
@@ -21,19 +28,24 @@
 
 static const char train_usage[] =
     "usage: evtc train FILE --data DIR [--epochs N] [--batch B] [--lr X] [--optimizer sgd|adamw]\n"
-    "                  [--seed S] [--save PATH]\n";
+    "                  [--seed S] [--save PATH] [--backend cpu|interp] [model options]\n";
 
 enum { DEFAULT_EPOCHS = 30 };
 
 /* Parses argv; false after printing why. */
-static bool parse_options(int argc, char **argv, const char **model, const char **data, evtc_train_options *o) {
+static bool parse_options(int argc, char **argv, const char **model, const char **data, evtc_train_options *o,
+                          evtc_cli_model_options *mo) {
   const char *lr = NULL;
   memset(o, 0, sizeof *o);
   o->epochs = DEFAULT_EPOCHS;
   o->optim = evtc_optim_default(EVTC_OPTIM_ADAMW);
+  o->backend = evtc_backend_cpu();
   *model = *data = NULL;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i], *v;
+    int k = evtc_cli_model_option(argc, argv, &i, mo);
+    if (k < 0) return false;
+    if (k > 0) continue;
     if (strcmp(a, "--data") == 0) {
       if (!evtc_cli_value(argc, argv, &i, data)) return false;
     } else if (strcmp(a, "--epochs") == 0) {
@@ -50,12 +62,20 @@ static bool parse_options(int argc, char **argv, const char **model, const char 
         fprintf(stderr, "evtc: --optimizer: '%s' is not sgd or adamw\n", v);
         return false;
       }
+    } else if (strcmp(a, "--backend") == 0) {
+      if (!evtc_cli_value(argc, argv, &i, &v)) return false;
+      if (strcmp(v, "cpu") == 0) o->backend = evtc_backend_cpu();
+      else if (strcmp(v, "interp") == 0) o->backend = NULL;
+      else {
+        fprintf(stderr, "evtc: --backend: '%s' is not cpu or interp\n", v);
+        return false;
+      }
     } else if (strcmp(a, "--seed") == 0) {
       if (!evtc_cli_value(argc, argv, &i, &v) || !evtc_cli_u64(a, v, &o->seed)) return false;
     } else if (strcmp(a, "--save") == 0) {
       if (!evtc_cli_value(argc, argv, &i, &o->save_path)) return false;
     } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      fputs(train_usage, stdout);
+      fprintf(stdout, "%s%s", train_usage, evtc_cli_model_usage);
       exit(EVTC_EXIT_OK);
     } else if (a[0] == '-' && a[1]) {
       fprintf(stderr, "evtc: train: unknown option '%s'\n%s", a, train_usage);
@@ -78,15 +98,25 @@ static bool parse_options(int argc, char **argv, const char **model, const char 
 int evtc_cmd_train(int argc, char **argv) {
   const char *model_path, *data_dir;
   evtc_train_options o;
-  if (!parse_options(argc, argv, &model_path, &data_dir, &o)) return EVTC_EXIT_BAD_INPUT;
-  evtc_graph *model = evtc_cli_load_model(model_path);
-  if (!model) return EVTC_EXIT_BAD_INPUT;
+  evtc_cli_model_options mo = {0};
+  evtc_weights *weights = NULL;
+  evtc_graph *model = NULL;
+  if (!parse_options(argc, argv, &model_path, &data_dir, &o, &mo) ||
+      !(model = evtc_cli_load_model(model_path, &mo, &weights)) || !evtc_cli_attach_loss(model, &mo, true)) {
+    evtc_graph_free(model);
+    evtc_weights_free(weights);
+    evtc_cli_model_options_free(&mo);
+    return EVTC_EXIT_BAD_INPUT;
+  }
   o.log = stdout;
   o.live = isatty(fileno(stdout));
+  o.initial = weights;
   evtc_train_report r;
   evtc_diag d = {0};
   evtc_status st = evtc_train(model, data_dir, &o, &r, &d);
   evtc_graph_free(model);
+  evtc_weights_free(weights);
+  evtc_cli_model_options_free(&mo);
   if (st != EVTC_OK) {
     fflush(stdout);
     fprintf(stderr, "evtc: %s\n", d.msg);
@@ -94,6 +124,10 @@ int evtc_cmd_train(int argc, char **argv) {
   }
   printf("trained %lld steps in %.2f s (%.1f steps/s), final loss %.4f\n", (long long)r.steps, r.seconds,
          r.seconds > 0 ? (double)r.steps / r.seconds : 0.0, r.final_loss);
+  if (o.backend)
+    printf("backend %s: %d kernels per step (%d in the interpreter), %.1f steps/s\n", o.backend->name, r.kernels,
+           r.interpreted_kernels, r.seconds > 0 ? (double)r.steps / r.seconds : 0.0);
+  else printf("backend interp: float64 interpreter, %.1f steps/s\n", r.seconds > 0 ? (double)r.steps / r.seconds : 0.0);
   if (r.test_samples > 0) {
     printf("test loss: %.4f (%lld samples)\n", r.test_loss, (long long)r.test_samples);
     if (r.test_accuracy >= 0) printf("test accuracy: %.4f\n", r.test_accuracy);

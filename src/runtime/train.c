@@ -1,10 +1,11 @@
 /* train.c -- the training loop: data, joint graph, steps, progress.
  *
  * One trainer owns the rebatched model, the joint graph, the interpreter
- * and a buffer for every leaf of the joint graph.  A step gathers one
- * mini-batch into the INPUT buffers, runs the interpreter with the global
- * step number as the dropout offset, and copies each `updates` output into
- * the PARAM or STATE buffer it replaces, which the next run reads.
+ * or a compiled program (a backend's kernels, runtime/program.h), and a
+ * buffer for every leaf of the joint graph.  A step gathers one mini-batch
+ * into the INPUT buffers, runs the graph with the global step number as
+ * the dropout offset, and copies each `updates` output into the PARAM or
+ * STATE buffer it replaces, which the next run reads.
  */
 #include "runtime/train.h"
 
@@ -15,12 +16,14 @@
 
 #include "runtime/init.h"
 #include "runtime/interp.h"
+#include "runtime/program.h"
 
 typedef struct trainer {
   evtc_graph *fwd;                 /* the model rebatched to the training batch */
   evtc_graph *joint;               /* forward + backward + optimizer */
   const evtc_node *loss;           /* joint's loss node */
-  evtc_interp *it;
+  evtc_interp *it;                 /* without a backend */
+  evtc_program *prog;              /* with one: PARAM/STATE values live in it during training */
   evtc_leaf_values values;         /* joint's leaves */
   const evtc_dataset_column **feed; /* by joint node id: the column of an INPUT */
   evtc_dataset train;
@@ -64,6 +67,7 @@ static void trainer_free(trainer *t) {
   free(t->values.data);
   free(t->feed);
   if (t->it) evtc_interp_free(t->it);
+  evtc_program_free(t->prog);
   evtc_graph_free(t->joint);
   evtc_graph_free(t->fwd);
   evtc_dataset_free(&t->train);
@@ -90,7 +94,11 @@ static evtc_status trainer_setup(trainer *t, const evtc_graph *model, const char
   if (!(t->joint = evtc_autodiff(t->fwd, NULL, 0, &o->optim, d))) return d->status;
   t->loss = evtc_graph_find(t->joint, model->loss->name);
   EVTC_ASSERT(t->loss != NULL);
-  t->it = evtc_interp_new(t->joint);
+  if (o->backend) {
+    if (!(t->prog = evtc_program_new(t->joint, NULL, 0, o->backend, stderr, d))) return d->status;
+  } else {
+    t->it = evtc_interp_new(t->joint);
+  }
   t->values.g = t->joint;
   t->values.data = calloc((size_t)t->joint->n_nodes + 1, sizeof(double *));
   t->feed = calloc((size_t)t->joint->n_nodes + 1, sizeof *t->feed);
@@ -105,9 +113,13 @@ static evtc_status trainer_setup(trainer *t, const evtc_graph *model, const char
         return evtc_diag_set(d, EVTC_ERR_INVALID, "input %%%s of the joint graph has no data in %s/train", n->name,
                              dir);
     } else {
-      evtc_init_leaf(n, t->values.data[i], o->seed);
+      int64_t have = 0;
+      const double *w = evtc_weights_find(o->initial, n->name, &have);
+      if (w && have == numel) memcpy(t->values.data[i], w, sizeof(double) * (size_t)numel);
+      else evtc_init_leaf(n, t->values.data[i], o->seed);
     }
-    evtc_interp_set(t->it, n, t->values.data[i]);
+    if (t->prog) evtc_program_set(t->prog, n, t->values.data[i]);
+    else evtc_interp_set(t->it, n, t->values.data[i]);
   }
   return EVTC_OK;
 }
@@ -115,7 +127,17 @@ static evtc_status trainer_setup(trainer *t, const evtc_graph *model, const char
 /* One step on samples rows[0..batch); returns the loss (d set on error). */
 static double trainer_step(trainer *t, const int64_t *rows, int64_t batch, uint64_t step, evtc_diag *d) {
   for (int32_t i = 0; i < t->joint->n_nodes; i++)
-    if (t->feed[i]) evtc_dataset_gather(t->feed[i], rows, batch, t->values.data[i]);
+    if (t->feed[i]) {
+      evtc_dataset_gather(t->feed[i], rows, batch, t->values.data[i]);
+      if (t->prog) evtc_program_set(t->prog, t->joint->nodes[i], t->values.data[i]);
+    }
+  if (t->prog) {
+    double loss = NAN;
+    if (evtc_program_run(t->prog, step, d) != EVTC_OK) return NAN;
+    evtc_program_get(t->prog, t->loss, &loss);
+    evtc_program_update(t->prog);
+    return loss;
+  }
   if (evtc_interp_run(t->it, step, d) != EVTC_OK) return NAN;
   double loss = evtc_interp_value(t->it, t->loss)[0];
   for (int32_t k = 0; k < t->joint->n_outputs; k++) {
@@ -197,7 +219,16 @@ evtc_status evtc_train(const evtc_graph *model, const char *data_dir, const evtc
             (long long)r->train_samples, (long long)r->batch, (long long)(r->train_samples / r->batch), opt,
             o->optim.lr, (long long)o->epochs);
   }
-  if (trainer_loop(&t, o, r, d) != EVTC_OK) goto out;
+  if (t.prog) {
+    evtc_program_stats ps = evtc_program_get_stats(t.prog);
+    r->kernels = ps.kernels;
+    r->interpreted_kernels = ps.interpreted;
+  }
+  evtc_status looped = trainer_loop(&t, o, r, d);
+  for (int32_t i = 0; t.prog && i < t.joint->n_nodes; i++)   /* trained values back for evaluation and saving */
+    if (t.joint->nodes[i]->op == EVTC_OP_PARAM || t.joint->nodes[i]->op == EVTC_OP_STATE)
+      evtc_program_get(t.prog, t.joint->nodes[i], t.values.data[i]);
+  if (looped != EVTC_OK) goto out;
 
   if (evtc_dataset_exists(data_dir, "test")) {
     evtc_dataset test;

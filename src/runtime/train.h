@@ -3,7 +3,8 @@
  * evtc_train takes a forward model with a loss and a data directory
  * (dataset.h: DIR/train/<input>.npy, optionally DIR/test/<input>.npy),
  * rebatches the model, builds the joint graph with the chosen optimizer
- * (autodiff.h), initialises PARAM/STATE leaves from their attributes, and
+ * (autodiff.h), initialises PARAM/STATE leaves from the initial values
+ * given (an imported model's weights) or else from their attributes, and
  * runs the float64 interpreter step after step: each epoch visits the
  * training samples in a fresh seeded order, drops the last partial batch,
  * and copies every `updates` output back into its PARAM/STATE after each
@@ -17,6 +18,8 @@
 #include <stdio.h>
 
 #include "autodiff/autodiff.h"
+#include "backend/backend.h"
+#include "frontend/weights.h"
 #include "runtime/dataset.h"
 
 typedef struct evtc_train_options {
@@ -24,6 +27,8 @@ typedef struct evtc_train_options {
   int64_t batch;              /* >= 1, or 0: the batch size the model was written with */
   evtc_optim_config optim;    /* SGD or ADAMW */
   uint64_t seed;              /* parameter initialisation and shuffling */
+  const evtc_weights *initial; /* initial PARAM/STATE values by name (others: init attrs), or NULL */
+  const evtc_backend *backend; /* run compiled kernels (runtime/program.h), or NULL: the float64 interpreter */
   const char *save_path;      /* safetensors checkpoint of PARAM and STATE values, or NULL */
   FILE *log;                  /* progress lines, or NULL for none */
   bool live;                  /* log is a terminal: one updating line instead of a line per epoch */
@@ -38,6 +43,7 @@ typedef struct evtc_train_report {
   double test_loss;               /* loss on the test split */
   double test_accuracy;           /* -1 when the model has no (prediction, integer labels) pair */
   int saved_tensors;              /* tensors written to save_path */
+  int kernels, interpreted_kernels; /* with a backend: kernels per step, of which run by the interpreter */
 } evtc_train_report;
 
 /* Trains `model` (not modified) and fills *r.  Bad data or options give one

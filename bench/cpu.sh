@@ -1,0 +1,43 @@
+#!/bin/sh
+# cpu.sh -- the CPU benchmark: builds evtc (Release), checks the CPU backend
+# against the interpreter (test_cpu_kernels), then times in one run evtc's
+# compiled CPU kernels, its float64 interpreter, OpenBLAS sgemm and PyTorch
+# CPU (eager) on the same workloads, all on every core, and prints a table
+# last: ratio = peer time / evtc-cpu time (> 1: evtc is faster).
+#
+#   bench/cpu.sh            (Debian python3 at /usr/bin; needs libopenblas-dev and python3-torch:
+#                            apt-get install -y libopenblas-dev python3-torch)
+set -e
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-$ROOT/build-bench}
+OUT=$(mktemp)
+trap 'rm -f "$OUT"' EXIT
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+
+cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$BUILD" -j2 --target evtc test_cpu_kernels >/dev/null
+(cd "$BUILD/tests" && ./test_cpu_kernels "$ROOT" >/dev/null 2>&1) || { echo "cpu.sh: test_cpu_kernels failed" >&2; exit 1; }
+cc -O2 -std=gnu11 -fopenmp -I"$ROOT/include" -I"$ROOT/src" "$ROOT/bench/cpu_bench.c" "$BUILD/libevtc.a" \
+   $(pkg-config --libs libprotobuf-c) -lopenblas -lm -o "$BUILD/cpu_bench"
+
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
+echo "commit: $(git -C "$ROOT" rev-parse --short HEAD)"
+"$BUILD/cpu_bench" "$ROOT" | tee -a "$OUT"
+/usr/bin/python3 "$ROOT/bench/cpu_torch.py" | tee -a "$OUT"
+
+/usr/bin/python3 - "$OUT" <<'EOF'
+import sys
+rows = {}
+for line in open(sys.argv[1]):
+    if line.startswith("RESULT"):
+        _, work, impl, ms = line.split()
+        rows.setdefault(work, {})[impl] = float(ms)
+print()
+print(f"| {'workload':36} | {'impl':22} | {'ms/step':>10} | {'ratio (peer/evtc-cpu)':>21} |")
+print(f"|{'-'*38}|{'-'*24}|{'-'*12}|{'-'*23}|")
+for work, impls in rows.items():
+    base = impls.get("evtc-cpu")
+    for impl, ms in impls.items():
+        ratio = f"{ms / base:.2f}" if base and impl != "evtc-cpu" else ""
+        print(f"| {work:36} | {impl:22} | {ms:10.3f} | {ratio:>21} |")
+EOF

@@ -1,0 +1,58 @@
+/* backend.h -- the backend vtable: how kernels become running code.
+ *
+ * A backend is a table of function pointers beside a `ctx` (CONVENTIONS.md
+ * #6), filled with designated initializers; optional entries are NULL.  The
+ * program builder (runtime/program.c) asks supports() for every kernel,
+ * emits all supported kernels into one module source, compiles and loads it
+ * once, looks each kernel's entry point up and launches it.  Buffers come
+ * from alloc/free/copy, so a device backend can keep them in its memory.
+ *
+ * Kernel calling convention (every backend): an entry point takes the
+ * kernel's argument buffers in evtc_kernel.args order, the step (the
+ * dropout offset) and an error flag the kernel sets to nonzero on a
+ * run-time input error (an index out of range); see evtc_backend_fn.
+ */
+#ifndef EVTC_BACKEND_H
+#define EVTC_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernel/kernel.h"
+
+typedef void (*evtc_backend_fn)(void *const *args, uint64_t step, int *err);
+
+typedef struct evtc_backend evtc_backend;
+struct evtc_backend {
+  const char *name;
+  void *ctx;
+  /* Whether this backend can run k; when not, a short reason in why (cap bytes). Required. */
+  bool (*supports)(const evtc_backend *be, const evtc_kernel *k, char *why, size_t cap);
+  /* Appends the source of kernel k, entry point k->name, to *src (malloc'd,
+   * grown with realloc; *len its length).  Required. */
+  void (*emit)(const evtc_backend *be, const evtc_kernel *k, char **src, size_t *len);
+  /* Compiles a whole module source into a loadable artifact; returns its
+   * path (malloc'd) or NULL with the cause in d.  `kernels` names the
+   * kernels in source order so an error can name the kernel at fault. */
+  char *(*compile)(const evtc_backend *be, const char *src, const evtc_kernel *const *kernels, int n_kernels,
+                   evtc_diag *d);
+  /* Loads an artifact; returns a module handle or NULL with d set. */
+  void *(*load)(const evtc_backend *be, const char *path, evtc_diag *d);
+  /* The entry point `name` of a loaded module, or NULL. */
+  evtc_backend_fn (*lookup)(const evtc_backend *be, void *module, const char *name);
+  void (*unload)(const evtc_backend *be, void *module);
+  /* Runs one kernel; EVTC_OK or EVTC_ERR_RUNTIME when it raised its error flag.  Optional (NULL: call fn). */
+  evtc_status (*launch)(const evtc_backend *be, evtc_backend_fn fn, void *const *args, uint64_t step);
+  /* Buffers: optional (NULL: host malloc/free/memcpy). */
+  void *(*alloc)(const evtc_backend *be, size_t bytes);
+  void (*free)(const evtc_backend *be, void *p);
+  void (*copy)(const evtc_backend *be, void *dst, const void *src, size_t bytes);
+  /* Waits for launched work; optional (NULL: launches are synchronous). */
+  void (*synchronize)(const evtc_backend *be);
+};
+
+/* The CPU backend (backend/cpu): C compiled with the system compiler. */
+const evtc_backend *evtc_backend_cpu(void);
+
+#endif

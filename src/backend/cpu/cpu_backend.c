@@ -1,0 +1,270 @@
+/* cpu_backend.c -- the CPU backend: C source -> cc -> cached shared object -> dlopen.
+ *
+ * supports() accepts the kernels the three C templates can run (f32, f64,
+ * integer and bool values; no f16/bf16 yet; GEMM epilogues without
+ * reductions).  emit() dispatches to the template of the kernel's family.
+ * compile() writes the module source and builds it with the system C
+ * compiler (`cc -O3 -march=native -fopenmp -shared -fPIC`) into
+ * $XDG_CACHE_HOME/evtc (default ~/.cache/evtc), named by a 64-bit FNV-1a
+ * hash of the source, the flags and `cc --version`; a cached object is
+ * reused without compiling.  Source and object are written atomically (a
+ * temporary file renamed into place), so concurrent processes never load
+ * a partial object.  A compiler error names the generated file, the
+ * kernel whose lines it points into and the first error line.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_emit.h"
+#include "runtime/atomic_file.h"
+
+static const char cc_flags[] = "-std=gnu11 -O3 -march=native -fno-math-errno -fopenmp -shared -fPIC";
+static evtc_cpu_cache_stats stats;
+
+evtc_cpu_cache_stats evtc_cpu_cache_get_stats(void) { return stats; }
+
+static bool dtype_ok(evtc_dtype t) { return evtc_cpu_ctype(t) != NULL; }
+
+static bool cpu_supports(const evtc_backend *be, const evtc_kernel *k, char *why, size_t cap) {
+  if (k->kind == EVTC_ML_OPAQUE) {
+    snprintf(why, cap, "no CPU template for %s", evtc_op_get(k->main->op)->name);
+    return false;
+  }
+  if (k->rows * k->cols == 0 || ((k->kind == EVTC_ML_GEMM || k->kind == EVTC_ML_CONV) && k->gemm.batch == 0)) {
+    snprintf(why, cap, "an empty tensor");
+    return false;
+  }
+  for (int i = 0; i < k->n_args; i++)
+    if (!dtype_ok(k->args[i].node->type.dtype)) {
+      snprintf(why, cap, "%s values", evtc_dtype_name(k->args[i].node->type.dtype));
+      return false;
+    }
+  bool gemm = k->kind == EVTC_ML_GEMM || k->kind == EVTC_ML_CONV;
+  if (gemm && !(k->gemm.dtype == EVTC_F32 || k->gemm.dtype == EVTC_F64)) {
+    snprintf(why, cap, "%s GEMM", evtc_dtype_name(k->gemm.dtype));
+    return false;
+  }
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    if (!dtype_ok(v->dtype)) {
+      snprintf(why, cap, "%s values", evtc_dtype_name(v->dtype));
+      return false;
+    }
+    if (gemm && (v->kind == EVTC_V_REDUCE ||
+                 (v->kind == EVTC_V_STORE && evtc_type_numel(&v->node->type) != k->rows * k->cols))) {
+      snprintf(why, cap, "a GEMM epilogue with reductions or vector stores");
+      return false;
+    }
+    if (v->kind == EVTC_V_STORE && v->cls == EVTC_VC_ROW && k->rows > 1 && k->v[v->args[0]].kind != EVTC_V_REDUCE) {
+      snprintf(why, cap, "a row vector stored by every row");
+      return false;
+    }
+  }
+  return true;
+}
+
+/* Whether the flat elementwise template fits (no reductions, full stores). */
+static bool flat_fits(const evtc_kernel *k) {
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    if (v->kind == EVTC_V_REDUCE) return false;
+    if (v->kind == EVTC_V_STORE && !(v->cls == EVTC_VC_FULL || v->cls == EVTC_VC_SCALAR ||
+                                     (v->cls == EVTC_VC_ROW && k->rows == 1) || (v->cls == EVTC_VC_COL && k->cols == 1)))
+      return false;
+  }
+  return true;
+}
+
+static void cpu_emit(const evtc_backend *be, const evtc_kernel *k, char **src, size_t *len) {
+  evtc_sb b = {.s = *src, .len = *len, .cap = *src ? *len + 1 : 0};
+  if (!b.s) evtc_cpu_emit_prelude(&b);
+  evtc_sb_printf(&b, "/* kernel %s: %d node%s, first %%%s */\n", k->name, k->n_nodes, k->n_nodes == 1 ? "" : "s",
+                 k->main ? k->main->name : k->v[k->n_v - 1].node ? k->v[k->n_v - 1].node->name : "?");
+  if (k->kind == EVTC_ML_GEMM || k->kind == EVTC_ML_CONV) evtc_cpu_emit_gemm(&b, k);
+  else if (flat_fits(k)) evtc_cpu_emit_elementwise(&b, k);
+  else evtc_cpu_emit_rows(&b, k);
+  *src = b.s;
+  *len = b.len;
+}
+
+static uint64_t fnv1a(uint64_t h, const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    h ^= (unsigned char)s[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+/* `cc --version`'s first line (cached for the process). */
+static const char *cc_version(void) {
+  static char version[256];
+  if (version[0]) return version;
+  FILE *p = popen("cc --version 2>/dev/null", "r");
+  if (!p || !fgets(version, sizeof version, p)) snprintf(version, sizeof version, "unknown cc");
+  if (p) pclose(p);
+  return version;
+}
+
+/* Creates dir and its parents; false with d set. */
+static bool make_dirs(const char *dir, evtc_diag *d) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s", dir);
+  for (char *p = path + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    mkdir(path, 0755);
+    *p = '/';
+  }
+  if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+    evtc_diag_set(d, EVTC_ERR_IO, "cannot create the kernel cache %s: %s", path, strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+bool evtc_cpu_cache_dir(char *buf, size_t cap) {
+  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  if (xdg && *xdg) snprintf(buf, cap, "%s/evtc", xdg);
+  else if (home && *home) snprintf(buf, cap, "%s/.cache/evtc", home);
+  else return false;
+  return true;
+}
+
+/* The kernel whose source lines hold `line` (1-based), by each kernel's first line. */
+static const evtc_kernel *kernel_at_line(const char *src, const evtc_kernel *const *kernels, int n, long line) {
+  const evtc_kernel *best = NULL;
+  long best_line = 0;
+  for (int i = 0; i < n; i++) {
+    char marker[96];
+    snprintf(marker, sizeof marker, "/* kernel %s:", kernels[i]->name);
+    const char *at = strstr(src, marker);
+    if (!at) continue;
+    long l = 1;
+    for (const char *p = src; p < at; p++) l += *p == '\n';
+    if (l <= line && l >= best_line) {
+      best = kernels[i];
+      best_line = l;
+    }
+  }
+  return best;
+}
+
+/* The first "file:line:col: error: ..." line of the compiler's log, and its line number. */
+static void first_error(const char *log_path, char *msg, size_t cap, long *line) {
+  msg[0] = 0;
+  *line = 0;
+  FILE *f = fopen(log_path, "r");
+  if (!f) return;
+  char buf[512];
+  while (fgets(buf, sizeof buf, f)) {
+    char *e = strstr(buf, "error");
+    if (!e) continue;
+    buf[strcspn(buf, "\n")] = 0;
+    snprintf(msg, cap, "%s", buf);
+    char *colon = strstr(buf, ".c:");
+    if (colon) *line = strtol(colon + 3, NULL, 10);
+    break;
+  }
+  fclose(f);
+}
+
+static char *cpu_compile(const evtc_backend *be, const char *src, const evtc_kernel *const *kernels, int n_kernels,
+                         evtc_diag *d) {
+  char dir[4096];
+  if (!evtc_cpu_cache_dir(dir, sizeof dir)) {
+    evtc_diag_set(d, EVTC_ERR_IO, "no kernel cache directory: set XDG_CACHE_HOME or HOME");
+    return NULL;
+  }
+  if (!make_dirs(dir, d)) return NULL;
+  const char *ver = cc_version();
+  uint64_t h = fnv1a(0xcbf29ce484222325ull, src, strlen(src));
+  h = fnv1a(h, cc_flags, sizeof cc_flags);
+  h = fnv1a(h, ver, strlen(ver));
+  size_t cap = strlen(dir) + 64;
+  char *so = malloc(cap), *c_path = malloc(cap), *tmp = malloc(cap + 32), *log = malloc(cap);
+  snprintf(so, cap, "%s/evtc-%016llx.so", dir, (unsigned long long)h);
+  snprintf(c_path, cap, "%s/evtc-%016llx.c", dir, (unsigned long long)h);
+  snprintf(log, cap, "%s/evtc-%016llx.log", dir, (unsigned long long)h);
+  snprintf(tmp, cap + 32, "%s/evtc-%016llx.so.%ld.tmp", dir, (unsigned long long)h, (long)getpid());
+  if (access(so, R_OK) == 0) {
+    stats.hits++;
+    goto done;
+  }
+  stats.misses++;
+  evtc_atomic_file af;
+  if (!evtc_atomic_open(&af, c_path, d)) goto fail;
+  fputs(src, af.f);
+  if (evtc_atomic_commit(&af, d) != EVTC_OK) goto fail;
+  size_t cmd_cap = 3 * cap + 256;
+  char *cmd = malloc(cmd_cap);
+  snprintf(cmd, cmd_cap, "cc %s -o '%s' '%s' 2> '%s'", cc_flags, tmp, c_path, log);
+  int rc = system(cmd);
+  free(cmd);
+  if (rc != 0) {
+    char msg[600];
+    long line;
+    first_error(log, msg, sizeof msg, &line);
+    const evtc_kernel *k = kernel_at_line(src, kernels, n_kernels, line);
+    evtc_diag_set(d, EVTC_ERR_RUNTIME, "the C compiler failed on generated file %s in kernel %s: %s (full log: %s)",
+                  c_path, k ? k->name : "(module prelude)", msg[0] ? msg : "no message", log);
+    unlink(tmp);
+    goto fail;
+  }
+  if (rename(tmp, so) != 0) {
+    evtc_diag_set(d, EVTC_ERR_IO, "cannot move %s into the kernel cache: %s", tmp, strerror(errno));
+    unlink(tmp);
+    goto fail;
+  }
+  unlink(log);
+done:
+  free(c_path);
+  free(tmp);
+  free(log);
+  return so;
+fail:
+  free(so);
+  free(c_path);
+  free(tmp);
+  free(log);
+  return NULL;
+}
+
+static void *cpu_load(const evtc_backend *be, const char *path, evtc_diag *d) {
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) evtc_diag_set(d, EVTC_ERR_IO, "cannot load kernels %s: %s", path, dlerror());
+  return h;
+}
+
+static evtc_backend_fn cpu_lookup(const evtc_backend *be, void *module, const char *name) {
+  evtc_backend_fn fn;
+  void *sym = dlsym(module, name);
+  memcpy(&fn, &sym, sizeof fn);      /* POSIX: object pointer -> function pointer */
+  return fn;
+}
+
+static void cpu_unload(const evtc_backend *be, void *module) { dlclose(module); }
+
+static const evtc_backend cpu_backend = {
+    .name = "cpu",
+    .ctx = NULL,
+    .supports = cpu_supports,
+    .emit = cpu_emit,
+    .compile = cpu_compile,
+    .load = cpu_load,
+    .lookup = cpu_lookup,
+    .unload = cpu_unload,
+    .launch = NULL,
+    .alloc = NULL,
+    .free = NULL,
+    .copy = NULL,
+    .synchronize = NULL,
+};
+
+const evtc_backend *evtc_backend_cpu(void) { return &cpu_backend; }

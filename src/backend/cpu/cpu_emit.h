@@ -1,0 +1,62 @@
+/* cpu_emit.h -- what the CPU backend's C emitters share (internal).
+ *
+ * One emitter file per kernel family (CONVENTIONS.md #7), one entry point
+ * each: cpu_emit_elementwise.c (flat loops), cpu_emit_rows.c (reduce-apply
+ * over rows; also elementwise kernels with reductions), cpu_emit_gemm.c
+ * (GEMM and implicit-GEMM conv with the visitor DAG as epilogue).
+ * cpu_visitor.c turns visitor nodes into C statements for all of them, and
+ * writes the module prelude (includes, Philox, helpers) once per module.
+ */
+#ifndef EVTC_CPU_EMIT_H
+#define EVTC_CPU_EMIT_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "kernel/kernel.h"
+
+/* A growing string (malloc'd). */
+typedef struct evtc_sb {
+  char *s;
+  size_t len, cap;
+} evtc_sb;
+
+void evtc_sb_printf(evtc_sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* C type of a dtype in generated code ("float", "int64_t", "uint8_t"). */
+const char *evtc_cpu_ctype(evtc_dtype t);
+
+/* Writes the module prelude: includes, Philox4x32-10 (bit-compatible with
+ * runtime/philox.c), NaN-aware max/min, saturating casts. */
+void evtc_cpu_emit_prelude(evtc_sb *b);
+/* The entry point's first lines: typed pointers a<i> to every argument. */
+void evtc_cpu_emit_args(evtc_sb *b, const evtc_kernel *k);
+
+/* Where a visitor statement is emitted: `r`, `c` (and `i`, the flat index
+ * r*C + c, when `flat`) are in scope; ACC reads `acc_expr`. */
+typedef struct evtc_cpu_vctx {
+  const evtc_kernel *k;
+  evtc_sb *sb;
+  const char *ind;          /* indentation */
+  bool flat;                /* `i` is in scope */
+  const char *acc_expr;     /* GEMM: the accumulator element */
+} evtc_cpu_vctx;
+
+/* Emits "T v<i> = <expr>;" for compute-like node i (ACC, LOAD, IMM,
+ * COMPUTE, RNG, ONE_HOT); its operands must already be in scope. */
+void evtc_cpu_emit_value(const evtc_cpu_vctx *x, int i);
+/* Emits the store statement of STORE node i at the index its class implies. */
+void evtc_cpu_emit_store(const evtc_cpu_vctx *x, int i);
+/* The index expression of LOAD node v (into buf). */
+void evtc_cpu_load_index(const evtc_cpu_vctx *x, const evtc_vnode *v, char *buf, size_t cap);
+/* Marks in need[] every node that node i needs, transitively, among nodes of
+ * classes in `classes` (bitmask of 1 << evtc_vclass), not crossing REDUCEs. */
+void evtc_cpu_mark_needed(const evtc_kernel *k, int i, unsigned classes, bool *need);
+
+/* Family entry points: append the whole kernel function to b. */
+void evtc_cpu_emit_elementwise(evtc_sb *b, const evtc_kernel *k);
+void evtc_cpu_emit_rows(evtc_sb *b, const evtc_kernel *k);
+void evtc_cpu_emit_gemm(evtc_sb *b, const evtc_kernel *k);
+
+#endif

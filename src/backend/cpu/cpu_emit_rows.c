@@ -1,0 +1,153 @@
+/* cpu_emit_rows.c -- the reduce-then-apply template: kernels over rows.
+ *
+ * Rows are split across OpenMP threads (static schedule, so a run is
+ * deterministic for a given thread count).  For each row the kernel runs
+ * its phases: phase p first computes the row's column-vector values that
+ * became available (reductions finished in phase p-1 and what depends on
+ * them), then, when anything needs it, one loop over the row's columns
+ * computes the FULL values that the phase's reductions and stores need --
+ * recomputing earlier-phase values instead of keeping a scratch row -- and
+ * accumulates the column reductions it finishes.  Reductions over rows
+ * (ROW) and over everything (SCALAR) accumulate into per-thread partials,
+ * combined in thread order after the parallel loop.  All accumulation is
+ * in double.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/cpu_emit.h"
+
+static const char *acc_init(evtc_op op) {
+  return op == EVTC_OP_REDUCE_MAX ? "-INFINITY" : op == EVTC_OP_REDUCE_MIN ? "INFINITY" : "0.0";
+}
+
+/* "acc = acc (op) x;" for a reduction. */
+static void emit_accumulate(evtc_sb *b, const char *ind, evtc_op op, const char *acc, int x) {
+  if (op == EVTC_OP_REDUCE_MAX) evtc_sb_printf(b, "%s%s = EVTC_MAXN(%s, (double)v%d);\n", ind, acc, acc, x);
+  else if (op == EVTC_OP_REDUCE_MIN) evtc_sb_printf(b, "%s%s = EVTC_MINN(%s, (double)v%d);\n", ind, acc, acc, x);
+  else evtc_sb_printf(b, "%s%s += (double)v%d;\n", ind, acc, x);
+}
+
+/* "T v<i> = (T)(acc / count);" finishing reduction i. */
+static void emit_finish(evtc_sb *b, const char *ind, const evtc_vnode *v, int i, const char *acc) {
+  const char *t = evtc_cpu_ctype(v->dtype);
+  if (v->op == EVTC_OP_REDUCE_MEAN) evtc_sb_printf(b, "%s%s v%d = (%s)(%s / %.17g);\n", ind, t, i, t, acc, v->value);
+  else evtc_sb_printf(b, "%s%s v%d = (%s)(%s);\n", ind, t, i, t, acc);
+}
+
+static bool is_value(const evtc_vnode *v) { return v->kind != EVTC_V_REDUCE && v->kind != EVTC_V_STORE; }
+
+/* Emits everything of row r that belongs to the start of phase p. */
+static void emit_phase_start(const evtc_cpu_vctx *x, int p) {
+  const evtc_kernel *k = x->k;
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    if (v->phase != p) continue;
+    if (is_value(v) && v->cls == EVTC_VC_COL) evtc_cpu_emit_value(x, i);
+    if (v->kind == EVTC_V_STORE && v->cls == EVTC_VC_COL) evtc_cpu_emit_store(x, i);
+    if (v->kind == EVTC_V_REDUCE && v->cls == EVTC_VC_SCALAR && k->v[v->args[0]].cls == EVTC_VC_COL) {
+      char acc[32];
+      snprintf(acc, sizeof acc, "pp%d[0]", i);
+      emit_accumulate(x->sb, x->ind, v->op, acc, v->args[0]);
+    }
+  }
+}
+
+/* The column loop of phase p, when it has work. */
+static void emit_pass(const evtc_cpu_vctx *row, int p, bool *need) {
+  const evtc_kernel *k = row->k;
+  evtc_sb *b = row->sb;
+  unsigned wide = 1u << EVTC_VC_FULL | 1u << EVTC_VC_ROW;
+  memset(need, 0, sizeof(bool) * (size_t)k->n_v);
+  bool any = false;
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    bool reduce_here = v->kind == EVTC_V_REDUCE && v->phase == p + 1 && ((wide >> k->v[v->args[0]].cls) & 1);
+    bool store_here = v->kind == EVTC_V_STORE && v->phase == p && ((wide >> v->cls) & 1) &&
+                      k->v[v->args[0]].kind != EVTC_V_REDUCE;
+    if (!reduce_here && !store_here) continue;
+    any = true;
+    evtc_cpu_mark_needed(k, v->args[0], wide, need);
+    if (reduce_here && v->cls == EVTC_VC_COL) evtc_sb_printf(b, "      double acc%d = %s;\n", i, acc_init(v->op));
+  }
+  if (!any) return;
+  evtc_sb_printf(b, "      for (int64_t c = 0; c < CC; c++) {\n");
+  evtc_cpu_vctx x = *row;
+  x.ind = "        ";
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    if (need[i] && is_value(v)) evtc_cpu_emit_value(&x, i);
+    if (v->kind == EVTC_V_REDUCE && v->phase == p + 1 && ((wide >> k->v[v->args[0]].cls) & 1)) {
+      char acc[48];
+      if (v->cls == EVTC_VC_COL) snprintf(acc, sizeof acc, "acc%d", i);
+      else snprintf(acc, sizeof acc, "pp%d[%s]", i, v->cls == EVTC_VC_ROW ? "c" : "0");
+      emit_accumulate(b, x.ind, v->op, acc, v->args[0]);
+    }
+    if (v->kind == EVTC_V_STORE && v->phase == p && ((wide >> v->cls) & 1) && k->v[v->args[0]].kind != EVTC_V_REDUCE)
+      evtc_cpu_emit_store(&x, i);
+  }
+  evtc_sb_printf(b, "      }\n");
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    if (v->kind == EVTC_V_REDUCE && v->cls == EVTC_VC_COL && v->phase == p + 1) {
+      char acc[32];
+      snprintf(acc, sizeof acc, "acc%d", i);
+      emit_finish(b, row->ind, v, i, acc);
+    }
+  }
+}
+
+void evtc_cpu_emit_rows(evtc_sb *b, const evtc_kernel *k) {
+  evtc_sb_printf(b, "void %s(void *const *args, uint64_t step, int *err) {\n", k->name);
+  evtc_cpu_emit_args(b, k);
+  evtc_sb_printf(b, "  const int64_t RR = %lldLL, CC = %lldLL;\n  (void)step; (void)err;\n", (long long)k->rows,
+                 (long long)k->cols);
+  evtc_cpu_vctx top = {.k = k, .sb = b, .ind = "  "};
+  for (int i = 0; i < k->n_v; i++) {           /* scalars: once */
+    const evtc_vnode *v = &k->v[i];
+    if (is_value(v) && v->cls == EVTC_VC_SCALAR) evtc_cpu_emit_value(&top, i);
+    if (v->kind == EVTC_V_STORE && v->cls == EVTC_VC_SCALAR && k->v[v->args[0]].kind != EVTC_V_REDUCE)
+      evtc_cpu_emit_store(&top, i);
+  }
+  evtc_sb_printf(b, "  const int nth = omp_get_max_threads();\n");
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    if (v->kind != EVTC_V_REDUCE || v->cls == EVTC_VC_COL) continue;
+    const char *len = v->cls == EVTC_VC_ROW ? "CC" : "1";
+    evtc_sb_printf(b, "  double *part%d = malloc(sizeof(double) * (size_t)nth * (size_t)%s);\n", i, len);
+    evtc_sb_printf(b, "  for (int64_t j = 0; j < nth * %s; j++) part%d[j] = %s;\n", len, i, acc_init(v->op));
+  }
+  evtc_sb_printf(b, "  #pragma omp parallel num_threads(nth) if (RR * CC > 16384)\n  {\n");
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    if (v->kind == EVTC_V_REDUCE && v->cls != EVTC_VC_COL)
+      evtc_sb_printf(b, "    double *pp%d = part%d + (size_t)omp_get_thread_num() * %s;\n", i, i,
+                     v->cls == EVTC_VC_ROW ? "(size_t)CC" : "1");
+  }
+  evtc_sb_printf(b, "    #pragma omp for schedule(static)\n    for (int64_t r = 0; r < RR; r++) {\n");
+  evtc_cpu_vctx row = {.k = k, .sb = b, .ind = "      "};
+  bool *need = calloc((size_t)k->n_v + 1, sizeof(bool));
+  for (int p = 0; p <= k->n_phases; p++) {
+    emit_phase_start(&row, p);
+    if (p < k->n_phases) emit_pass(&row, p, need);
+  }
+  free(need);
+  evtc_sb_printf(b, "    }\n  }\n");
+  for (int i = 0; i < k->n_v; i++) {            /* combine partials in thread order, then store */
+    const evtc_vnode *v = &k->v[i];
+    if (v->kind != EVTC_V_REDUCE || v->cls == EVTC_VC_COL) continue;
+    bool rowv = v->cls == EVTC_VC_ROW;
+    evtc_sb_printf(b, "  for (int64_t c = 0; c < %s; c++) {\n    double acc = part%d[c];\n", rowv ? "CC" : "1", i);
+    evtc_sb_printf(b, "    for (int t = 1; t < nth; t++) {\n      double v = part%d[(size_t)t * %s + (size_t)c];\n", i,
+                   rowv ? "(size_t)CC" : "1");
+    evtc_sb_printf(b, "      acc = %s;\n    }\n",
+                   v->op == EVTC_OP_REDUCE_MAX ? "EVTC_MAXN(acc, v)" : v->op == EVTC_OP_REDUCE_MIN ? "EVTC_MINN(acc, v)"
+                                                                                      : "acc + v");
+    emit_finish(b, "    ", v, i, "acc");
+    evtc_cpu_vctx x = {.k = k, .sb = b, .ind = "    "};
+    for (int j = i + 1; j < k->n_v; j++)
+      if (k->v[j].kind == EVTC_V_STORE && k->v[j].args[0] == i) evtc_cpu_emit_store(&x, j);
+    evtc_sb_printf(b, "  }\n  free(part%d);\n", i);
+  }
+  evtc_sb_printf(b, "}\n\n");
+}

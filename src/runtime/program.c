@@ -1,0 +1,299 @@
+/* program.c -- build a program from a graph and a plan, and run it (program.h).
+ *
+ * Building: group the plan's nodes per kernel; build each kernel; split a
+ * group that does not build or that the backend refuses into single nodes;
+ * a single node the backend still refuses becomes an interpreter fallback.
+ * Then name the kernels, emit one module, compile, load, look the entry
+ * points up, and place the buffers: leaves, constants and graph outputs own
+ * theirs; every other value passed between kernels goes into the planned
+ * arena.  Running: launch the kernels in order with their argument
+ * pointers; a raised error flag becomes a message naming the kernel.
+ */
+#include "runtime/program.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernel/kernel.h"
+#include "runtime/memplan.h"
+#include "runtime/program_internal.h"
+
+typedef struct prog_kernel {
+  evtc_kernel *k;           /* NULL for a fallback */
+  evtc_backend_fn fn;
+  evtc_fallback fb;
+  bool is_fallback;
+  char why[160];            /* a fallback: why the backend does not run it */
+  void **argv;              /* argument pointers, filled after placement */
+} prog_kernel;
+
+struct evtc_program {
+  const evtc_graph *g;
+  const evtc_backend *be;
+  prog_kernel *ks;
+  int n_ks;
+  void *module;
+  void **buf;               /* by node id; NULL when the value has no buffer */
+  unsigned char *owned;     /* by node id: buf[id] was malloc'd on its own */
+  unsigned char *arena;
+  evtc_program_stats stats;
+};
+
+static bool accept_backend(const evtc_kernel *k, void *ctx) {
+  char why[128];
+  const evtc_backend *be = ctx;
+  return be->supports(be, k, why, sizeof why);
+}
+
+/* Appends the kernel of ids[0..n) (or its pieces) to p->ks. */
+static evtc_status add_group(evtc_program *p, const int32_t *ids, int n, FILE *warn, evtc_diag *d) {
+  evtc_diag kd = {0};
+  evtc_kernel *k = evtc_kernel_build(p->g, ids, n, &kd);
+  char why[128] = "";
+  bool ok = k && p->be->supports(p->be, k, why, sizeof why) && k->kind != EVTC_ML_OPAQUE;
+  if (ok) {
+    p->ks[p->n_ks++] = (prog_kernel){.k = k};
+    return EVTC_OK;
+  }
+  if (n > 1) {
+    fprintf(warn, "evtc: warning: a planned kernel of %d nodes does not run as one (%s); running its nodes one by one\n",
+            n, k ? why : kd.msg);
+    evtc_kernel_free(k);
+    for (int i = 0; i < n; i++)
+      if (add_group(p, ids + i, 1, warn, d) != EVTC_OK) return d->status;
+    return EVTC_OK;
+  }
+  prog_kernel *pk = &p->ks[p->n_ks++];
+  *pk = (prog_kernel){.is_fallback = true};
+  snprintf(pk->why, sizeof pk->why, "%.150s", k ? why : kd.msg);
+  evtc_kernel_free(k);
+  if (!evtc_fallback_init(&pk->fb, p->g->nodes[ids[0]], d)) return d->status;
+  return EVTC_OK;
+}
+
+/* Argument nodes of kernel pk, in order (inputs of a fallback, then its node). */
+static int kernel_args(const prog_kernel *pk, const evtc_node **out) {
+  if (!pk->is_fallback) {
+    for (int i = 0; i < pk->k->n_args; i++) out[i] = pk->k->args[i].node;
+    return pk->k->n_args;
+  }
+  const evtc_node *n = pk->fb.node;
+  for (int j = 0; j < n->n_inputs; j++) out[j] = n->inputs[j];
+  out[n->n_inputs] = n;
+  return n->n_inputs + 1;
+}
+
+static int max_args(const prog_kernel *pk) { return pk->is_fallback ? pk->fb.node->n_inputs + 1 : pk->k->n_args; }
+
+static bool is_graph_output(const evtc_graph *g, const evtc_node *n) {
+  if (g->loss == n) return true;
+  for (int i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i].node == n) return true;
+  return false;
+}
+
+/* Owned buffers for leaves, constants and outputs; the arena for the rest. */
+static void place_buffers(evtc_program *p) {
+  const evtc_graph *g = p->g;
+  int32_t nn = g->n_nodes;
+  int *first = malloc(sizeof(int) * (size_t)nn), *last = malloc(sizeof(int) * (size_t)nn);
+  for (int32_t i = 0; i < nn; i++) first[i] = last[i] = -1;
+  const evtc_node **args = malloc(sizeof(evtc_node *) * 64);
+  int cap = 64;
+  for (int t = 0; t < p->n_ks; t++) {
+    if (max_args(&p->ks[t]) > cap) args = realloc(args, sizeof(evtc_node *) * (size_t)(cap = max_args(&p->ks[t])));
+    int na = kernel_args(&p->ks[t], args);
+    for (int a = 0; a < na; a++) {
+      int32_t id = args[a]->id;
+      if (first[id] < 0) first[id] = t;
+      last[id] = t;
+    }
+  }
+  evtc_memplan_value *mv = calloc((size_t)nn + 1, sizeof *mv);
+  int *mv_node = malloc(sizeof(int) * ((size_t)nn + 1)), n_mv = 0;
+  for (int32_t i = 0; i < nn; i++) {
+    const evtc_node *n = g->nodes[i];
+    size_t bytes = (size_t)evtc_type_numel(&n->type) * evtc_buffer_elem_size(n->type.dtype);
+    bool own = evtc_op_is_leaf(n->op) || is_graph_output(g, n);
+    if (own) {
+      p->buf[i] = calloc(1, bytes ? bytes : 1);
+      p->owned[i] = 1;
+      if (n->op == EVTC_OP_CONST) {
+        const evtc_attr *data = evtc_node_attr(n, "data");
+        int64_t numel = evtc_type_numel(&n->type);
+        double *vals = malloc(sizeof(double) * (size_t)(numel > 0 ? numel : 1));
+        for (int64_t e = 0; e < numel; e++) vals[e] = data->n ? data->v.floats[e] : evtc_node_float(n, "value");
+        evtc_buffer_from_double(n->type.dtype, vals, numel, p->buf[i]);
+        free(vals);
+      }
+    } else if (first[i] >= 0) {
+      mv[n_mv] = (evtc_memplan_value){.bytes = bytes, .first = first[i], .last = last[i]};
+      mv_node[n_mv++] = i;
+      p->stats.unplanned_bytes += (bytes + 63) / 64 * 64;
+    }
+  }
+  p->stats.arena_bytes = evtc_memplan(mv, n_mv, p->n_ks);
+  p->arena = aligned_alloc(64, (p->stats.arena_bytes + 127) / 64 * 64);
+  for (int v = 0; v < n_mv; v++) p->buf[mv_node[v]] = p->arena + mv[v].offset;
+  for (int t = 0; t < p->n_ks; t++) {
+    prog_kernel *pk = &p->ks[t];
+    int na = kernel_args(pk, args);
+    pk->argv = malloc(sizeof(void *) * (size_t)(na + 1));
+    for (int a = 0; a < na; a++) pk->argv[a] = p->buf[args[a]->id];
+  }
+  free(args);
+  free(mv);
+  free(mv_node);
+  free(first);
+  free(last);
+}
+
+/* Emits, compiles and loads the compiled kernels. */
+static evtc_status compile_kernels(evtc_program *p, evtc_diag *d) {
+  const evtc_kernel **ks = malloc(sizeof(evtc_kernel *) * ((size_t)p->n_ks + 1));
+  int n = 0;
+  char *src = NULL;
+  size_t len = 0;
+  for (int t = 0; t < p->n_ks; t++) {
+    evtc_kernel *k = p->ks[t].k;
+    if (!k) continue;
+    char base[40];
+    snprintf(base, sizeof base, "%.32s", k->name + 2);   /* "k_<op>" -> "k<t>_<op>" */
+    snprintf(k->name, sizeof k->name, "k%d_%s", t, base);
+    p->be->emit(p->be, k, &src, &len);
+    ks[n++] = k;
+  }
+  evtc_status st = EVTC_OK;
+  if (n > 0) {
+    char *path = p->be->compile(p->be, src, ks, n, d);
+    if (path) p->module = p->be->load(p->be, path, d);
+    free(path);
+    for (int t = 0; t < p->n_ks && p->module; t++)
+      if (p->ks[t].k && !(p->ks[t].fn = p->be->lookup(p->be, p->module, p->ks[t].k->name)))
+        evtc_diag_set(d, EVTC_ERR_INVALID, "kernel %s is missing from its module", p->ks[t].k->name);
+    st = p->module ? d->status : (d->status ? d->status : EVTC_ERR_INVALID);
+  }
+  free(src);
+  free(ks);
+  return st;
+}
+
+evtc_program *evtc_program_new(const evtc_graph *g, const int32_t *kernel_of_node, int n_kernels,
+                               const evtc_backend *be, FILE *warn, evtc_diag *d) {
+  if (!warn) warn = stderr;
+  evtc_program *p = calloc(1, sizeof *p);
+  p->g = g;
+  p->be = be;
+  p->buf = calloc((size_t)g->n_nodes + 1, sizeof(void *));
+  p->owned = calloc((size_t)g->n_nodes + 1, 1);
+  int32_t *own_plan = NULL;
+  if (!kernel_of_node) kernel_of_node = own_plan = evtc_plan_greedy(g, accept_backend, (void *)be, &n_kernels);
+  p->ks = calloc((size_t)g->n_nodes + 1, sizeof *p->ks);
+  int32_t *ids = malloc(sizeof(int32_t) * ((size_t)g->n_nodes + 1));
+  for (int k = 0; k < n_kernels && d->status == EVTC_OK; k++) {
+    int n = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+      if (kernel_of_node[i] == k) ids[n++] = i;
+    if (n > 0) add_group(p, ids, n, warn, d);
+  }
+  free(ids);
+  free(own_plan);
+  if (d->status != EVTC_OK || compile_kernels(p, d) != EVTC_OK) {
+    evtc_program_free(p);
+    return NULL;
+  }
+  p->stats.kernels = p->n_ks;
+  for (int t = 0; t < p->n_ks; t++) {
+    if (p->ks[t].is_fallback) p->stats.interpreted++;
+    else p->stats.compiled++;
+  }
+  if (p->stats.interpreted) {
+    fprintf(warn, "evtc: WARNING: %d of %d kernels have no %s template and run in the float64 interpreter (slow):",
+            p->stats.interpreted, p->n_ks, be->name);
+    for (int t = 0; t < p->n_ks; t++)
+      if (p->ks[t].is_fallback)
+        fprintf(warn, "\n  %%%s (%s): %s", p->ks[t].fb.node->name, evtc_op_get(p->ks[t].fb.node->op)->name,
+                p->ks[t].why);
+    fputc('\n', warn);
+  }
+  place_buffers(p);
+  return p;
+}
+
+void evtc_program_free(evtc_program *p) {
+  if (!p) return;
+  for (int t = 0; t < p->n_ks; t++) {
+    if (p->ks[t].is_fallback) evtc_fallback_free(&p->ks[t].fb);
+    evtc_kernel_free(p->ks[t].k);
+    free(p->ks[t].argv);
+  }
+  free(p->ks);
+  if (p->module) p->be->unload(p->be, p->module);
+  for (int32_t i = 0; i < p->g->n_nodes; i++)
+    if (p->owned[i]) free(p->buf[i]);
+  free(p->buf);
+  free(p->owned);
+  free(p->arena);
+  free(p);
+}
+
+void evtc_program_set(evtc_program *p, const evtc_node *leaf, const double *data) {
+  EVTC_ASSERT(p->buf[leaf->id] != NULL && p->owned[leaf->id]);
+  evtc_buffer_from_double(leaf->type.dtype, data, evtc_type_numel(&leaf->type), p->buf[leaf->id]);
+}
+
+bool evtc_program_get(const evtc_program *p, const evtc_node *n, double *out) {
+  if (!p->buf[n->id]) return false;
+  evtc_buffer_to_double(n->type.dtype, p->buf[n->id], evtc_type_numel(&n->type), out);
+  return true;
+}
+
+evtc_status evtc_program_run(evtc_program *p, uint64_t step, evtc_diag *d) {
+  for (int t = 0; t < p->n_ks; t++) {
+    prog_kernel *pk = &p->ks[t];
+    if (pk->is_fallback) {
+      const evtc_node *n = pk->fb.node;
+      if (evtc_fallback_run(&pk->fb, pk->argv, pk->argv[n->n_inputs], step, d) != EVTC_OK) return d->status;
+      continue;
+    }
+    int err = 0;
+    pk->fn(pk->argv, step, &err);
+    if (err) {
+      const evtc_kernel *k = pk->k;
+      const evtc_node *n = p->g->nodes[k->nodes[k->n_nodes - 1]];
+      return evtc_diag_set(d, EVTC_ERR_RUNTIME,
+                           "kernel %s (nodes %%%s..%%%s): an index or label is out of range, or an integer division "
+                           "by zero", k->name, p->g->nodes[k->nodes[0]]->name, n->name);
+    }
+  }
+  if (p->be->synchronize) p->be->synchronize(p->be);
+  return EVTC_OK;
+}
+
+void evtc_program_poison(evtc_program *p) {
+  const evtc_graph *g = p->g;
+  memset(p->arena, 0xff, p->stats.arena_bytes);
+  for (int32_t i = 0; i < g->n_nodes; i++)
+    if (p->owned[i] && !evtc_op_is_leaf(g->nodes[i]->op))
+      memset(p->buf[i], 0xff, (size_t)evtc_type_numel(&g->nodes[i]->type) * evtc_buffer_elem_size(g->nodes[i]->type.dtype));
+}
+
+void evtc_program_update(evtc_program *p) {
+  const evtc_graph *g = p->g;
+  for (int i = 0; i < g->n_outputs; i++) {
+    const evtc_output *o = &g->outputs[i];
+    if (!o->updates || o->updates == o->node) continue;
+    size_t bytes = (size_t)evtc_type_numel(&o->updates->type) * evtc_buffer_elem_size(o->updates->type.dtype);
+    memmove(p->buf[o->updates->id], p->buf[o->node->id], bytes);
+  }
+}
+
+evtc_program_stats evtc_program_get_stats(const evtc_program *p) { return p->stats; }
+
+void evtc_program_dump(const evtc_program *p, FILE *out) {
+  for (int t = 0; t < p->n_ks; t++) {
+    if (p->ks[t].k) evtc_kernel_print(p->ks[t].k, out);
+    else fprintf(out, "kernel %d: interpreter %%%s (%s)\n", t, p->ks[t].fb.node->name,
+                 evtc_op_get(p->ks[t].fb.node->op)->name);
+  }
+}

@@ -1,0 +1,65 @@
+/* program.h -- a compiled graph: kernels + buffers + a launch list.
+ *
+ * evtc_program_new takes a graph and a plan (kernel_of_node, kernel.h),
+ * builds every kernel, asks the backend which it supports, emits all of
+ * those into one module, compiles and loads it (the CPU backend caches the
+ * object on disk).  A kernel the backend cannot run -- or a plan group that
+ * does not build -- is split into single nodes; a node still without a
+ * template runs through the float64 interpreter, and the program prints a
+ * loud warning naming those nodes (never silently) and counts them.
+ *
+ * Buffers hold values in their dtype's native C type (f16/bf16 as float,
+ * rounded; only interpreter-run kernels touch those).  INPUT, PARAM and
+ * STATE leaves and the graph's outputs have buffers of their own for the
+ * whole life of the program; every other value passed between kernels
+ * lives in one arena placed by the memory planner (memplan.h).
+ */
+#ifndef EVTC_PROGRAM_H
+#define EVTC_PROGRAM_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "backend/backend.h"
+#include "ir/ir.h"
+
+typedef struct evtc_program evtc_program;
+
+/* Builds the program of g (borrowed: it must outlive the program) under
+ * plan kernel_of_node (n_kernels kernels; NULL: the built-in greedy plan).
+ * Warnings (interpreter fallbacks, split groups) go to `warn` (NULL: stderr).
+ * NULL on failure with the cause in d (a compiler error names the file and kernel). */
+evtc_program *evtc_program_new(const evtc_graph *g, const int32_t *kernel_of_node, int n_kernels,
+                               const evtc_backend *be, FILE *warn, evtc_diag *d);
+void evtc_program_free(evtc_program *p);
+
+/* Copies numel doubles into the buffer of an INPUT, PARAM or STATE leaf,
+ * converted to its dtype. */
+void evtc_program_set(evtc_program *p, const evtc_node *leaf, const double *data);
+/* Copies the value of n (a leaf, a graph output or any value passed
+ * between kernels) as doubles into out; false when n has no buffer. */
+bool evtc_program_get(const evtc_program *p, const evtc_node *n, double *out);
+/* Runs every kernel once; step is the dropout offset.  A kernel's run-time
+ * error (label or index out of range, integer division by zero) gives
+ * EVTC_ERR_RUNTIME naming the kernel and its nodes. */
+evtc_status evtc_program_run(evtc_program *p, uint64_t step, evtc_diag *d);
+/* Fills every buffer that is not a leaf -- the planned arena and the
+ * graph outputs -- with 0xff bytes (NaN for floats), so a test sees any
+ * element a kernel fails to write. */
+void evtc_program_poison(evtc_program *p);
+/* Copies every `updates` output of the last run into its PARAM / STATE. */
+void evtc_program_update(evtc_program *p);
+
+typedef struct evtc_program_stats {
+  int kernels;              /* kernels launched per run */
+  int compiled;             /* of which compiled by the backend */
+  int interpreted;          /* of which run by the interpreter (no template) */
+  size_t arena_bytes;       /* peak bytes of the planned intermediate arena */
+  size_t unplanned_bytes;   /* the bytes the same values would take without reuse */
+} evtc_program_stats;
+
+evtc_program_stats evtc_program_get_stats(const evtc_program *p);
+/* Prints every kernel of the program (evtc_kernel_print) to out. */
+void evtc_program_dump(const evtc_program *p, FILE *out);
+
+#endif

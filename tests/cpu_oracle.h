@@ -1,0 +1,156 @@
+/* cpu_oracle.h -- compare compiled programs with the float64 interpreter (tests only).
+ *
+ * cpu_compare(g, plan, n_kernels, tol, what) fills every INPUT/PARAM/STATE
+ * of g with fresh random values (integer leaves in [0, int_hi)), runs the
+ * interpreter and the compiled program (outputs poisoned with NaN first)
+ * and checks every graph output element: |got - want| <= tol (1 + |want|).
+ * cpu_train_compare runs `steps` training steps of a joint graph both ways,
+ * copying updates back, and checks the loss of each step and every
+ * parameter afterwards.  Kernel caches go to a temp dir set in main.
+ */
+#ifndef EVTC_CPU_ORACLE_H
+#define EVTC_CPU_ORACLE_H
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "check.h"
+#include "runtime/interp.h"
+#include "runtime/program.h"
+
+static uint64_t oracle_rng = 12345;
+static double oracle_uniform(void) {
+  oracle_rng = oracle_rng * 6364136223846793005ull + 1442695040888963407ull;
+  return (double)(oracle_rng >> 11) * (1.0 / 9007199254740992.0);
+}
+
+typedef struct oracle_vals {
+  double **v;   /* by node id: leaf values */
+} oracle_vals;
+
+static oracle_vals oracle_fill(const evtc_graph *g, int64_t int_hi) {
+  oracle_vals o = {calloc((size_t)g->n_nodes + 1, sizeof(double *))};
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    const evtc_node *n = g->nodes[i];
+    if (n->op != EVTC_OP_INPUT && n->op != EVTC_OP_PARAM && n->op != EVTC_OP_STATE) continue;
+    int64_t numel = evtc_type_numel(&n->type);
+    o.v[i] = malloc(sizeof(double) * (size_t)(numel > 0 ? numel : 1));
+    for (int64_t e = 0; e < numel; e++) {
+      double u = oracle_uniform();
+      if (n->type.dtype == EVTC_BOOL) o.v[i][e] = u < 0.5;
+      else if (evtc_dtype_is_int(n->type.dtype)) o.v[i][e] = floor(u * (double)int_hi);
+      else if (strstr(n->name, ".v")) o.v[i][e] = u;            /* AdamW second moments are >= 0 */
+      else o.v[i][e] = (float)(2 * u - 1);
+    }
+  }
+  return o;
+}
+
+static void oracle_free(const evtc_graph *g, oracle_vals *o) {
+  for (int32_t i = 0; i < g->n_nodes; i++) free(o->v[i]);
+  free(o->v);
+}
+
+static bool oracle_near(double got, double want, double tol) {
+  if (isnan(want) || isnan(got)) return isnan(want) && isnan(got);
+  if (isinf(want)) return got == want;
+  return fabs(got - want) <= tol * (1 + fabs(want));
+}
+
+/* Compares one value; prints the first bad element. */
+static int oracle_check_value(const char *what, const evtc_node *n, const double *got, const double *want, double tol) {
+  int64_t numel = evtc_type_numel(&n->type);
+  for (int64_t e = 0; e < numel; e++)
+    if (!oracle_near(got[e], want[e], tol)) {
+      fprintf(stderr, "  %s: %%%s[%lld]: got %.9g, want %.9g\n", what, n->name, (long long)e, got[e], want[e]);
+      return 1;
+    }
+  return 0;
+}
+
+/* Runs g once both ways; returns the program (caller frees) for extra checks, or NULL. */
+static inline evtc_program *cpu_compare(const evtc_graph *g, const int32_t *plan, int n_kernels, double tol, int64_t int_hi,
+                                 const char *what) {
+  evtc_diag d = {0};
+  oracle_vals o = oracle_fill(g, int_hi);
+  evtc_interp *it = evtc_interp_new(g);
+  evtc_program *p = evtc_program_new(g, plan, n_kernels, evtc_backend_cpu(), NULL, &d);
+  CHECK(p != NULL, "%s: program: %s", what, d.msg);
+  if (!p) goto out;
+  for (int32_t i = 0; i < g->n_nodes; i++)
+    if (o.v[i]) {
+      evtc_interp_set(it, g->nodes[i], o.v[i]);
+      evtc_program_set(p, g->nodes[i], o.v[i]);
+    }
+  evtc_diag di = {0};
+  evtc_status si = evtc_interp_run(it, 7, &di);
+  evtc_program_poison(p);
+  evtc_status sp = evtc_program_run(p, 7, &d);
+  CHECK(si == sp, "%s: interpreter says %s, program %s", what, di.msg, d.msg);
+  if (si != EVTC_OK || sp != EVTC_OK) goto out;
+  int bad = 0;
+  for (int k = 0; k < g->n_outputs; k++) {
+    const evtc_node *n = g->outputs[k].node;
+    int64_t numel = evtc_type_numel(&n->type);
+    double *got = malloc(sizeof(double) * (size_t)(numel > 0 ? numel : 1));
+    CHECK(evtc_program_get(p, n, got), "%s: output %%%s has a buffer", what, n->name);
+    bad += oracle_check_value(what, n, got, evtc_interp_value(it, n), tol);
+    free(got);
+  }
+  CHECK(bad == 0, "%s: %d of %d outputs differ from the interpreter", what, bad, g->n_outputs);
+out:
+  evtc_interp_free(it);
+  oracle_free(g, &o);
+  return p;
+}
+
+/* `steps` training steps of joint graph g both ways; checks losses and final leaves. */
+static inline void cpu_train_compare(const evtc_graph *g, int steps, double tol, int64_t int_hi, const char *what) {
+  evtc_diag d = {0};
+  oracle_vals o = oracle_fill(g, int_hi);
+  evtc_interp *it = evtc_interp_new(g);
+  evtc_program *p = evtc_program_new(g, NULL, 0, evtc_backend_cpu(), NULL, &d);
+  CHECK(p != NULL, "%s: program: %s", what, d.msg);
+  if (!p) goto out;
+  for (int32_t i = 0; i < g->n_nodes; i++)
+    if (o.v[i]) {
+      evtc_interp_set(it, g->nodes[i], o.v[i]);
+      evtc_program_set(p, g->nodes[i], o.v[i]);
+    }
+  int bad = 0;
+  for (int s = 0; s < steps; s++) {
+    evtc_diag di = {0};
+    evtc_program_poison(p);
+    CHECK(evtc_interp_run(it, (uint64_t)s, &di) == EVTC_OK, "%s: interpreter: %s", what, di.msg);
+    CHECK(evtc_program_run(p, (uint64_t)s, &d) == EVTC_OK, "%s: program: %s", what, d.msg);
+    double loss = NAN;
+    evtc_program_get(p, g->loss, &loss);
+    double want = evtc_interp_value(it, g->loss)[0];
+    CHECK(oracle_near(loss, want, tol), "%s: step %d loss %.9g, interpreter %.9g", what, s, loss, want);
+    for (int k = 0; k < g->n_outputs; k++) {      /* the interpreter's updates, as the training loop does */
+      const evtc_output *out = &g->outputs[k];
+      if (out->updates)
+        memcpy(o.v[out->updates->id], evtc_interp_value(it, out->node),
+               sizeof(double) * (size_t)evtc_type_numel(&out->node->type));
+    }
+    evtc_program_update(p);
+  }
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    const evtc_node *n = g->nodes[i];
+    if (n->op != EVTC_OP_PARAM && n->op != EVTC_OP_STATE) continue;
+    int64_t numel = evtc_type_numel(&n->type);
+    double *got = malloc(sizeof(double) * (size_t)(numel > 0 ? numel : 1));
+    evtc_program_get(p, n, got);
+    bad += oracle_check_value(what, n, got, o.v[i], tol);
+    free(got);
+  }
+  CHECK(bad == 0, "%s: %d parameters or states differ after %d steps", what, bad, steps);
+out:
+  evtc_program_free(p);
+  evtc_interp_free(it);
+  oracle_free(g, &o);
+}
+
+#endif

@@ -5,7 +5,7 @@ SHELL := /bin/bash
 # Build: compiler, CMake, protobuf-c and onnx.proto (ONNX frontend).
 # Tests: NumPy, ONNX's Python package and its conformance data.
 PACKAGES := cmake gcc make pkg-config libprotobuf-c-dev protobuf-c-compiler libonnx-dev \
-            python3-numpy python3-onnx libonnx-testdata
+            python3-numpy python3-onnx libonnx-testdata coinor-libcbc-dev graphviz python3-torch python3-torchvision
 BUILD := build
 ASAN_BUILD := build-asan
 JOBS ?= 2
@@ -14,7 +14,7 @@ JOBS ?= 2
 # a time on a small machine) slowed training 3-5x in our measurements.
 export OMP_WAIT_POLICY ?= passive
 
-.PHONY: deps build demo test clean
+.PHONY: deps build demo test clean fuzz-onnx
 
 # Installs the Debian packages that are missing (apt-get runs only then).
 deps:
@@ -40,5 +40,21 @@ test: deps build
 	cmake --build $(ASAN_BUILD) -j$(JOBS)
 	ctest --test-dir $(ASAN_BUILD) --output-on-failure -j$(JOBS) --label-exclude slow
 
+# libFuzzer on the ONNX reader (tests/fuzz/onnx_fuzz.c) with clang, ASan and
+# UBSan, for FUZZ_SECONDS (default 60), seeded from tests/fuzz/corpus/; new
+# inputs collect in $(FUZZ_BUILD)/corpus, crashes in $(FUZZ_BUILD)/crash-*.
+FUZZ_BUILD := build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_FLAGS := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+fuzz-onnx:
+	CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Debug \
+	  -DCMAKE_C_FLAGS="$(FUZZ_FLAGS) -fsanitize=fuzzer-no-link"
+	cmake --build $(FUZZ_BUILD) --target evtc -j$(JOBS)
+	clang $(FUZZ_FLAGS) -fsanitize=fuzzer -fopenmp -Iinclude -Isrc tests/fuzz/onnx_fuzz.c \
+	  $(FUZZ_BUILD)/libevtc.a -lprotobuf-c -lm -o $(FUZZ_BUILD)/onnx_fuzz
+	mkdir -p $(FUZZ_BUILD)/corpus
+	cd $(FUZZ_BUILD) && ./onnx_fuzz -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	  -max_len=4096 corpus ../tests/fuzz/corpus
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -9,11 +9,15 @@ static const struct {
   int (*run)(int argc, char **argv);
   const char *usage;
 } commands[] = {
-    {"check", evtc_cmd_check, "check FILE                 parse and verify; print node count and op histogram"},
+    {"check", evtc_cmd_check, "check FILE                 verify; print op histogram, inputs, outputs, param count"},
     {"grad", evtc_cmd_grad, "grad FILE [--optimizer sgd|adamw|none] [-o OUT]   print or write the joint graph"},
+    {"opt", evtc_cmd_opt,
+     "opt FILE [--train] [--passes=a,b,c] [--target cpu|h200] [--dump-after=NAME|all] [--print-stats] [-o OUT]"},
     {"run", evtc_cmd_run, "run FILE --input NAME=PATH.npy ... [-o DIR] [--grads]   run the forward graph"},
     {"train", evtc_cmd_train,
      "train FILE --data DIR [--epochs N] [--batch B] [--lr X] [--optimizer sgd|adamw] [--seed S] [--save PATH]"},
+    {"explain", evtc_cmd_explain,
+     "explain FILE [--train] [--target cpu|h200] [--partitioner ilp|greedy|none] [--format text|dot|svg|html] [-o OUT]"},
 };
 
 static void usage(FILE *f) {

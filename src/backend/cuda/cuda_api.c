@@ -73,7 +73,22 @@ static const sym_spec nvrtc_syms[] = {
 #undef NVRTC
 
 #define LT(field) {#field, NULL, offsetof(evtc_cuda_cublaslt, field)}
-static const sym_spec cublaslt_syms[] = {LT(cublasLtGetVersion), LT(cublasLtCreate), LT(cublasLtDestroy)};
+static const sym_spec cublaslt_syms[] = {
+    LT(cublasLtGetVersion),
+    LT(cublasLtCreate),
+    LT(cublasLtDestroy),
+    LT(cublasLtMatmulDescCreate),
+    LT(cublasLtMatmulDescDestroy),
+    LT(cublasLtMatmulDescSetAttribute),
+    LT(cublasLtMatrixLayoutCreate),
+    LT(cublasLtMatrixLayoutDestroy),
+    LT(cublasLtMatrixLayoutSetAttribute),
+    LT(cublasLtMatmulPreferenceCreate),
+    LT(cublasLtMatmulPreferenceDestroy),
+    LT(cublasLtMatmulPreferenceSetAttribute),
+    LT(cublasLtMatmulAlgoGetHeuristic),
+    LT(cublasLtMatmul),
+};
 #undef LT
 
 static const char *const nvrtc_names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};

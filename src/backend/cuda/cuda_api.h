@@ -112,10 +112,55 @@ typedef struct evtc_cuda_nvrtc {
 typedef int cublasStatus_t;             /* CUBLAS_STATUS_SUCCESS == 0 */
 typedef struct cublasLtContext *cublasLtHandle_t;
 
+typedef struct cublasLtMatmulDescOpaque_t *cublasLtMatmulDesc_t;
+typedef struct cublasLtMatrixLayoutOpaque_t *cublasLtMatrixLayout_t;
+typedef struct cublasLtMatmulPreferenceOpaque_t *cublasLtMatmulPreference_t;
+typedef struct {
+  unsigned long long data[8];
+} evtc_cublasLtMatmulAlgo;
+typedef struct {                        /* cublasLtMatmulHeuristicResult_t */
+  evtc_cublasLtMatmulAlgo algo;
+  size_t workspaceSize;
+  cublasStatus_t state;
+  float wavesCount;
+  int reserved[4];
+} evtc_cublasLtHeuristic;
+
+/* cudaDataType_t, cublasComputeType_t, cublasOperation_t and attribute ids. */
+enum { EVTC_CUDA_R_32F = 0, EVTC_CUDA_R_64F = 1 };
+enum { EVTC_CUBLAS_COMPUTE_32F = 68, EVTC_CUBLAS_COMPUTE_64F = 70 };
+enum { EVTC_CUBLAS_OP_N = 0, EVTC_CUBLAS_OP_T = 1 };
+enum { EVTC_CUBLASLT_MATMUL_DESC_TRANSA = 3, EVTC_CUBLASLT_MATMUL_DESC_TRANSB = 4 };
+enum { EVTC_CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5, EVTC_CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = 6 };
+enum { EVTC_CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1 };
+
 typedef struct evtc_cuda_cublaslt {
   size_t (*cublasLtGetVersion)(void);
   cublasStatus_t (*cublasLtCreate)(cublasLtHandle_t *handle);
   cublasStatus_t (*cublasLtDestroy)(cublasLtHandle_t handle);
+  cublasStatus_t (*cublasLtMatmulDescCreate)(cublasLtMatmulDesc_t *desc, int compute_type, int scale_type);
+  cublasStatus_t (*cublasLtMatmulDescDestroy)(cublasLtMatmulDesc_t desc);
+  cublasStatus_t (*cublasLtMatmulDescSetAttribute)(cublasLtMatmulDesc_t desc, int attr, const void *buf, size_t size);
+  cublasStatus_t (*cublasLtMatrixLayoutCreate)(cublasLtMatrixLayout_t *layout, int type, unsigned long long rows,
+                                               unsigned long long cols, long long ld);
+  cublasStatus_t (*cublasLtMatrixLayoutDestroy)(cublasLtMatrixLayout_t layout);
+  cublasStatus_t (*cublasLtMatrixLayoutSetAttribute)(cublasLtMatrixLayout_t layout, int attr, const void *buf,
+                                                     size_t size);
+  cublasStatus_t (*cublasLtMatmulPreferenceCreate)(cublasLtMatmulPreference_t *pref);
+  cublasStatus_t (*cublasLtMatmulPreferenceDestroy)(cublasLtMatmulPreference_t pref);
+  cublasStatus_t (*cublasLtMatmulPreferenceSetAttribute)(cublasLtMatmulPreference_t pref, int attr, const void *buf,
+                                                         size_t size);
+  cublasStatus_t (*cublasLtMatmulAlgoGetHeuristic)(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
+                                                   cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                                                   cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t dd,
+                                                   cublasLtMatmulPreference_t pref, int requested,
+                                                   evtc_cublasLtHeuristic *results, int *returned);
+  cublasStatus_t (*cublasLtMatmul)(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void *alpha,
+                                   const void *a, cublasLtMatrixLayout_t a_layout, const void *b,
+                                   cublasLtMatrixLayout_t b_layout, const void *beta, const void *c,
+                                   cublasLtMatrixLayout_t c_layout, void *dd, cublasLtMatrixLayout_t d_layout,
+                                   const evtc_cublasLtMatmulAlgo *algo, void *workspace, size_t workspace_bytes,
+                                   CUstream stream);
   char path[256];
 } evtc_cuda_cublaslt;
 

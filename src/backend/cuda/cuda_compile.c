@@ -12,20 +12,14 @@
 
 #include "backend/cuda/cuda_api.h"
 #include "runtime/atomic_file.h"
+#include "util/fs.h"
 
 bool evtc_cuda_arch_name(int major, int minor, char *buf, size_t cap) {
   int n = snprintf(buf, cap, "sm_%d%d%s", major, minor, major >= 9 ? "a" : "");
   return n > 0 && (size_t)n < cap;
 }
 
-bool evtc_cuda_cache_dir(char *buf, size_t cap) {
-  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-  int n;
-  if (xdg && *xdg) n = snprintf(buf, cap, "%s/evtc/cuda", xdg);
-  else if (home && *home) n = snprintf(buf, cap, "%s/.cache/evtc/cuda", home);
-  else return false;
-  return n > 0 && (size_t)n < cap;
-}
+bool evtc_cuda_cache_dir(char *buf, size_t cap) { return evtc_cache_dir("cuda", buf, cap); }
 
 void evtc_cuda_cubin_free(evtc_cuda_cubin *c) {
   free(c->data);
@@ -44,23 +38,6 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
 
 /* Hashes a string and its terminating NUL, so that ("ab","c") != ("a","bc"). */
 static uint64_t fnv1a_str(uint64_t h, const char *s) { return fnv1a(h, s, strlen(s) + 1); }
-
-/* Creates dir and its parents; false with EVTC_ERR_IO in d. */
-static bool make_dirs(const char *dir, evtc_diag *d) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s", dir);
-  for (char *p = path + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = 0;
-    mkdir(path, 0755);
-    *p = '/';
-  }
-  if (mkdir(path, 0755) != 0 && errno != EEXIST) {
-    evtc_diag_set(d, EVTC_ERR_IO, "cannot create the CUDA kernel cache %s: %s", path, strerror(errno));
-    return false;
-  }
-  return true;
-}
 
 /* Reads a cached CUBIN (an ELF image) into out; false when absent or not ELF. */
 static bool read_cubin(const char *path, evtc_cuda_cubin *out) {
@@ -156,7 +133,8 @@ evtc_status evtc_cuda_compile(const char *src, const char *name, const char *arc
   char dir[4096];
   if (!evtc_cuda_cache_dir(dir, sizeof dir - 64))
     return evtc_diag_set(d, EVTC_ERR_IO, "no CUDA kernel cache directory: set XDG_CACHE_HOME or HOME");
-  if (!make_dirs(dir, d)) return d->status;
+  if (!evtc_mkdirs(dir))
+    return evtc_diag_set(d, EVTC_ERR_IO, "cannot create the CUDA kernel cache %s: %s", dir, strerror(errno));
 
   char version[32];
   snprintf(version, sizeof version, "nvrtc %d.%d", nv->major, nv->minor);

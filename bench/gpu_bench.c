@@ -1,0 +1,175 @@
+/* gpu_bench.c -- times evtc's CUDA backend on the memory-bound workloads
+ * of bench/gpu.sh and prints, per workload, "RESULT <work> <impl> <ms>
+ * <minimal bytes>" and checksums of every output ("CHECK <work> <output>
+ * <sum> <sum of |x|>") for gpu_torch.py to compare with PyTorch on the
+ * same inputs.  Inputs come from an integer hash of the element index that
+ * gpu_torch.py computes the same way: x[i] = (h(i + salt) >> 8) * 2^-24 * 2 - 1,
+ * h(i) = (i * 2654435761) mod 2^32; labels[i] = (i * 7919) mod classes.
+ * A step is one evtc_program_run (every kernel, then a wait for the GPU
+ * and the error-flag check), timed on the host clock; the median of 30
+ * steps after 5 warm-ups.  Plans come from the fusion ILP (--partitioner
+ * ilp), else the built-in greedy plan.  f32 storage (no bf16 yet).
+ * Arguments: substrings of the workload names to run (default all).  With
+ * EVTC_CUDA_SMEM_ROWS=0 the results are labelled evtc-reread.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "autodiff/autodiff.h"
+#include "backend/backend.h"
+#include "evtc.h"
+#include "ir/ir.h"
+#include "runtime/program.h"
+#include "runtime/program_plan.h"
+
+typedef struct workload {
+  const char *name, *text;
+  const char *wrt[5];
+  int n_wrt;
+  double bytes;            /* minimal bytes moved by one step */
+} workload;
+
+#define N1 (16384.0 * 4096.0)
+#define N2 (8192.0 * 32000.0)
+#define N3 (16384.0 * 1024.0)
+
+static const workload works[] = {
+    {"layernorm-fwd-bwd-16384x4096",
+     "graph ln {\n  %x = input() : f32[16384,4096]\n  %dy = input() : f32[16384,4096]\n"
+     "  %g = input() : f32[4096]\n  %b = input() : f32[4096]\n  %y = layernorm(%x, %g, %b) : f32[16384,4096]\n"
+     "  %p = mul(%y, %dy) : f32[16384,4096]\n  %loss = reduce_sum(%p) : f32[]\n  output %y\n  loss %loss\n}\n",
+     {"x", "g", "b"}, 3, 4 * N1 * 4},
+    {"softmax-fwd-8192x32000",
+     "graph sm {\n  %x = input() : f32[8192,32000]\n  %y = softmax(%x) : f32[8192,32000]\n  output %y\n}\n",
+     {0}, 0, 2 * N2 * 4},
+    {"cross-entropy-fwd-bwd-8192x32000",
+     "graph ce {\n  %x = input() : f32[8192,32000]\n  %lab = input() : i64[8192]\n"
+     "  %loss = cross_entropy(%x, %lab) : f32[]\n  output %loss\n  loss %loss\n}\n",
+     {"x"}, 1, 2 * N2 * 4 + 8192 * 8},
+    {"dropout-residual-layernorm-fwd-bwd-16384x1024",
+     "graph drl {\n  %x = input() : f32[16384,1024]\n  %res = input() : f32[16384,1024]\n"
+     "  %dy = input() : f32[16384,1024]\n  %g = input() : f32[1024]\n  %b = input() : f32[1024]\n"
+     "  %d = dropout(%x) {p=0.1, seed=1} : f32[16384,1024]\n  %h = add(%d, %res) : f32[16384,1024]\n"
+     "  %y = layernorm(%h, %g, %b) : f32[16384,1024]\n  %p = mul(%y, %dy) : f32[16384,1024]\n"
+     "  %loss = reduce_sum(%p) : f32[]\n  output %y\n  loss %loss\n}\n",
+     {"x", "res", "g", "b"}, 4, 6 * N3 * 4},
+};
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void fill(const evtc_node *n, double *v, uint32_t salt) {
+  int64_t numel = evtc_type_numel(&n->type);
+  if (evtc_dtype_is_int(n->type.dtype)) {
+    int64_t classes = 32000;
+    for (int64_t i = 0; i < numel; i++) v[i] = (double)((i * 7919) % classes);
+    return;
+  }
+  for (int64_t i = 0; i < numel; i++) {
+    uint32_t h = (uint32_t)((uint64_t)(i + salt) * 2654435761u);
+    v[i] = (double)(h >> 8) * (1.0 / 16777216.0) * 2 - 1;
+  }
+}
+
+static void run(const evtc_backend *be, const workload *w) {
+  char err[512];
+  evtc_diag d = {0};
+  evtc_graph *fwd = evtc_graph_parse_string(w->text, w->name, err, sizeof err), *g = fwd;
+  if (!fwd) {
+    fprintf(stderr, "%s: %s\n", w->name, err);
+    return;
+  }
+  if (w->n_wrt) {
+    evtc_optim_config none = evtc_optim_default(EVTC_OPTIM_NONE);
+    g = evtc_autodiff(fwd, w->wrt, w->n_wrt, &none, &d);
+    if (!g) {
+      fprintf(stderr, "%s: autodiff: %s\n", w->name, d.msg);
+      evtc_graph_free(fwd);
+      return;
+    }
+  }
+  int nk = 0;
+  const char *plan_name = "ilp";
+  int32_t *plan = evtc_program_plan(g, plan_name, be, &nk, stderr, &d);
+  if (!plan) {
+    fprintf(stderr, "%s: no ILP plan (%s); using the built-in plan\n", w->name, d.msg);
+    d = (evtc_diag){0};
+    plan_name = "builtin";
+  }
+  evtc_program *p = evtc_program_new(g, plan, nk, be, stderr, &d);
+  free(plan);
+  if (!p) {
+    fprintf(stderr, "%s: %s\n", w->name, d.msg);
+    goto out;
+  }
+  uint32_t salt = 0;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    const evtc_node *n = g->nodes[i];
+    if (n->op != EVTC_OP_INPUT) continue;
+    int64_t numel = evtc_type_numel(&n->type);
+    double *v = malloc(sizeof(double) * (size_t)numel);
+    fill(n, v, salt);
+    salt += 1000003;
+    evtc_program_set(p, n, v);
+    free(v);
+  }
+  enum { WARM = 5, ITERS = 30 };
+  double t[ITERS];
+  for (int i = 0; i < WARM + ITERS; i++) {
+    double t0 = now_ms();
+    if (evtc_program_run(p, 1, &d) != EVTC_OK) {
+      fprintf(stderr, "%s: %s\n", w->name, d.msg);
+      goto out;
+    }
+    if (i >= WARM) t[i - WARM] = now_ms() - t0;
+  }
+  qsort(t, ITERS, sizeof t[0], cmp_double);
+  evtc_program_stats st = evtc_program_get_stats(p);
+  const char *smem = getenv("EVTC_CUDA_SMEM_ROWS"), *impl = smem && strcmp(smem, "0") == 0 ? "evtc-reread" : "evtc";
+  printf("RESULT %s %s %.4f %.0f\n", w->name, impl, t[ITERS / 2], w->bytes);
+  printf("INFO %s %s: %d kernels (%d interpreted), plan %s, min %.4f ms\n", w->name, impl, st.kernels, st.interpreted,
+         plan_name, t[0]);
+  for (int k = 0; k < g->n_outputs; k++) {
+    const evtc_node *n = g->outputs[k].node;
+    int64_t numel = evtc_type_numel(&n->type);
+    double *v = malloc(sizeof(double) * (size_t)numel), s = 0, a = 0;
+    evtc_program_get(p, n, v);
+    for (int64_t e = 0; e < numel; e++) {
+      s += v[e];
+      a += v[e] < 0 ? -v[e] : v[e];
+    }
+    if (strcmp(impl, "evtc") == 0) printf("CHECK %s %s %.9g %.9g\n", w->name, n->name, s, a);
+    free(v);
+  }
+  fflush(stdout);
+out:
+  evtc_program_free(p);
+  if (g != fwd) evtc_graph_free(g);
+  evtc_graph_free(fwd);
+}
+
+int main(int argc, char **argv) {
+  evtc_diag d = {0};
+  const evtc_backend *be = evtc_backend_cuda(&d);
+  if (!be) {
+    fprintf(stderr, "gpu_bench: %s\n", d.msg);
+    return 77;
+  }
+  for (size_t i = 0; i < sizeof works / sizeof works[0]; i++) {
+    bool pick = argc < 2;
+    for (int a = 1; a < argc; a++) pick |= strstr(works[i].name, argv[a]) != NULL;
+    if (pick) run(be, &works[i]);
+  }
+  return 0;
+}

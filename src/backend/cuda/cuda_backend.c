@@ -1,0 +1,431 @@
+/* cuda_backend.c -- the CUDA backend behind the backend vtable (backend.h).
+ *
+ * One process-wide backend on GPU 0, opened at the first
+ * evtc_backend_cuda() call.  supports() accepts elementwise and rows
+ * kernels over f32, f64, integer and bool values (no f16/bf16 storage
+ * yet) and GEMMs cuBLASLt can describe whose epilogue has no reductions;
+ * conv2d and OPAQUE kernels are refused with a reason, so the program
+ * runs them in the interpreter with device<->host copies and warns.
+ * emit() appends CUDA C (cuda_emit_*.c); compile() runs NVRTC for the
+ * device's exact architecture through the disk cache (cuda_compile.h);
+ * load() loads the CUBIN; kernel() makes a launch handle per kernel (the
+ * launch shape from the same plan the emitter used, reduction scratch,
+ * cuBLASLt descriptors, an error flag slot); run() queues its launches on
+ * the device stream; finish() waits and reports the first CUDA error,
+ * failed copy or raised error flag, naming the kernel.
+ *
+ * Buffers are device memory (cuMemAlloc, zeroed); device pointers travel
+ * through the program as void *.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_device.h"
+#include "backend/cuda/cuda_emit.h"
+#include "backend/cuda/cuda_gemm.h"
+
+#define ERR_SLOTS 1024
+#define WORKSPACE_BYTES ((size_t)32 << 20)
+
+typedef struct cuda_ctx {
+  evtc_cuda_device dev;
+  const evtc_cuda_cublaslt *lt;   /* NULL until a GEMM needs it */
+  cublasLtHandle_t lt_handle;
+  CUdeviceptr workspace;
+  CUdeviceptr errs;                /* ERR_SLOTS ints: one error flag per kernel handle */
+  char err_names[ERR_SLOTS][64];
+  int next_err, max_err;
+  evtc_diag sticky;                /* the first failure of a call that cannot return one */
+} cuda_ctx;
+
+typedef struct cuda_handle {
+  char name[64], fin_name[72];
+  evtc_cuda_kernel main, fin;      /* main: NULL fn for a direct GEMM */
+  bool has_fin;
+  unsigned grid, block, smem, fin_grid;
+  int n_args;
+  CUdeviceptr scratch;             /* rows: reduction partials; GEMM: the result for the epilogue */
+  int err_slot;
+  bool gemm, direct;               /* direct: the GEMM writes the output argument `out_arg` */
+  int a_arg, b_arg, out_arg;
+  evtc_cuda_gemm g;
+  struct cuda_handle *next;
+} cuda_handle;
+
+typedef struct cuda_module {
+  CUmodule mod;
+  cuda_handle *handles;
+} cuda_module;
+
+static cuda_ctx the_ctx;
+static evtc_backend the_backend;
+
+static cuda_ctx *ctx_of(const evtc_backend *be) { return be->ctx; }
+
+/* Records the first failure of a void entry point for finish(). */
+static void stick(cuda_ctx *c, const evtc_diag *d) {
+  if (c->sticky.status == EVTC_OK && d->status != EVTC_OK) c->sticky = *d;
+}
+
+static bool dtype_ok(evtc_dtype t) { return evtc_cpu_ctype(t) != NULL; }
+
+static bool is_direct_gemm(const evtc_kernel *k, int *out_arg) {
+  if (k->n_v != 2 || k->v[0].kind != EVTC_V_ACC || k->v[1].kind != EVTC_V_STORE) return false;
+  const evtc_vnode *s = &k->v[1];
+  if (s->dtype != k->gemm.dtype || s->cls != EVTC_VC_FULL) return false;
+  *out_arg = s->arg;
+  return true;
+}
+
+static bool cuda_supports(const evtc_backend *be, const evtc_kernel *k, char *why, size_t cap) {
+  if (k->kind == EVTC_ML_OPAQUE) {
+    snprintf(why, cap, "no CUDA template for %s", evtc_op_get(k->main->op)->name);
+    return false;
+  }
+  bool gemm = k->kind == EVTC_ML_GEMM || k->kind == EVTC_ML_CONV;
+  if (k->rows * k->cols == 0 || (gemm && k->gemm.batch == 0)) {
+    snprintf(why, cap, "an empty tensor");
+    return false;
+  }
+  if (k->n_args > EVTC_CUDA_MAX_ARGS) {
+    snprintf(why, cap, "more than %d arguments", EVTC_CUDA_MAX_ARGS);
+    return false;
+  }
+  for (int i = 0; i < k->n_args; i++)
+    if (!dtype_ok(k->args[i].node->type.dtype)) {
+      snprintf(why, cap, "%s values (no f16/bf16 storage on CUDA yet)", evtc_dtype_name(k->args[i].node->type.dtype));
+      return false;
+    }
+  if (gemm && !evtc_cuda_gemm_fits(k, why, cap)) return false;
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    if (!dtype_ok(v->dtype)) {
+      snprintf(why, cap, "%s values (no f16/bf16 storage on CUDA yet)", evtc_dtype_name(v->dtype));
+      return false;
+    }
+    if (gemm && (v->kind == EVTC_V_REDUCE ||
+                 (v->kind == EVTC_V_STORE && evtc_type_numel(&v->node->type) != k->rows * k->cols))) {
+      snprintf(why, cap, "a GEMM epilogue with reductions or vector stores");
+      return false;
+    }
+    if (v->kind == EVTC_V_STORE && v->cls == EVTC_VC_ROW && k->rows > 1 && k->v[v->args[0]].kind != EVTC_V_REDUCE) {
+      snprintf(why, cap, "a row vector stored by every row");
+      return false;
+    }
+  }
+  return true;
+}
+
+static evtc_cuda_rows_plan plan_of(const cuda_ctx *c, const evtc_kernel *k) {
+  return evtc_cuda_rows_plan_of(k, c->dev.sm_count, c->dev.smem_per_block_optin);
+}
+
+static void cuda_emit(const evtc_backend *be, const evtc_kernel *k, char **src, size_t *len) {
+  evtc_sb b = {.s = *src, .len = *len, .cap = *src ? *len + 1 : 0};
+  if (!b.s) evtc_cuda_emit_prelude(&b);
+  evtc_sb_printf(&b, "/* kernel %s: %d node%s */\n", k->name, k->n_nodes, k->n_nodes == 1 ? "" : "s");
+  int out_arg;
+  if (k->kind == EVTC_ML_GEMM) {
+    if (!is_direct_gemm(k, &out_arg)) evtc_cuda_emit_elementwise(&b, k, evtc_cpu_ctype(k->gemm.dtype));
+  } else if (evtc_cuda_flat_fits(k)) {
+    evtc_cuda_emit_elementwise(&b, k, NULL);
+  } else {
+    evtc_cuda_rows_plan pl = plan_of(ctx_of(be), k);
+    evtc_cuda_emit_rows(&b, k, &pl);
+  }
+  *src = b.s;
+  *len = b.len;
+}
+
+/* The kernel whose source starts last before 1-based line `line` of src (by its "kernel NAME:" comment). */
+static const char *kernel_at_line(const char *src, const evtc_kernel *const *kernels, int n, long line) {
+  const char *best = NULL;
+  long best_line = 0;
+  for (int i = 0; i < n; i++) {
+    char marker[96];
+    snprintf(marker, sizeof marker, "/* kernel %s:", kernels[i]->name);
+    const char *at = strstr(src, marker);
+    if (!at) continue;
+    long l = 1;
+    for (const char *p = src; p < at; p++) l += *p == '\n';
+    if (l <= line && l >= best_line) {
+      best = kernels[i]->name;
+      best_line = l;
+    }
+  }
+  return best;
+}
+
+static char *cuda_compile(const evtc_backend *be, const char *src, const evtc_kernel *const *kernels, int n_kernels,
+                          evtc_diag *d) {
+  cuda_ctx *c = ctx_of(be);
+  /* 177, 550: unused argument pointers and partial sums, normal in generated code */
+  static const char *const opts[] = {"--std=c++17", "-lineinfo", "--diag-suppress=177,550"};
+  char name[192];
+  snprintf(name, sizeof name, "module of %d kernels (%s..%s)", n_kernels, kernels[0]->name,
+           kernels[n_kernels - 1]->name);
+  evtc_cuda_cubin cubin;
+  if (evtc_cuda_compile(src, name, c->dev.arch, opts, 3, &cubin, d) != EVTC_OK) {
+    const char *at = strstr(d->msg, ".cu(");       /* NVRTC's "FILE.cu(LINE): error" names the kernel at fault */
+    const char *k = at ? kernel_at_line(src, kernels, n_kernels, strtol(at + 4, NULL, 10)) : NULL;
+    if (k) {
+      char msg[sizeof d->msg];
+      int n = snprintf(msg, sizeof msg, "kernel %s: ", k);
+      if (n > 0 && (size_t)n < sizeof msg) {
+        memcpy(msg + n, d->msg, sizeof msg - (size_t)n - 1);
+        msg[sizeof msg - 1] = 0;
+        memcpy(d->msg, msg, sizeof msg);
+      }
+    }
+    return NULL;
+  }
+  char *path = cubin.path;
+  cubin.path = NULL;
+  evtc_cuda_cubin_free(&cubin);
+  return path;
+}
+
+static void *cuda_load(const evtc_backend *be, const char *path, evtc_diag *d) {
+  cuda_ctx *c = ctx_of(be);
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    evtc_diag_set(d, EVTC_ERR_IO, "cannot read CUDA kernels %s", path);
+    return NULL;
+  }
+  evtc_cuda_cubin cubin = {0};
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  cubin.data = malloc((size_t)(n > 0 ? n : 1));
+  cubin.size = fread(cubin.data, 1, (size_t)(n > 0 ? n : 0), f);
+  fclose(f);
+  cuda_module *m = calloc(1, sizeof *m);
+  evtc_status s = evtc_cuda_module_load(&c->dev, &cubin, path, &m->mod, d);
+  free(cubin.data);
+  if (s != EVTC_OK) {
+    free(m);
+    return NULL;
+  }
+  return m;
+}
+
+static void handle_free(cuda_ctx *c, cuda_handle *h) {
+  evtc_cuda_gemm_free(&h->g);
+  if (h->scratch) c->dev.drv->cuMemFree(h->scratch);
+  free(h);
+}
+
+static void cuda_unload(const evtc_backend *be, void *module) {
+  cuda_ctx *c = ctx_of(be);
+  cuda_module *m = module;
+  evtc_cuda_sync(&c->dev, "unloading kernels", &c->sticky);
+  for (cuda_handle *h = m->handles, *next; h; h = next) {
+    next = h->next;
+    handle_free(c, h);
+  }
+  evtc_cuda_module_unload(&c->dev, m->mod);
+  free(m);
+}
+
+static evtc_status scratch_alloc(cuda_ctx *c, cuda_handle *h, size_t bytes, evtc_diag *d) {
+  char what[160];
+  snprintf(what, sizeof what, "cuMemAlloc (%zu bytes of scratch for kernel %s)", bytes, h->name);
+  return evtc_cuda_fail(c->dev.drv, c->dev.drv->cuMemAlloc(&h->scratch, bytes ? bytes : 8), what, EVTC_ERR_RUNTIME, d);
+}
+
+static evtc_status gemm_handle(cuda_ctx *c, cuda_module *m, const evtc_kernel *k, cuda_handle *h, evtc_diag *d) {
+  h->gemm = true;
+  h->a_arg = k->gemm.a_arg;
+  h->b_arg = k->gemm.b_arg;
+  if (!c->lt) {
+    if (!(c->lt = evtc_cuda_cublaslt_get(d))) return d->status;
+    if (c->lt->cublasLtCreate(&c->lt_handle) != 0) {
+      c->lt = NULL;
+      return evtc_diag_set(d, EVTC_ERR_RUNTIME, "cublasLtCreate failed");
+    }
+    if (evtc_cuda_fail(c->dev.drv, c->dev.drv->cuMemAlloc(&c->workspace, WORKSPACE_BYTES), "cuMemAlloc (cuBLASLt workspace)",
+                       EVTC_ERR_RUNTIME, d))
+      return d->status;
+  }
+  if (evtc_cuda_gemm_init(&h->g, c->lt, c->lt_handle, k, WORKSPACE_BYTES, d) != EVTC_OK) return d->status;
+  h->direct = is_direct_gemm(k, &h->out_arg);
+  if (h->direct) return EVTC_OK;
+  size_t elem = k->gemm.dtype == EVTC_F64 ? 8 : 4;
+  if (scratch_alloc(c, h, (size_t)(k->gemm.batch * k->gemm.M * k->gemm.N) * elem, d)) return d->status;
+  if (evtc_cuda_kernel_get(&c->dev, m->mod, h->name, &h->main, d)) return d->status;
+  int64_t nn = k->rows * k->cols, tile = EVTC_CUDA_EW_THREADS * EVTC_CUDA_EW_PER_THREAD;
+  h->grid = (unsigned)((nn + tile - 1) / tile);
+  h->block = EVTC_CUDA_EW_THREADS;
+  return EVTC_OK;
+}
+
+static void *cuda_kernel(const evtc_backend *be, void *module, const evtc_kernel *k, evtc_diag *d) {
+  cuda_ctx *c = ctx_of(be);
+  cuda_module *m = module;
+  cuda_handle *h = calloc(1, sizeof *h);
+  h->next = m->handles;
+  m->handles = h;
+  snprintf(h->name, sizeof h->name, "%s", k->name);
+  snprintf(h->fin_name, sizeof h->fin_name, "%s_fin", k->name);
+  h->n_args = k->n_args;
+  h->err_slot = c->next_err;
+  c->next_err = (c->next_err + 1) % ERR_SLOTS;
+  if (h->err_slot + 1 > c->max_err) c->max_err = h->err_slot + 1;
+  snprintf(c->err_names[h->err_slot], sizeof c->err_names[0], "%s", k->name);
+  if (k->kind == EVTC_ML_GEMM) return gemm_handle(c, m, k, h, d) == EVTC_OK ? h : NULL;
+  if (evtc_cuda_kernel_get(&c->dev, m->mod, h->name, &h->main, d)) return NULL;
+  if (evtc_cuda_flat_fits(k)) {
+    int64_t nn = k->rows * k->cols, tile = EVTC_CUDA_EW_THREADS * EVTC_CUDA_EW_PER_THREAD;
+    h->grid = (unsigned)((nn + tile - 1) / tile);
+    h->block = EVTC_CUDA_EW_THREADS;
+    return h;
+  }
+  evtc_cuda_rows_plan pl = plan_of(c, k);
+  h->grid = pl.grid;
+  h->block = (unsigned)(pl.threads * pl.rows_per_block);
+  h->smem = pl.smem;
+  h->has_fin = pl.has_fin;
+  h->fin_grid = pl.fin_grid;
+  if (pl.scratch_doubles && scratch_alloc(c, h, (size_t)pl.scratch_doubles * sizeof(double), d)) return NULL;
+  if (h->has_fin && evtc_cuda_kernel_get(&c->dev, m->mod, h->fin_name, &h->fin, d)) return NULL;
+  return h;
+}
+
+static evtc_status cuda_run(const evtc_backend *be, void *kernel, void *const *args, uint64_t step, evtc_diag *d) {
+  cuda_ctx *c = ctx_of(be);
+  cuda_handle *h = kernel;
+  if (h->gemm) {
+    void *out = h->direct ? args[h->out_arg] : (void *)(uintptr_t)h->scratch;
+    if (evtc_cuda_gemm_run(&h->g, c->lt_handle, args[h->a_arg], args[h->b_arg], out, (void *)(uintptr_t)c->workspace,
+                           WORKSPACE_BYTES, c->dev.stream, h->name, d))
+      return d->status;
+    if (h->direct) return EVTC_OK;
+  }
+  struct {
+    void *a[EVTC_CUDA_MAX_ARGS];
+  } params;
+  memset(&params, 0, sizeof params);
+  memcpy(params.a, args, sizeof(void *) * (size_t)h->n_args);
+  CUdeviceptr err = c->errs + (CUdeviceptr)h->err_slot * sizeof(int);
+  void *pv[] = {&params, &step, &err, &h->scratch};
+  unsigned grid[3] = {h->grid, 1, 1}, block[3] = {h->block, 1, 1};
+  if (evtc_cuda_launch(&c->dev, &h->main, grid, block, h->smem, pv, d)) return d->status;
+  if (h->has_fin) {
+    unsigned fgrid[3] = {h->fin_grid, 1, 1}, fblock[3] = {256, 1, 1};
+    if (evtc_cuda_launch(&c->dev, &h->fin, fgrid, fblock, 0, pv, d)) return d->status;
+  }
+  return EVTC_OK;
+}
+
+static void *cuda_alloc(const evtc_backend *be, size_t bytes) {
+  cuda_ctx *c = ctx_of(be);
+  evtc_diag d = {0};
+  CUdeviceptr p = 0;
+  char what[96];
+  snprintf(what, sizeof what, "cuMemAlloc (%zu bytes)", bytes);
+  if (evtc_cuda_fail(c->dev.drv, c->dev.drv->cuMemAlloc(&p, bytes), what, EVTC_ERR_RUNTIME, &d) == EVTC_OK && bytes / 4)
+    evtc_cuda_fill32(&c->dev, p, 0, bytes / 4, &d);
+  if (p && bytes % 4) {
+    unsigned char zeros[4] = {0};
+    evtc_cuda_copy_htod(&c->dev, p + bytes / 4 * 4, zeros, bytes % 4, &d);
+  }
+  stick(c, &d);
+  return (void *)(uintptr_t)p;
+}
+
+static void cuda_free(const evtc_backend *be, void *p) {
+  cuda_ctx *c = ctx_of(be);
+  evtc_cuda_sync(&c->dev, "freeing device memory", &c->sticky);
+  c->dev.drv->cuMemFree((CUdeviceptr)(uintptr_t)p);
+}
+
+static void cuda_copy(const evtc_backend *be, void *dst, const void *src, size_t bytes) {
+  cuda_ctx *c = ctx_of(be);
+  evtc_diag d = {0};
+  evtc_cuda_copy_dtod(&c->dev, (CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, bytes, &d);
+  stick(c, &d);
+}
+
+static void cuda_upload(const evtc_backend *be, void *dst, const void *src, size_t bytes) {
+  cuda_ctx *c = ctx_of(be);
+  evtc_diag d = {0};
+  if (bytes) evtc_cuda_copy_htod(&c->dev, (CUdeviceptr)(uintptr_t)dst, src, bytes, &d);
+  stick(c, &d);
+}
+
+static void cuda_download(const evtc_backend *be, void *dst, const void *src, size_t bytes) {
+  cuda_ctx *c = ctx_of(be);
+  evtc_diag d = {0};
+  if (bytes) evtc_cuda_copy_dtoh(&c->dev, dst, (CUdeviceptr)(uintptr_t)src, bytes, &d);
+  if (d.status != EVTC_OK) memset(dst, 0xff, bytes);
+  stick(c, &d);
+}
+
+static void cuda_synchronize(const evtc_backend *be) {
+  cuda_ctx *c = ctx_of(be);
+  evtc_cuda_sync(&c->dev, "synchronize", &c->sticky);
+}
+
+static evtc_status cuda_finish(const evtc_backend *be, evtc_diag *d) {
+  cuda_ctx *c = ctx_of(be);
+  evtc_cuda_sync(&c->dev, "running kernels", &c->sticky);
+  if (c->sticky.status != EVTC_OK) {
+    evtc_diag_set(d, c->sticky.status, "%s", c->sticky.msg);
+    c->sticky = (evtc_diag){0};
+    return d->status;
+  }
+  int flags[ERR_SLOTS];
+  if (evtc_cuda_copy_dtoh(&c->dev, flags, c->errs, sizeof(int) * (size_t)c->max_err, d)) return d->status;
+  for (int i = 0; i < c->max_err; i++)
+    if (flags[i]) {
+      evtc_cuda_fill32(&c->dev, c->errs, 0, ERR_SLOTS, d);
+      return evtc_diag_set(d, EVTC_ERR_RUNTIME,
+                           "kernel %s: an index or label is out of range, or an integer division by zero",
+                           c->err_names[i]);
+    }
+  return EVTC_OK;
+}
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static evtc_diag open_diag;
+
+static void open_backend(void) {
+  cuda_ctx *c = &the_ctx;
+  if (evtc_cuda_device_open(&c->dev, 0, &open_diag) != EVTC_OK) return;
+  if (!evtc_cuda_nvrtc_get(&open_diag)) return;
+  if (evtc_cuda_fail(c->dev.drv, c->dev.drv->cuMemAlloc(&c->errs, sizeof(int) * ERR_SLOTS), "cuMemAlloc (error flags)",
+                     EVTC_ERR_RUNTIME, &open_diag))
+    return;
+  if (evtc_cuda_fill32(&c->dev, c->errs, 0, ERR_SLOTS, &open_diag) != EVTC_OK) return;
+  the_backend = (evtc_backend){
+      .name = "cuda",
+      .ctx = c,
+      .supports = cuda_supports,
+      .emit = cuda_emit,
+      .compile = cuda_compile,
+      .load = cuda_load,
+      .unload = cuda_unload,
+      .alloc = cuda_alloc,
+      .free = cuda_free,
+      .copy = cuda_copy,
+      .synchronize = cuda_synchronize,
+      .kernel = cuda_kernel,
+      .run = cuda_run,
+      .upload = cuda_upload,
+      .download = cuda_download,
+      .finish = cuda_finish,
+  };
+}
+
+const evtc_backend *evtc_backend_cuda(evtc_diag *d) {
+  pthread_once(&once, open_backend);
+  if (open_diag.status != EVTC_OK) {
+    evtc_diag_set(d, open_diag.status, "%s", open_diag.msg);
+    return NULL;
+  }
+  return &the_backend;
+}

@@ -1,0 +1,162 @@
+/* cuda_gemm.c -- cuBLASLt descriptors for a kernel's GEMM (cuda_gemm.h). */
+#include "backend/cuda/cuda_gemm.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* One operand as cuBLASLt sees it: op(stored), stored column-major rows x cols with leading dimension ld. */
+typedef struct lt_mat {
+  int op;
+  int64_t rows, cols, ld, batch_stride;
+} lt_mat;
+
+/* Matrix X (R x C) with X(x, y) at x*sr + y*sc as a column-major operand; false when no layout fits. */
+static bool as_colmajor(int64_t R, int64_t C, int64_t sr, int64_t sc, lt_mat *m) {
+  if ((sr == 1 || R == 1) && (C == 1 || (sc >= R && sc >= 1))) {
+    *m = (lt_mat){.op = EVTC_CUBLAS_OP_N, .rows = R, .cols = C, .ld = C == 1 ? R : sc};
+    return true;
+  }
+  if ((sc == 1 || C == 1) && (R == 1 || (sr >= C && sr >= 1))) {
+    *m = (lt_mat){.op = EVTC_CUBLAS_OP_T, .rows = C, .cols = R, .ld = R == 1 ? C : sr};
+    return true;
+  }
+  return false;
+}
+
+/* The single batch stride of batch dims [lo, rank) of an operand with per-dim batch strides s; false when
+ * those dims do not collapse. */
+static bool batch_stride(const evtc_gemm_desc *g, const int64_t *s, int lo, int64_t *out) {
+  int64_t stride = -1, inner = 1;
+  for (int d = g->batch_rank - 1; d >= lo; d--) {
+    if (g->batch_shape[d] == 1) continue;
+    if (stride < 0) stride = s[d] / inner;
+    if (s[d] != stride * inner) return false;
+    inner *= g->batch_shape[d];
+  }
+  *out = stride < 0 ? 0 : stride;
+  return true;
+}
+
+/* cuBLASLt's A = B^T (N x K) and B = A^T (K x M), batched over dims [*lo, batch_rank) (the fewest outer dims). */
+static bool operands(const evtc_kernel *k, lt_mat *la, lt_mat *lb, int *lo) {
+  const evtc_gemm_desc *g = &k->gemm;
+  if (!as_colmajor(g->N, g->K, g->b_cs, g->b_rs, la) || !as_colmajor(g->K, g->M, g->a_cs, g->a_rs, lb)) return false;
+  for (*lo = 0; *lo <= g->batch_rank; (*lo)++)
+    if (batch_stride(g, g->b_bstride, *lo, &la->batch_stride) && batch_stride(g, g->a_bstride, *lo, &lb->batch_stride))
+      return true;
+  return false;
+}
+
+bool evtc_cuda_gemm_fits(const evtc_kernel *k, char *why, size_t cap) {
+  lt_mat la, lb;
+  int lo;
+  if (k->kind != EVTC_ML_GEMM) {
+    snprintf(why, cap, "conv2d has no CUDA main loop yet (im2col + cuBLASLt is not written)");
+    return false;
+  }
+  if (k->gemm.dtype != EVTC_F32 && k->gemm.dtype != EVTC_F64) {
+    snprintf(why, cap, "%s GEMM", evtc_dtype_name(k->gemm.dtype));
+    return false;
+  }
+  if (!operands(k, &la, &lb, &lo)) {
+    snprintf(why, cap, "GEMM operand strides that cuBLASLt cannot describe");
+    return false;
+  }
+  return true;
+}
+
+static evtc_status lt_fail(cublasStatus_t st, const char *what, const char *name, evtc_diag *d) {
+  return evtc_diag_set(d, EVTC_ERR_RUNTIME, "cuBLASLt error %d in %s (kernel %s)", st, what, name);
+}
+
+static evtc_status layout(const evtc_cuda_cublaslt *lt, cublasLtMatrixLayout_t *out, int type, const lt_mat *m,
+                          int32_t batch, const char *name, evtc_diag *d) {
+  cublasStatus_t st = lt->cublasLtMatrixLayoutCreate(out, type, (unsigned long long)m->rows,
+                                                     (unsigned long long)m->cols, m->ld);
+  if (st == 0 && batch > 1) {
+    long long bs = m->batch_stride;
+    st = lt->cublasLtMatrixLayoutSetAttribute(*out, EVTC_CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch);
+    if (st == 0)
+      st = lt->cublasLtMatrixLayoutSetAttribute(*out, EVTC_CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &bs, sizeof bs);
+  }
+  return st ? lt_fail(st, "cublasLtMatrixLayoutCreate", name, d) : EVTC_OK;
+}
+
+evtc_status evtc_cuda_gemm_init(evtc_cuda_gemm *g, const evtc_cuda_cublaslt *lt, cublasLtHandle_t h,
+                                const evtc_kernel *k, size_t workspace, evtc_diag *d) {
+  memset(g, 0, sizeof *g);
+  g->lt = lt;
+  g->f64 = k->gemm.dtype == EVTC_F64;
+  int type = g->f64 ? EVTC_CUDA_R_64F : EVTC_CUDA_R_32F;
+  lt_mat la, lb, lc = {.op = EVTC_CUBLAS_OP_N, .rows = k->gemm.N, .cols = k->gemm.M, .ld = k->gemm.N,
+                       .batch_stride = k->gemm.M * k->gemm.N};
+  int lo;
+  EVTC_ASSERT(operands(k, &la, &lb, &lo));
+  const evtc_gemm_desc *gd = &k->gemm;
+  int64_t outer = 1;
+  for (int dd = 0; dd < lo; dd++) {
+    g->outer_shape[dd] = gd->batch_shape[dd];
+    g->a_outer[dd] = gd->a_bstride[dd];
+    g->b_outer[dd] = gd->b_bstride[dd];
+    outer *= gd->batch_shape[dd];
+  }
+  g->outer_rank = lo;
+  g->outer_count = outer;
+  g->d_outer = gd->batch / outer * gd->M * gd->N;
+  cublasStatus_t st = lt->cublasLtMatmulDescCreate(&g->desc, g->f64 ? EVTC_CUBLAS_COMPUTE_64F : EVTC_CUBLAS_COMPUTE_32F,
+                                                   type);
+  if (st) return lt_fail(st, "cublasLtMatmulDescCreate", k->name, d);
+  int32_t ta = la.op, tb = lb.op, batch = (int32_t)(k->gemm.batch / outer);
+  if ((st = lt->cublasLtMatmulDescSetAttribute(g->desc, EVTC_CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta)) ||
+      (st = lt->cublasLtMatmulDescSetAttribute(g->desc, EVTC_CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb)))
+    return lt_fail(st, "cublasLtMatmulDescSetAttribute", k->name, d);
+  if (layout(lt, &g->a, type, &la, batch, k->name, d) || layout(lt, &g->b, type, &lb, batch, k->name, d) ||
+      layout(lt, &g->c, type, &lc, batch, k->name, d))
+    return d->status;
+  cublasLtMatmulPreference_t pref;
+  if ((st = lt->cublasLtMatmulPreferenceCreate(&pref))) return lt_fail(st, "cublasLtMatmulPreferenceCreate", k->name, d);
+  unsigned long long ws = workspace;
+  st = lt->cublasLtMatmulPreferenceSetAttribute(pref, EVTC_CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  int found = 0;
+  if (st == 0) st = lt->cublasLtMatmulAlgoGetHeuristic(h, g->desc, g->a, g->b, g->c, g->c, pref, 1, &g->algo, &found);
+  lt->cublasLtMatmulPreferenceDestroy(pref);
+  if (st) return lt_fail(st, "cublasLtMatmulAlgoGetHeuristic", k->name, d);
+  if (found < 1)
+    return evtc_diag_set(d, EVTC_ERR_RUNTIME, "cuBLASLt has no algorithm for kernel %s (%lldx%lldx%lld, batch %lld)",
+                         k->name, (long long)k->gemm.M, (long long)k->gemm.N, (long long)k->gemm.K,
+                         (long long)k->gemm.batch);
+  return EVTC_OK;
+}
+
+evtc_status evtc_cuda_gemm_run(const evtc_cuda_gemm *g, cublasLtHandle_t h, const void *a, const void *b, void *dd,
+                               void *workspace, size_t workspace_bytes, CUstream s, const char *name, evtc_diag *d) {
+  float one = 1.0f, zero = 0.0f;
+  double one64 = 1.0, zero64 = 0.0;
+  const void *alpha = g->f64 ? (const void *)&one64 : (const void *)&one;
+  const void *beta = g->f64 ? (const void *)&zero64 : (const void *)&zero;
+  size_t elem = g->f64 ? 8 : 4;
+  for (int64_t o = 0; o < g->outer_count; o++) {
+    int64_t aoff = 0, boff = 0, rest = o;
+    for (int q = g->outer_rank - 1; q >= 0; q--) {
+      aoff += rest % g->outer_shape[q] * g->a_outer[q];
+      boff += rest % g->outer_shape[q] * g->b_outer[q];
+      rest /= g->outer_shape[q];
+    }
+    /* cuBLASLt's A is evtc's B (transposed view) and its B is evtc's A. */
+    const char *bp = (const char *)b + (size_t)boff * elem, *ap = (const char *)a + (size_t)aoff * elem;
+    char *dp = (char *)dd + (size_t)(o * g->d_outer) * elem;
+    cublasStatus_t st = g->lt->cublasLtMatmul(h, g->desc, alpha, bp, g->a, ap, g->b, beta, dp, g->c, dp, g->c,
+                                              &g->algo.algo, workspace, workspace_bytes, s);
+    if (st) return lt_fail(st, "cublasLtMatmul", name, d);
+  }
+  return EVTC_OK;
+}
+
+void evtc_cuda_gemm_free(evtc_cuda_gemm *g) {
+  if (!g->lt) return;
+  if (g->a) g->lt->cublasLtMatrixLayoutDestroy(g->a);
+  if (g->b) g->lt->cublasLtMatrixLayoutDestroy(g->b);
+  if (g->c) g->lt->cublasLtMatrixLayoutDestroy(g->c);
+  if (g->desc) g->lt->cublasLtMatmulDescDestroy(g->desc);
+  memset(g, 0, sizeof *g);
+}

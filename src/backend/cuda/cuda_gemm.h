@@ -1,0 +1,42 @@
+/* cuda_gemm.h -- GEMM main loops through cuBLASLt (the "no EVT" baseline).
+ *
+ * evtc's row-major C[b] = A[b] @ B[b] is computed as the column-major
+ * C^T = B^T A^T, each operand described by a cuBLASLt layout (transposed
+ * or not, leading dimension) taken from the kernel's operand strides, and
+ * batches by one strided-batch offset per operand over the longest suffix
+ * of batch dims that collapses for both operands; the remaining outer
+ * batch dims (broadcasts like [2,1,...] @ [3,...]) are one call each.  The visitor epilogue
+ * runs afterwards as an elementwise kernel reading the result; a GEMM
+ * whose epilogue is a plain store of its result writes the output
+ * directly.  Math is true f32 (CUBLAS_COMPUTE_32F, no TF32) or f64.
+ */
+#ifndef EVTC_CUDA_GEMM_H
+#define EVTC_CUDA_GEMM_H
+
+#include <stdbool.h>
+
+#include "backend/cuda/cuda_api.h"
+#include "kernel/kernel.h"
+
+typedef struct evtc_cuda_gemm {
+  const evtc_cuda_cublaslt *lt;
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatrixLayout_t a, b, c;
+  evtc_cublasLtHeuristic algo;
+  bool f64;
+  int outer_rank;                       /* batch dims [0, outer_rank) are looped over */
+  int64_t outer_shape[EVTC_MAX_RANK], a_outer[EVTC_MAX_RANK], b_outer[EVTC_MAX_RANK]; /* element strides */
+  int64_t outer_count, d_outer;         /* calls; elements of D per call */
+} evtc_cuda_gemm;
+
+/* Whether cuBLASLt can run k's main loop; else a reason in why. */
+bool evtc_cuda_gemm_fits(const evtc_kernel *k, char *why, size_t cap);
+/* Describes k's GEMM and picks an algorithm using at most `workspace` bytes. */
+evtc_status evtc_cuda_gemm_init(evtc_cuda_gemm *g, const evtc_cuda_cublaslt *lt, cublasLtHandle_t h,
+                                const evtc_kernel *k, size_t workspace, evtc_diag *d);
+/* D = A @ B (a, b: the kernel's A and B operands) queued on stream s. */
+evtc_status evtc_cuda_gemm_run(const evtc_cuda_gemm *g, cublasLtHandle_t h, const void *a, const void *b, void *dd,
+                               void *workspace, size_t workspace_bytes, CUstream s, const char *name, evtc_diag *d);
+void evtc_cuda_gemm_free(evtc_cuda_gemm *g);
+
+#endif

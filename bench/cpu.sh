@@ -1,9 +1,15 @@
 #!/bin/sh
 # cpu.sh -- the CPU benchmark: builds evtc (Release), checks the CPU backend
 # against the interpreter (test_cpu_kernels), then times in one run evtc's
-# compiled CPU kernels, its float64 interpreter, OpenBLAS sgemm and PyTorch
-# CPU (eager) on the same workloads, all on every core, and prints a table
-# last: ratio = peer time / evtc-cpu time (> 1: evtc is faster).
+# compiled CPU kernels (the ILP partitioner's plan, as `evtc train` runs;
+# EVTC_BENCH_PARTITIONER=builtin|greedy|none to compare), its float64
+# interpreter, OpenBLAS sgemm and PyTorch CPU (eager) on the same workloads
+# -- training steps of the digits MLP, a 1024-wide MLP, the MLP block
+# 1024->4096->1024 + LayerNorm and a transformer encoder layer (d 256, 4
+# heads, batch 8, seq 128); linear + bias + GELU 4096x1024x1024 forward and
+# the bare matmul against sgemm -- all on every core, each figure the median
+# of about a second of runs, and prints a table last: ratio = peer time /
+# evtc-cpu time (> 1: evtc is faster).
 #
 #   bench/cpu.sh            (Debian python3 at /usr/bin; needs libopenblas-dev and python3-torch:
 #                            apt-get install -y libopenblas-dev python3-torch)
@@ -18,7 +24,7 @@ cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD" -j2 --target evtc test_cpu_kernels >/dev/null
 (cd "$BUILD/tests" && ./test_cpu_kernels "$ROOT" >/dev/null 2>&1) || { echo "cpu.sh: test_cpu_kernels failed" >&2; exit 1; }
 cc -O2 -std=gnu11 -fopenmp -I"$ROOT/include" -I"$ROOT/src" "$ROOT/bench/cpu_bench.c" "$BUILD/libevtc.a" \
-   $(pkg-config --libs libprotobuf-c) -lopenblas -lm -o "$BUILD/cpu_bench"
+   $(pkg-config --libs libprotobuf-c cbc) -lopenblas -lm -ldl -o "$BUILD/cpu_bench"
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
 echo "commit: $(git -C "$ROOT" rev-parse --short HEAD)"

@@ -3,6 +3,7 @@
 Times the same workloads as cpu_bench.c (eager PyTorch, float32, all
 cores, AdamW for training steps) and prints "RESULT <workload> <impl> <ms>".
 """
+import os
 import sys
 import time
 
@@ -11,14 +12,18 @@ import torch.nn.functional as F
 
 
 def timed(step, min_runs=3, budget=1.0):
+    """Median ms of the runs in about `budget` seconds after a warm-up (as cpu_bench.c)."""
     step()  # warm-up
-    runs, start = 0, time.perf_counter()
+    times, start = [], time.perf_counter()
     while True:
+        t0 = time.perf_counter()
         step()
-        runs += 1
-        if runs >= min_runs and time.perf_counter() - start > budget:
+        times.append(time.perf_counter() - t0)
+        if len(times) >= min_runs and time.perf_counter() - start > budget:
             break
-    return 1000.0 * (time.perf_counter() - start) / runs
+    times.sort()
+    n = len(times)
+    return 1000.0 * (times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2]))
 
 
 def train_step_fn(model, inputs, loss_fn):
@@ -33,6 +38,7 @@ def train_step_fn(model, inputs, loss_fn):
 
 
 def main():
+    torch.set_num_threads(os.cpu_count())  # every core, as evtc and OpenBLAS use (torch picks physical cores)
     torch.manual_seed(0)
     res = []
     x, y = torch.randn(32, 64), torch.randint(0, 10, (32,))
@@ -54,6 +60,10 @@ def main():
     x = torch.randn(1024, 1024)
     res.append(("mlp-block-ln-train-1024rows",
                 timed(train_step_fn(Block(), (x,), lambda out: (out * out).mean()))))
+    enc = torch.nn.TransformerEncoderLayer(256, 4, 1024, dropout=0.0, activation="gelu", batch_first=True)
+    x = torch.randn(8, 128, 256)
+    res.append(("transformer-encoder-train-b8s128d256",
+                timed(train_step_fn(enc, (x,), lambda out: (out * out).mean()))))
     x, w, b = torch.randn(4096, 1024), torch.randn(1024, 1024), torch.randn(1024)
     with torch.no_grad():
         res.append(("linear-bias-gelu-4096x1024x1024", timed(lambda: F.gelu(torch.addmm(b, x, w)))))

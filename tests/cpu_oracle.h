@@ -7,6 +7,8 @@
  * cpu_train_compare runs `steps` training steps of a joint graph both ways,
  * copying updates back, and checks the loss of each step and every
  * parameter afterwards.  Kernel caches go to a temp dir set in main.
+ * Programs run on oracle_be when a test sets it (the GPU tests set the
+ * CUDA backend), else on the CPU backend.
  */
 #ifndef EVTC_CPU_ORACLE_H
 #define EVTC_CPU_ORACLE_H
@@ -19,6 +21,10 @@
 #include "check.h"
 #include "runtime/interp.h"
 #include "runtime/program.h"
+
+/* The backend under test (NULL: the CPU backend); the GPU tests set it. */
+static const evtc_backend *oracle_be;
+static inline const evtc_backend *oracle_backend(void) { return oracle_be ? oracle_be : evtc_backend_cpu(); }
 
 static uint64_t oracle_rng = 12345;
 static double oracle_uniform(void) {
@@ -76,7 +82,7 @@ static inline evtc_program *cpu_compare(const evtc_graph *g, const int32_t *plan
   evtc_diag d = {0};
   oracle_vals o = oracle_fill(g, int_hi);
   evtc_interp *it = evtc_interp_new(g);
-  evtc_program *p = evtc_program_new(g, plan, n_kernels, evtc_backend_cpu(), NULL, &d);
+  evtc_program *p = evtc_program_new(g, plan, n_kernels, oracle_backend(), NULL, &d);
   CHECK(p != NULL, "%s: program: %s", what, d.msg);
   if (!p) goto out;
   for (int32_t i = 0; i < g->n_nodes; i++)
@@ -111,7 +117,7 @@ static inline void cpu_train_compare(const evtc_graph *g, int steps, double tol,
   evtc_diag d = {0};
   oracle_vals o = oracle_fill(g, int_hi);
   evtc_interp *it = evtc_interp_new(g);
-  evtc_program *p = evtc_program_new(g, NULL, 0, evtc_backend_cpu(), NULL, &d);
+  evtc_program *p = evtc_program_new(g, NULL, 0, oracle_backend(), NULL, &d);
   CHECK(p != NULL, "%s: program: %s", what, d.msg);
   if (!p) goto out;
   for (int32_t i = 0; i < g->n_nodes; i++)

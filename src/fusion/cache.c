@@ -7,16 +7,15 @@
  * stored.  A file that does not parse, or whose plan fails the feasibility
  * checker (partition.c does that check), is ignored.
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "fusion/fusion_internal.h"
 #include "ir/text.h"
 #include "runtime/atomic_file.h"
+#include "util/fs.h"
 
 static uint64_t fnv(uint64_t h, const char *s, size_t n) {
   for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 0x100000001b3ull;
@@ -33,6 +32,7 @@ uint64_t evtc_fusion_cache_key(const evtc_fusion_ctx *c, const evtc_fusion_optio
   int n = snprintf(buf, sizeof buf, "%s %.17g %.17g %.17g %.17g %d %d %d %.17g %ld", dev->name, dev->copy_bw,
                    dev->gemm_flops, dev->vector_flops, dev->launch_us, dev->max_nodes, dev->max_reductions,
                    dev->max_io, dev->smem_bytes, opt->max_candidates);
+  if (opt->accept) n += snprintf(buf + n, sizeof buf - (size_t)n, " accept=%s", opt->accept_tag ? opt->accept_tag : "?");
   return fnv(h, buf, (size_t)n);
 }
 
@@ -62,28 +62,13 @@ bool evtc_fusion_cache_load(const char *dir, uint64_t key, int32_t n, int32_t *k
   return true;
 }
 
-/* mkdir -p; false when dir cannot be created. */
-static bool make_dirs(const char *dir) {
-  char buf[4096];
-  snprintf(buf, sizeof buf, "%s", dir);
-  for (char *p = buf + 1;; p++) {
-    bool end = *p == 0;
-    if (*p == '/' || end) {
-      *p = 0;
-      if (mkdir(buf, 0777) != 0 && errno != EEXIST) return false;
-      if (end) return true;
-      *p = '/';
-    }
-  }
-}
-
 void evtc_fusion_cache_store(const char *dir, uint64_t key, int32_t n, const int32_t *kernel_of,
                              const evtc_ilp_report *r) {
   char path[4096];
   plan_path(path, sizeof path, dir, key);
   evtc_diag d = {0};
   evtc_atomic_file af;
-  if (!make_dirs(dir) || !evtc_atomic_open(&af, path, &d)) {
+  if (!evtc_mkdirs(dir) || !evtc_atomic_open(&af, path, &d)) {
     fprintf(stderr, "evtc: note: fusion cache %s is not writable; the plan is not cached\n", dir);
     return;
   }

@@ -86,7 +86,7 @@ static bool is_output(const evtc_graph *g, const evtc_node *n) {
 }
 
 /* True when kernel K's nodes are connected through edges between them. */
-static bool connected(const chk *k, const evtc_kernel *K) {
+static bool connected(const chk *k, const evtc_fusion_kernel *K) {
   bool *reached = calloc((size_t)K->n_nodes, sizeof(bool));
   EVTC_ASSERT(reached != NULL);
   reached[0] = true;
@@ -109,7 +109,7 @@ static bool connected(const chk *k, const evtc_kernel *K) {
 
 /* Template, limits and kind of kernel kid; a single node is always a
  * kernel of its own, so only its kind is checked. */
-static bool check_fused(chk *k, const evtc_kernel *K, int32_t kid, const evtc_device *dev) {
+static bool check_fused(chk *k, const evtc_fusion_kernel *K, int32_t kid, const evtc_device *dev) {
   const evtc_graph *g = k->g;
   int32_t nucleus = -1;
   int64_t space = 0;
@@ -247,7 +247,7 @@ bool evtc_fusion_check(const evtc_partition *p, const evtc_device *dev, char *wh
   }
   int32_t placed = 0;
   for (int32_t q = 0; q < p->n_kernels && ok; q++) {
-    const evtc_kernel *K = &p->kernels[q];
+    const evtc_fusion_kernel *K = &p->kernels[q];
     int mainloops = 0, opaque = 0;
     if (K->n_nodes < 1) ok = fail(&k, "kernel %d is empty", q);
     for (int32_t i = 0; i < K->n_nodes && ok; i++) {

@@ -44,6 +44,7 @@ typedef struct evtc_fusion_ctx {
   uint64_t *anc, *desc;   /* strict ancestors / descendants, n rows */
   int32_t *stamp;         /* membership marks for set tests */
   int32_t cur;
+  const evtc_fusion_options *opt;   /* accept (may be NULL): a target's veto on node sets */
 } evtc_fusion_ctx;
 
 bool evtc_fusion_ctx_init(evtc_fusion_ctx *c, const evtc_graph *g, const evtc_device *dev);

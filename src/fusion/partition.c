@@ -36,7 +36,7 @@ evtc_partition *evtc_partition_build(const evtc_graph *g, const evtc_device *dev
     p->kernel_of[v] = renum[k];
     count[renum[k]]++;
   }
-  p->kernels = calloc((size_t)p->n_kernels + 1, sizeof(evtc_kernel));
+  p->kernels = calloc((size_t)p->n_kernels + 1, sizeof(evtc_fusion_kernel));
   EVTC_ASSERT(p->kernels != NULL);
   for (int32_t k = 0; k < p->n_kernels; k++) {
     p->kernels[k].nodes = malloc(sizeof(int32_t) * (size_t)count[k]);
@@ -45,12 +45,12 @@ evtc_partition *evtc_partition_build(const evtc_graph *g, const evtc_device *dev
   }
   for (int32_t v = 0; v < n; v++) {
     if (p->kernel_of[v] < 0) continue;
-    evtc_kernel *K = &p->kernels[p->kernel_of[v]];
+    evtc_fusion_kernel *K = &p->kernels[p->kernel_of[v]];
     K->nodes[K->n_nodes++] = v;
     if (c.mainloop[v]) K->nucleus = v;
   }
   for (int32_t k = 0; k < p->n_kernels; k++) {
-    evtc_kernel *K = &p->kernels[k];
+    evtc_fusion_kernel *K = &p->kernels[k];
     bool opaque = false, reduce = false;
     for (int32_t i = 0; i < K->n_nodes; i++) {
       opaque |= c.cls[K->nodes[i]] == EVTC_CLASS_OPAQUE;
@@ -118,6 +118,7 @@ evtc_partition *evtc_fusion_partition(const evtc_graph *g, const evtc_device *de
   if (!opt) opt = &defaults;
   evtc_fusion_ctx c;
   evtc_fusion_ctx_init(&c, g, dev);
+  c.opt = opt;
   int32_t *kernel_of = malloc(sizeof(int32_t) * ((size_t)g->n_nodes + 1));
   EVTC_ASSERT(kernel_of != NULL);
   evtc_partition *p = NULL;

@@ -63,7 +63,9 @@ typedef struct evtc_device {
  * the source tree's data/devices).  false with the cause in d. */
 bool evtc_device_load(const char *name, evtc_device *dev, evtc_diag *d);
 
-typedef struct evtc_kernel {
+/* One kernel of a plan: its node set and modelled cost (the kernel IR that
+ * a backend compiles is evtc_kernel, kernel/kernel.h). */
+typedef struct evtc_fusion_kernel {
   evtc_kernel_kind kind;
   int32_t n_nodes;
   int32_t *nodes;         /* ascending node ids */
@@ -71,7 +73,7 @@ typedef struct evtc_kernel {
   double bytes;           /* modelled: distinct tensors read + values written */
   double flops;
   double time_us;         /* launch + max(bytes / bw, flops / peak) */
-} evtc_kernel;
+} evtc_fusion_kernel;
 
 /* What the ILP reports (all zero for the other partitioners). */
 typedef struct evtc_ilp_report {
@@ -94,7 +96,7 @@ typedef struct evtc_ilp_report {
 typedef struct evtc_partition {
   const evtc_graph *g;
   int32_t *kernel_of;     /* g->n_nodes entries */
-  evtc_kernel *kernels;   /* ordered by smallest node id */
+  evtc_fusion_kernel *kernels;   /* ordered by smallest node id */
   int32_t n_kernels;
   double bytes, time_us;  /* sums over kernels */
   const char *partitioner;
@@ -107,6 +109,14 @@ typedef struct evtc_fusion_options {
   long max_candidates;    /* per component; <= 0: 200000 */
   const char *cache_dir;  /* NULL: no cache */
   bool verbose;           /* solver progress on stderr */
+  /* Optional: the target's own say over every node set of 2+ nodes (sets
+   * ascending), e.g. whether the kernel IR builds it and a backend runs the
+   * kernel (runtime/program_plan.h), so that plans are buildable as
+   * planned.  NULL: the template rules and dev's limits alone.  accept_tag
+   * names the rule in the plan cache key. */
+  bool (*accept)(const evtc_graph *g, const int32_t *nodes, int n, void *ctx);
+  void *accept_ctx;
+  const char *accept_tag;
 } evtc_fusion_options;
 
 /* Runs partitioner `name` ("none", "greedy", "ilp") on g for dev.

@@ -15,7 +15,7 @@
 void evtc_partition_print_kernels(const evtc_partition *p, FILE *out) {
   const evtc_graph *g = p->g;
   for (int32_t k = 0; k < p->n_kernels; k++) {
-    const evtc_kernel *K = &p->kernels[k];
+    const evtc_fusion_kernel *K = &p->kernels[k];
     fprintf(out, "kernel %d %s nodes=%d bytes=%.0f time_us=%.3f", k, evtc_kernel_kind_name(K->kind), K->n_nodes,
             K->bytes, K->time_us);
     if (K->nucleus >= 0) fprintf(out, " nucleus=%%%s", g->nodes[K->nucleus]->name);
@@ -53,7 +53,7 @@ void evtc_partition_print_dot(const evtc_partition *p, FILE *out) {
   fprintf(out, "digraph \"%s\" {\n  rankdir=TB;\n  node [shape=box, fontsize=9, fontname=\"Helvetica\"];\n",
           g->name ? g->name : "graph");
   for (int32_t k = 0; k < p->n_kernels; k++) {
-    const evtc_kernel *K = &p->kernels[k];
+    const evtc_fusion_kernel *K = &p->kernels[k];
     fprintf(out, "  subgraph cluster_k%d {\n    label=\"k%d %s  %.3f us  %.0f B\"; style=filled; fillcolor=\"%s\";\n",
             k, k, evtc_kernel_kind_name(K->kind), K->time_us, K->bytes, fill_colors[K->kind]);
     for (int32_t i = 0; i < K->n_nodes; i++) {
@@ -97,7 +97,7 @@ void evtc_partition_print_html(const evtc_partition *p, const char *svg, FILE *o
   fprintf(out, "<table id=\"kernels\"><thead><tr><th>kernel</th><th>kind</th><th>nodes</th><th>bytes</th>"
                "<th>time_us</th><th>members</th></tr></thead><tbody>\n");
   for (int32_t k = 0; k < p->n_kernels; k++) {
-    const evtc_kernel *K = &p->kernels[k];
+    const evtc_fusion_kernel *K = &p->kernels[k];
     fprintf(out, "<tr><td class=\"n\">%d</td><td>%s</td><td class=\"n\">%d</td><td class=\"n\">%.0f</td>"
                  "<td class=\"n\">%.3f</td><td>", k, evtc_kernel_kind_name(K->kind), K->n_nodes, K->bytes, K->time_us);
     for (int32_t i = 0; i < K->n_nodes; i++) fprintf(out, "%s%%%s", i ? " " : "", g->nodes[K->nodes[i]]->name);

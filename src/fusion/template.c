@@ -45,6 +45,29 @@ static bool is_input_of(const evtc_node *user, int32_t p) {
   return false;
 }
 
+/* How member v relates to the rest of the marked set cur: *inside_user when
+ * one of v's users is in the set, *in_max the largest element count among
+ * v's inputs in the set (0 when none is). */
+static void member_links(const evtc_fusion_ctx *c, int32_t v, int32_t cur, bool *inside_user, int64_t *in_max) {
+  const evtc_node *nd = c->g->nodes[v];
+  *inside_user = false;
+  for (int32_t k = c->user_start[v]; k < c->user_start[v + 1]; k++) *inside_user |= c->stamp[c->users[k]] == cur;
+  *in_max = 0;
+  for (int32_t k = 0; k < nd->n_inputs; k++)
+    if (c->stamp[nd->inputs[k]->id] == cur && c->numel[nd->inputs[k]->id] > *in_max)
+      *in_max = c->numel[nd->inputs[k]->id];
+}
+
+/* True when v, an operand of the nucleus, can be its prologue: a layout op
+ * with no input in the set (in_max 0), not a graph output, read only by the
+ * nucleus. */
+static bool prologue_ok(const evtc_fusion_ctx *c, int32_t v, int32_t nucleus, int64_t in_max) {
+  if (evtc_op_get(c->g->nodes[v]->op)->fusion != EVTC_FUSE_LAYOUT || in_max > 0 || c->is_output[v]) return false;
+  for (int32_t k = c->user_start[v]; k < c->user_start[v + 1]; k++)
+    if (c->users[k] != nucleus) return false;
+  return true;
+}
+
 bool evtc_fusion_hopeless(evtc_fusion_ctx *c, const int32_t *s, int n) {
   const evtc_device *dev = c->dev;
   if (n > dev->max_nodes) return true;
@@ -66,18 +89,12 @@ bool evtc_fusion_hopeless(evtc_fusion_ctx *c, const int32_t *s, int n) {
   int64_t rows = -1;
   for (int i = 0; i < n; i++) {
     int32_t v = s[i];
-    const evtc_node *nd = c->g->nodes[v];
-    bool inside_user = false;
-    for (int32_t k = c->user_start[v]; k < c->user_start[v + 1]; k++) inside_user |= c->stamp[c->users[k]] == cur;
-    int64_t in_max = 0;
-    for (int32_t k = 0; k < nd->n_inputs; k++)
-      if (c->stamp[nd->inputs[k]->id] == cur && c->numel[nd->inputs[k]->id] > in_max)
-        in_max = c->numel[nd->inputs[k]->id];
+    bool inside_user;
+    int64_t in_max;
+    member_links(c, v, cur, &inside_user, &in_max);
     if (v == nucleus) continue;
     if (nuc && is_input_of(nuc, v)) {
-      if (evtc_op_get(nd->op)->fusion != EVTC_FUSE_LAYOUT || in_max > 0 || c->is_output[v]) return true;
-      for (int32_t k = c->user_start[v]; k < c->user_start[v + 1]; k++)
-        if (c->users[k] != nucleus) return true;
+      if (!prologue_ok(c, v, nucleus, in_max)) return true;
       continue;
     }
     if (c->red[v] != EVTC_RED_NONE && inside_user) {
@@ -128,18 +145,12 @@ bool evtc_fusion_admissible(evtc_fusion_ctx *c, const int32_t *s, int n, evtc_ke
   const evtc_node *nuc = nucleus >= 0 ? c->g->nodes[nucleus] : NULL;
   for (int i = 0; i < n && n > 1; i++) {
     int32_t v = s[i];
-    const evtc_node *nd = c->g->nodes[v];
-    bool inside_user = false;
-    for (int32_t k = c->user_start[v]; k < c->user_start[v + 1]; k++) inside_user |= c->stamp[c->users[k]] == cur;
-    int64_t in_max = 0;
-    for (int32_t k = 0; k < nd->n_inputs; k++)
-      if (c->stamp[nd->inputs[k]->id] == cur && c->numel[nd->inputs[k]->id] > in_max)
-        in_max = c->numel[nd->inputs[k]->id];
+    bool inside_user;
+    int64_t in_max;
+    member_links(c, v, cur, &inside_user, &in_max);
     if (v == nucleus) continue;
     if (nuc && is_input_of(nuc, v)) {          /* prologue: a layout folded into the operand load */
-      if (evtc_op_get(nd->op)->fusion != EVTC_FUSE_LAYOUT || in_max > 0 || c->is_output[v]) return false;
-      for (int32_t k = c->user_start[v]; k < c->user_start[v + 1]; k++)
-        if (c->users[k] != nucleus) return false;
+      if (!prologue_ok(c, v, nucleus, in_max)) return false;
       continue;
     }
     if (c->red[v] != EVTC_RED_NONE) {
@@ -164,6 +175,7 @@ bool evtc_fusion_admissible(evtc_fusion_ctx *c, const int32_t *s, int n, evtc_ke
   int io;
   double t = evtc_fusion_cost(c, s, n, NULL, NULL, &io);
   if (n > 1 && io > dev->max_io) return false;
+  if (n > 1 && c->opt && c->opt->accept && !c->opt->accept(c->g, s, n, c->opt->accept_ctx)) return false;
   if (kind) *kind = nucleus >= 0 ? EVTC_KERNEL_GEMM : nred > 0 ? EVTC_KERNEL_STITCHED : EVTC_KERNEL_ELEMENTWISE;
   if (time_us) *time_us = t;
   return true;

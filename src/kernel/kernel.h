@@ -139,7 +139,9 @@ typedef struct evtc_kernel {
  * arguments; values from outside become inputs.  A group the IR cannot
  * express (an op without a template among others, reductions over
  * different axes, a value needed across rows) gives NULL and
- * EVTC_ERR_UNSUPPORTED in d naming the node and the cause. */
+ * EVTC_ERR_UNSUPPORTED in d naming the node and the cause.  One node
+ * without a template, or one reduction over axes that are neither leading
+ * nor trailing, gives an OPAQUE kernel (its inputs, then its output). */
 evtc_kernel *evtc_kernel_build(const evtc_graph *g, const int32_t *nodes, int n_nodes, evtc_diag *d);
 void evtc_kernel_free(evtc_kernel *k);
 

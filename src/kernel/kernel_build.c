@@ -12,7 +12,9 @@
  *
  * Everything a group cannot express is refused with EVTC_ERR_UNSUPPORTED
  * naming the node: the partitioner and the greedy plan ask before they grow
- * a kernel.
+ * a kernel.  A node alone that has no template -- or a lone reduction over
+ * axes the row/column split cannot take (the middle axes of NCHW) --
+ * becomes an OPAQUE kernel, which a backend runs whole or refuses.
  */
 #include <stdarg.h>
 #include <stdlib.h>
@@ -341,6 +343,21 @@ static void set_name(evtc_kernel *k, const evtc_graph *g) {
   snprintf(k->name, sizeof k->name, "k_%s", evtc_op_get(first->op)->name);
 }
 
+/* Turns k (one node, nodes[] set) into an OPAQUE kernel: its inputs, then its output. */
+static evtc_kernel *make_opaque(const evtc_graph *g, evtc_kernel *k) {
+  const evtc_node *n = g->nodes[k->nodes[0]];
+  evtc_kb b = {.g = g, .k = k};
+  k->kind = EVTC_ML_OPAQUE;
+  k->main = n;
+  for (int j = 0; j < n->n_inputs; j++) evtc_kb_arg(&b, n->inputs[j], false);
+  evtc_kb_arg(&b, n, true);
+  memcpy(k->dom, n->type.shape, sizeof k->dom);
+  k->rank = n->type.rank;
+  k->n_phases = 1;
+  set_name(k, g);
+  return k;
+}
+
 evtc_kernel *evtc_kernel_build(const evtc_graph *g, const int32_t *nodes, int n_nodes, evtc_diag *d) {
   if (n_nodes <= 0) {
     evtc_diag_set(d, EVTC_ERR_INVALID, "a kernel needs at least one node");
@@ -350,7 +367,8 @@ evtc_kernel *evtc_kernel_build(const evtc_graph *g, const int32_t *nodes, int n_
   evtc_kb b = {.g = g, .k = k, .d = d, .val = calloc((size_t)g->n_nodes + 1, sizeof(evtc_kbval))};
   k->nodes = memcpy(malloc(sizeof(int32_t) * (size_t)n_nodes), nodes, sizeof(int32_t) * (size_t)n_nodes);
   k->n_nodes = n_nodes;
-  k->sched = (evtc_schedule){.mc = 96, .nc = 256, .kc = 256, .rows_per_task = 16};
+  /* GEMM blocks: a 384-deep B micro-panel (16 columns: 24 KiB) stays in L1, the 192 x 384 A block in L2 */
+  k->sched = (evtc_schedule){.mc = 192, .nc = 512, .kc = 384, .rows_per_task = 16};
   int n_main = 0;
   bool untemplated = false;
   for (int i = 0; i < n_nodes; i++) {
@@ -374,16 +392,25 @@ evtc_kernel *evtc_kernel_build(const evtc_graph *g, const int32_t *nodes, int n_
       evtc_kb_fail(&b, n, n_main > 1 ? "a kernel holds at most one main loop" : "an op without a template runs alone");
       goto fail;
     }
-    k->kind = EVTC_ML_OPAQUE;
-    k->main = n;
-    for (int j = 0; j < n->n_inputs; j++) evtc_kb_arg(&b, n->inputs[j], false);
-    evtc_kb_arg(&b, n, true);
-    memcpy(k->dom, n->type.shape, sizeof k->dom);
-    k->rank = n->type.rank;
-    k->n_phases = 1;
-    set_name(k, g);
     free(b.val);
-    return k;
+    return make_opaque(g, k);
+  }
+  /* a lone reduction over axes the row/column templates cannot take runs whole */
+  const evtc_node *n0 = g->nodes[nodes[0]];
+  if (n_nodes == 1 && evtc_op_get(n0->op)->fusion == EVTC_FUSE_REDUCE && n0->op != EVTC_OP_GLOBAL_AVGPOOL) {
+    evtc_diag probe = {0};
+    b.d = &probe;
+    choose_domain(&b, nodes, n_nodes);
+    bool fits = choose_split(&b, nodes, n_nodes) == EVTC_OK && evtc_kb_node(&b, n0) == EVTC_OK;
+    b.d = d;
+    memset(b.val, 0, sizeof(evtc_kbval) * ((size_t)g->n_nodes + 1));
+    b.val[n0->id].in_kernel = true;
+    k->n_v = k->n_args = 0;
+    k->main = NULL;
+    if (!fits) {
+      free(b.val);
+      return make_opaque(g, k);
+    }
   }
   choose_domain(&b, nodes, n_nodes);
   if (choose_split(&b, nodes, n_nodes) != EVTC_OK) goto fail;

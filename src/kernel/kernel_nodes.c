@@ -48,6 +48,7 @@ static int reduce(evtc_kb *b, const evtc_node *n, evtc_op op, int x, unsigned in
   in_cov &= rd | cd;
   keep &= in_cov;
   evtc_vclass rc = evtc_kb_class(b, keep);
+  if (rc == EVTC_VC_SCALAR && !rd && cd && in_cov == cd) rc = EVTC_VC_COL;   /* the one row's reduction */
   bool ok = false;
   if (rc == EVTC_VC_COL) ok = keep == (in_cov & rd) && cd && (in_cov & cd) == cd;
   else if (rc == EVTC_VC_ROW) ok = keep == (in_cov & cd) && rd && (in_cov & rd) == rd;

@@ -1,7 +1,7 @@
 /* plan.c -- built-in plans: which graph nodes form which kernel.
  *
- * Until the fusion partitioner's plans are connected, programs are built
- * from one of these.  evtc_plan_single puts every node in its own kernel
+ * Programs run the fusion partitioner's plans (runtime/program_plan.h) or
+ * one of these: evtc_plan_greedy is the "builtin" plan.  evtc_plan_single puts every node in its own kernel
  * (the reference for fused plans).  evtc_plan_greedy walks the nodes in
  * topological order and lets each join the most recent kernel, or else the
  * latest kernel holding one of its inputs, when the grown kernel still

@@ -8,6 +8,12 @@
  * theirs; every other value passed between kernels goes into the planned
  * arena.  Running: launch the kernels in order with their argument
  * pointers; a raised error flag becomes a message naming the kernel.
+ *
+ * Device backends (backend.h: upload != NULL) keep every buffer and the
+ * arena in device memory; set/get/poison go through host staging copies,
+ * update copies on the device, and an interpreter fallback downloads its
+ * inputs, runs on the host and uploads its result (slow, and warned about
+ * like every fallback).
  */
 #include "runtime/program.h"
 
@@ -21,10 +27,12 @@
 typedef struct prog_kernel {
   evtc_kernel *k;           /* NULL for a fallback */
   evtc_backend_fn fn;
+  void *handle;             /* a device backend's kernel handle */
   evtc_fallback fb;
   bool is_fallback;
   char why[160];            /* a fallback: why the backend does not run it */
   void **argv;              /* argument pointers, filled after placement */
+  void **host;              /* a fallback on a device backend: host copies of its arguments */
 } prog_kernel;
 
 struct evtc_program {
@@ -36,8 +44,27 @@ struct evtc_program {
   void **buf;               /* by node id; NULL when the value has no buffer */
   unsigned char *owned;     /* by node id: buf[id] was malloc'd on its own */
   unsigned char *arena;
+  bool device;              /* buffers live in the backend's device memory */
   evtc_program_stats stats;
 };
+
+static size_t value_bytes(const evtc_node *n) {
+  return (size_t)evtc_type_numel(&n->type) * evtc_buffer_elem_size(n->type.dtype);
+}
+
+/* Zeroed buffer memory of the program's backend. */
+static void *buf_alloc(const evtc_program *p, size_t bytes) {
+  if (p->device) return p->be->alloc(p->be, bytes ? bytes : 1);
+  return calloc(1, bytes ? bytes : 1);
+}
+
+static void buf_free(const evtc_program *p, void *b) {
+  if (p->device) {
+    if (b) p->be->free(p->be, b);
+  } else {
+    free(b);
+  }
+}
 
 static bool accept_backend(const evtc_kernel *k, void *ctx) {
   char why[128];
@@ -50,12 +77,13 @@ static evtc_status add_group(evtc_program *p, const int32_t *ids, int n, FILE *w
   evtc_diag kd = {0};
   evtc_kernel *k = evtc_kernel_build(p->g, ids, n, &kd);
   char why[128] = "";
-  bool ok = k && p->be->supports(p->be, k, why, sizeof why) && k->kind != EVTC_ML_OPAQUE;
+  bool ok = k && p->be->supports(p->be, k, why, sizeof why);
   if (ok) {
     p->ks[p->n_ks++] = (prog_kernel){.k = k};
     return EVTC_OK;
   }
   if (n > 1) {
+    p->stats.splits++;
     fprintf(warn, "evtc: warning: a planned kernel of %d nodes does not run as one (%s); running its nodes one by one\n",
             n, k ? why : kd.msg);
     evtc_kernel_free(k);
@@ -113,17 +141,17 @@ static void place_buffers(evtc_program *p) {
   int *mv_node = malloc(sizeof(int) * ((size_t)nn + 1)), n_mv = 0;
   for (int32_t i = 0; i < nn; i++) {
     const evtc_node *n = g->nodes[i];
-    size_t bytes = (size_t)evtc_type_numel(&n->type) * evtc_buffer_elem_size(n->type.dtype);
+    size_t bytes = value_bytes(n);
     bool own = evtc_op_is_leaf(n->op) || is_graph_output(g, n);
     if (own) {
-      p->buf[i] = calloc(1, bytes ? bytes : 1);
+      p->buf[i] = buf_alloc(p, bytes);
       p->owned[i] = 1;
       if (n->op == EVTC_OP_CONST) {
         const evtc_attr *data = evtc_node_attr(n, "data");
         int64_t numel = evtc_type_numel(&n->type);
         double *vals = malloc(sizeof(double) * (size_t)(numel > 0 ? numel : 1));
         for (int64_t e = 0; e < numel; e++) vals[e] = data->n ? data->v.floats[e] : evtc_node_float(n, "value");
-        evtc_buffer_from_double(n->type.dtype, vals, numel, p->buf[i]);
+        evtc_program_set(p, n, vals);
         free(vals);
       }
     } else if (first[i] >= 0) {
@@ -133,13 +161,17 @@ static void place_buffers(evtc_program *p) {
     }
   }
   p->stats.arena_bytes = evtc_memplan(mv, n_mv, p->n_ks);
-  p->arena = aligned_alloc(64, (p->stats.arena_bytes + 127) / 64 * 64);
+  p->arena = p->device ? buf_alloc(p, p->stats.arena_bytes) : aligned_alloc(64, (p->stats.arena_bytes + 127) / 64 * 64);
   for (int v = 0; v < n_mv; v++) p->buf[mv_node[v]] = p->arena + mv[v].offset;
   for (int t = 0; t < p->n_ks; t++) {
     prog_kernel *pk = &p->ks[t];
     int na = kernel_args(pk, args);
     pk->argv = malloc(sizeof(void *) * (size_t)(na + 1));
     for (int a = 0; a < na; a++) pk->argv[a] = p->buf[args[a]->id];
+    if (p->device && pk->is_fallback) {
+      pk->host = malloc(sizeof(void *) * (size_t)(na + 1));
+      for (int a = 0; a < na; a++) pk->host[a] = calloc(1, value_bytes(args[a]) + 1);
+    }
   }
   free(args);
   free(mv);
@@ -168,9 +200,12 @@ static evtc_status compile_kernels(evtc_program *p, evtc_diag *d) {
     char *path = p->be->compile(p->be, src, ks, n, d);
     if (path) p->module = p->be->load(p->be, path, d);
     free(path);
-    for (int t = 0; t < p->n_ks && p->module; t++)
-      if (p->ks[t].k && !(p->ks[t].fn = p->be->lookup(p->be, p->module, p->ks[t].k->name)))
+    for (int t = 0; t < p->n_ks && p->module && d->status == EVTC_OK; t++) {
+      if (!p->ks[t].k) continue;
+      if (p->be->kernel) p->ks[t].handle = p->be->kernel(p->be, p->module, p->ks[t].k, d);
+      else if (!(p->ks[t].fn = p->be->lookup(p->be, p->module, p->ks[t].k->name)))
         evtc_diag_set(d, EVTC_ERR_INVALID, "kernel %s is missing from its module", p->ks[t].k->name);
+    }
     st = p->module ? d->status : (d->status ? d->status : EVTC_ERR_INVALID);
   }
   free(src);
@@ -184,6 +219,7 @@ evtc_program *evtc_program_new(const evtc_graph *g, const int32_t *kernel_of_nod
   evtc_program *p = calloc(1, sizeof *p);
   p->g = g;
   p->be = be;
+  p->device = be->upload != NULL;
   p->buf = calloc((size_t)g->n_nodes + 1, sizeof(void *));
   p->owned = calloc((size_t)g->n_nodes + 1, 1);
   int32_t *own_plan = NULL;
@@ -225,27 +261,56 @@ void evtc_program_free(evtc_program *p) {
   for (int t = 0; t < p->n_ks; t++) {
     if (p->ks[t].is_fallback) evtc_fallback_free(&p->ks[t].fb);
     evtc_kernel_free(p->ks[t].k);
+    if (p->ks[t].host)
+      for (int a = 0; a < max_args(&p->ks[t]); a++) free(p->ks[t].host[a]);
+    free(p->ks[t].host);
     free(p->ks[t].argv);
   }
   free(p->ks);
   if (p->module) p->be->unload(p->be, p->module);
   for (int32_t i = 0; i < p->g->n_nodes; i++)
-    if (p->owned[i]) free(p->buf[i]);
+    if (p->owned[i]) buf_free(p, p->buf[i]);
   free(p->buf);
   free(p->owned);
-  free(p->arena);
+  if (p->device) buf_free(p, p->arena);
+  else free(p->arena);
   free(p);
 }
 
 void evtc_program_set(evtc_program *p, const evtc_node *leaf, const double *data) {
   EVTC_ASSERT(p->buf[leaf->id] != NULL && p->owned[leaf->id]);
-  evtc_buffer_from_double(leaf->type.dtype, data, evtc_type_numel(&leaf->type), p->buf[leaf->id]);
+  if (!p->device) {
+    evtc_buffer_from_double(leaf->type.dtype, data, evtc_type_numel(&leaf->type), p->buf[leaf->id]);
+    return;
+  }
+  size_t bytes = value_bytes(leaf);
+  void *host = malloc(bytes + 1);
+  evtc_buffer_from_double(leaf->type.dtype, data, evtc_type_numel(&leaf->type), host);
+  p->be->upload(p->be, p->buf[leaf->id], host, bytes);
+  free(host);
 }
 
 bool evtc_program_get(const evtc_program *p, const evtc_node *n, double *out) {
   if (!p->buf[n->id]) return false;
-  evtc_buffer_to_double(n->type.dtype, p->buf[n->id], evtc_type_numel(&n->type), out);
+  if (!p->device) {
+    evtc_buffer_to_double(n->type.dtype, p->buf[n->id], evtc_type_numel(&n->type), out);
+    return true;
+  }
+  size_t bytes = value_bytes(n);
+  void *host = malloc(bytes + 1);
+  p->be->download(p->be, host, p->buf[n->id], bytes);
+  evtc_buffer_to_double(n->type.dtype, host, evtc_type_numel(&n->type), out);
+  free(host);
   return true;
+}
+
+/* A fallback kernel on a device backend: its inputs down, the interpreter, its output up. */
+static evtc_status run_fallback_on_host(evtc_program *p, prog_kernel *pk, uint64_t step, evtc_diag *d) {
+  const evtc_node *n = pk->fb.node;
+  for (int j = 0; j < n->n_inputs; j++) p->be->download(p->be, pk->host[j], pk->argv[j], value_bytes(n->inputs[j]));
+  if (evtc_fallback_run(&pk->fb, pk->host, pk->host[n->n_inputs], step, d) != EVTC_OK) return d->status;
+  p->be->upload(p->be, pk->argv[n->n_inputs], pk->host[n->n_inputs], value_bytes(n));
+  return EVTC_OK;
 }
 
 evtc_status evtc_program_run(evtc_program *p, uint64_t step, evtc_diag *d) {
@@ -253,7 +318,15 @@ evtc_status evtc_program_run(evtc_program *p, uint64_t step, evtc_diag *d) {
     prog_kernel *pk = &p->ks[t];
     if (pk->is_fallback) {
       const evtc_node *n = pk->fb.node;
-      if (evtc_fallback_run(&pk->fb, pk->argv, pk->argv[n->n_inputs], step, d) != EVTC_OK) return d->status;
+      if (p->device) {
+        if (run_fallback_on_host(p, pk, step, d) != EVTC_OK) return d->status;
+      } else if (evtc_fallback_run(&pk->fb, pk->argv, pk->argv[n->n_inputs], step, d) != EVTC_OK) {
+        return d->status;
+      }
+      continue;
+    }
+    if (pk->handle) {
+      if (p->be->run(p->be, pk->handle, pk->argv, step, d) != EVTC_OK) return d->status;
       continue;
     }
     int err = 0;
@@ -266,16 +339,28 @@ evtc_status evtc_program_run(evtc_program *p, uint64_t step, evtc_diag *d) {
                            "by zero", k->name, p->g->nodes[k->nodes[0]]->name, n->name);
     }
   }
+  if (p->be->finish) return p->be->finish(p->be, d);
   if (p->be->synchronize) p->be->synchronize(p->be);
   return EVTC_OK;
 }
 
 void evtc_program_poison(evtc_program *p) {
   const evtc_graph *g = p->g;
-  memset(p->arena, 0xff, p->stats.arena_bytes);
+  if (!p->device) {
+    memset(p->arena, 0xff, p->stats.arena_bytes);
+    for (int32_t i = 0; i < g->n_nodes; i++)
+      if (p->owned[i] && !evtc_op_is_leaf(g->nodes[i]->op)) memset(p->buf[i], 0xff, value_bytes(g->nodes[i]));
+    return;
+  }
+  size_t most = p->stats.arena_bytes;
   for (int32_t i = 0; i < g->n_nodes; i++)
-    if (p->owned[i] && !evtc_op_is_leaf(g->nodes[i]->op))
-      memset(p->buf[i], 0xff, (size_t)evtc_type_numel(&g->nodes[i]->type) * evtc_buffer_elem_size(g->nodes[i]->type.dtype));
+    if (p->owned[i] && value_bytes(g->nodes[i]) > most) most = value_bytes(g->nodes[i]);
+  void *ones = malloc(most + 1);
+  memset(ones, 0xff, most + 1);
+  p->be->upload(p->be, p->arena, ones, p->stats.arena_bytes);
+  for (int32_t i = 0; i < g->n_nodes; i++)
+    if (p->owned[i] && !evtc_op_is_leaf(g->nodes[i]->op)) p->be->upload(p->be, p->buf[i], ones, value_bytes(g->nodes[i]));
+  free(ones);
 }
 
 void evtc_program_update(evtc_program *p) {
@@ -283,8 +368,9 @@ void evtc_program_update(evtc_program *p) {
   for (int i = 0; i < g->n_outputs; i++) {
     const evtc_output *o = &g->outputs[i];
     if (!o->updates || o->updates == o->node) continue;
-    size_t bytes = (size_t)evtc_type_numel(&o->updates->type) * evtc_buffer_elem_size(o->updates->type.dtype);
-    memmove(p->buf[o->updates->id], p->buf[o->node->id], bytes);
+    size_t bytes = value_bytes(o->updates);
+    if (p->device) p->be->copy(p->be, p->buf[o->updates->id], p->buf[o->node->id], bytes);
+    else memmove(p->buf[o->updates->id], p->buf[o->node->id], bytes);
   }
 }
 

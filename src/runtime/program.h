@@ -9,7 +9,9 @@
  * loud warning naming those nodes (never silently) and counts them.
  *
  * Buffers hold values in their dtype's native C type (f16/bf16 as float,
- * rounded; only interpreter-run kernels touch those).  INPUT, PARAM and
+ * rounded; only interpreter-run kernels touch those), in the backend's
+ * device memory for a device backend (backend.h), where set/get copy
+ * through the host.  INPUT, PARAM and
  * STATE leaves and the graph's outputs have buffers of their own for the
  * whole life of the program; every other value passed between kernels
  * lives in one arena placed by the memory planner (memplan.h).
@@ -54,6 +56,7 @@ typedef struct evtc_program_stats {
   int kernels;              /* kernels launched per run */
   int compiled;             /* of which compiled by the backend */
   int interpreted;          /* of which run by the interpreter (no template) */
+  int splits;               /* planned kernels that did not build or run as one and were split into nodes */
   size_t arena_bytes;       /* peak bytes of the planned intermediate arena */
   size_t unplanned_bytes;   /* the bytes the same values would take without reuse */
 } evtc_program_stats;

@@ -1,10 +1,10 @@
 /* cpu_backend.c -- the CPU backend: C source -> cc -> cached shared object -> dlopen.
  *
- * supports() accepts the kernels the three C templates can run (f32, f64,
+ * supports() accepts the kernels the C templates can run (f32, f64,
  * integer and bool values; no f16/bf16 yet; GEMM epilogues without
- * reductions).  emit() dispatches to the template of the kernel's family.
+ * reductions; OPAQUE kernels of the ops cpu_emit_opaque.c covers).  emit() dispatches to the template of the kernel's family.
  * compile() writes the module source and builds it with the system C
- * compiler (`cc -O3 -march=native -fopenmp -shared -fPIC`) into
+ * compiler (`cc -O3 -march=native -fno-math-errno -fno-trapping-math -fopenmp -shared -fPIC`) into
  * $XDG_CACHE_HOME/evtc (default ~/.cache/evtc), named by a 64-bit FNV-1a
  * hash of the source, the flags and `cc --version`; a cached object is
  * reused without compiling.  Source and object are written atomically (a
@@ -24,8 +24,11 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_emit.h"
 #include "runtime/atomic_file.h"
+#include "util/fs.h"
 
-static const char cc_flags[] = "-std=gnu11 -O3 -march=native -fno-math-errno -fopenmp -shared -fPIC";
+/* -fno-trapping-math: nobody reads the FP exception flags, and without it GCC will not if-convert the
+ * selects of the inline expf/erff, so loops calling them stay scalar */
+static const char cc_flags[] = "-std=gnu11 -O3 -march=native -fno-math-errno -fno-trapping-math -fopenmp -shared -fPIC";
 static evtc_cpu_cache_stats stats;
 
 evtc_cpu_cache_stats evtc_cpu_cache_get_stats(void) { return stats; }
@@ -33,11 +36,13 @@ evtc_cpu_cache_stats evtc_cpu_cache_get_stats(void) { return stats; }
 static bool dtype_ok(evtc_dtype t) { return evtc_cpu_ctype(t) != NULL; }
 
 static bool cpu_supports(const evtc_backend *be, const evtc_kernel *k, char *why, size_t cap) {
-  if (k->kind == EVTC_ML_OPAQUE) {
+  if (k->kind == EVTC_ML_OPAQUE && !evtc_cpu_opaque_supported(k->main)) {
     snprintf(why, cap, "no CPU template for %s", evtc_op_get(k->main->op)->name);
     return false;
   }
-  if (k->rows * k->cols == 0 || ((k->kind == EVTC_ML_GEMM || k->kind == EVTC_ML_CONV) && k->gemm.batch == 0)) {
+  bool empty = false;
+  for (int i = 0; i < k->n_args; i++) empty |= evtc_type_numel(&k->args[i].node->type) == 0;
+  if ((k->kind == EVTC_ML_OPAQUE && empty) || (k->kind != EVTC_ML_OPAQUE && k->rows * k->cols == 0) || ((k->kind == EVTC_ML_GEMM || k->kind == EVTC_ML_CONV) && k->gemm.batch == 0)) {
     snprintf(why, cap, "an empty tensor");
     return false;
   }
@@ -87,7 +92,8 @@ static void cpu_emit(const evtc_backend *be, const evtc_kernel *k, char **src, s
   if (!b.s) evtc_cpu_emit_prelude(&b);
   evtc_sb_printf(&b, "/* kernel %s: %d node%s, first %%%s */\n", k->name, k->n_nodes, k->n_nodes == 1 ? "" : "s",
                  k->main ? k->main->name : k->v[k->n_v - 1].node ? k->v[k->n_v - 1].node->name : "?");
-  if (k->kind == EVTC_ML_GEMM || k->kind == EVTC_ML_CONV) evtc_cpu_emit_gemm(&b, k);
+  if (k->kind == EVTC_ML_OPAQUE) evtc_cpu_emit_opaque(&b, k);
+  else if (k->kind == EVTC_ML_GEMM || k->kind == EVTC_ML_CONV) evtc_cpu_emit_gemm(&b, k);
   else if (flat_fits(k)) evtc_cpu_emit_elementwise(&b, k);
   else evtc_cpu_emit_rows(&b, k);
   *src = b.s;
@@ -112,30 +118,7 @@ static const char *cc_version(void) {
   return version;
 }
 
-/* Creates dir and its parents; false with d set. */
-static bool make_dirs(const char *dir, evtc_diag *d) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s", dir);
-  for (char *p = path + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = 0;
-    mkdir(path, 0755);
-    *p = '/';
-  }
-  if (mkdir(path, 0755) != 0 && errno != EEXIST) {
-    evtc_diag_set(d, EVTC_ERR_IO, "cannot create the kernel cache %s: %s", path, strerror(errno));
-    return false;
-  }
-  return true;
-}
-
-bool evtc_cpu_cache_dir(char *buf, size_t cap) {
-  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-  if (xdg && *xdg) snprintf(buf, cap, "%s/evtc", xdg);
-  else if (home && *home) snprintf(buf, cap, "%s/.cache/evtc", home);
-  else return false;
-  return true;
-}
+bool evtc_cpu_cache_dir(char *buf, size_t cap) { return evtc_cache_dir(NULL, buf, cap); }
 
 /* The kernel whose source lines hold `line` (1-based), by each kernel's first line. */
 static const evtc_kernel *kernel_at_line(const char *src, const evtc_kernel *const *kernels, int n, long line) {
@@ -182,7 +165,10 @@ static char *cpu_compile(const evtc_backend *be, const char *src, const evtc_ker
     evtc_diag_set(d, EVTC_ERR_IO, "no kernel cache directory: set XDG_CACHE_HOME or HOME");
     return NULL;
   }
-  if (!make_dirs(dir, d)) return NULL;
+  if (!evtc_mkdirs(dir)) {
+    evtc_diag_set(d, EVTC_ERR_IO, "cannot create the kernel cache %s: %s", dir, strerror(errno));
+    return NULL;
+  }
   const char *ver = cc_version();
   uint64_t h = fnv1a(0xcbf29ce484222325ull, src, strlen(src));
   h = fnv1a(h, cc_flags, sizeof cc_flags);

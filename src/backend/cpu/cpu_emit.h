@@ -3,7 +3,8 @@
  * One emitter file per kernel family (CONVENTIONS.md #7), one entry point
  * each: cpu_emit_elementwise.c (flat loops), cpu_emit_rows.c (reduce-apply
  * over rows; also elementwise kernels with reductions), cpu_emit_gemm.c
- * (GEMM and implicit-GEMM conv with the visitor DAG as epilogue).
+ * (GEMM and implicit-GEMM conv with the visitor DAG as epilogue),
+ * cpu_emit_opaque.c (one op without a visitor form: pad, gather, pooling, ...).
  * cpu_visitor.c turns visitor nodes into C statements for all of them, and
  * writes the module prelude (includes, Philox, helpers) once per module.
  */
@@ -58,5 +59,9 @@ void evtc_cpu_mark_needed(const evtc_kernel *k, int i, unsigned classes, bool *n
 void evtc_cpu_emit_elementwise(evtc_sb *b, const evtc_kernel *k);
 void evtc_cpu_emit_rows(evtc_sb *b, const evtc_kernel *k);
 void evtc_cpu_emit_gemm(evtc_sb *b, const evtc_kernel *k);
+/* OPAQUE kernels (cpu_emit_opaque.c): whether node n's op has a CPU
+ * template of its own, and the kernel of one such node. */
+bool evtc_cpu_opaque_supported(const evtc_node *n);
+void evtc_cpu_emit_opaque(evtc_sb *b, const evtc_kernel *k);
 
 #endif

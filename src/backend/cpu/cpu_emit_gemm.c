@@ -44,24 +44,88 @@ static void emit_pack_b(evtc_sb *b, const evtc_kernel *k, const char *t) {
     return;
   }
   const evtc_gemm_desc *g = &k->gemm;
+  if (g->b_cs == 1) {          /* rows of B contiguous: stream each row once, full 64-byte panel rows */
+    evtc_sb_printf(b, "  (void)bi;\n  for (int64_t p = 0; p < kc; p++) {\n"
+                      "    const %s *src = B + (k0 + p) * %lldLL + j0;\n    for (int64_t jr = 0; jr < nc; jr += NR) {\n"
+                      "      %s *dst = bp + jr * kc + p * NR;\n      const int64_t w = nc - jr < NR ? nc - jr : NR;\n"
+                      "      if (w == NR) {\n        memcpy(dst, src + jr, sizeof(%s) * NR);\n        continue;\n      }\n"
+                      "      for (int64_t jj = 0; jj < w; jj++) dst[jj] = src[jr + jj];\n"
+                      "      for (int64_t jj = w; jj < NR; jj++) dst[jj] = 0;\n    }\n  }\n}\n",
+                   t, (long long)g->b_rs, t, t);
+    return;
+  }
+  if (g->b_rs == 1) {          /* B transposed (columns contiguous along k): NR x 8 staging tiles */
+    evtc_sb_printf(b, "  (void)bi;\n  for (int64_t jr = 0; jr < nc; jr += NR) {\n    %s *dst = bp + jr * kc;\n"
+                      "    const %s *src = B + k0 + (j0 + jr) * %lldLL;\n    const int64_t w = nc - jr < NR ? nc - jr : NR;\n"
+                      "    int64_t p = 0;\n    if (w == NR)\n      for (; p + 8 <= kc; p += 8) {\n        %s tile[NR][8];\n"
+                      "        for (int jj = 0; jj < NR; jj++) memcpy(tile[jj], src + jj * %lldLL + p, sizeof tile[jj]);\n"
+                      "        for (int q = 0; q < 8; q++)\n          for (int jj = 0; jj < NR; jj++) dst[(p + q) * NR + jj] = tile[jj][q];\n"
+                      "      }\n    for (; p < kc; p++)\n"
+                      "      for (int64_t jj = 0; jj < NR; jj++) dst[p * NR + jj] = jj < w ? src[jj * %lldLL + p] : 0;\n  }\n}\n",
+                   t, t, (long long)g->b_cs, t, (long long)g->b_cs, (long long)g->b_cs);
+    return;
+  }
   evtc_sb_printf(b, "  (void)bi;\n  for (int64_t jr = 0; jr < nc; jr += NR)\n    for (int64_t p = 0; p < kc; p++) {\n"
                     "      const %s *src = B + (k0 + p) * %lldLL + (j0 + jr) * %lldLL;\n      %s *dst = bp + jr * kc + p * NR;\n"
                     "      const int64_t w = nc - jr < NR ? nc - jr : NR;\n"
+                    "      if (w == NR) {                  /* a constant trip count: vector moves, not rep movs */\n"
+                    "        for (int64_t jj = 0; jj < NR; jj++) dst[jj] = src[jj * %lldLL];\n        continue;\n      }\n"
                     "      for (int64_t jj = 0; jj < w; jj++) dst[jj] = src[jj * %lldLL];\n"
                     "      for (int64_t jj = w; jj < NR; jj++) dst[jj] = 0;\n    }\n}\n",
-                 t, (long long)g->b_rs, (long long)g->b_cs, t, (long long)g->b_cs);
+                 t, (long long)g->b_rs, (long long)g->b_cs, t, (long long)g->b_cs, (long long)g->b_cs);
 }
 
+/* The A packer: rows i0.. of A into MR-row micro-panels (k-major).  When
+ * A's rows run along k (cs 1), full panels go through an MR x 8 staging
+ * tile: each row is read 8 values at a time with vector moves, instead of
+ * one value per row and k (a row stride of a power of two puts all MR rows
+ * in the same L1 set). */
 static void emit_pack_a(evtc_sb *b, const evtc_kernel *k, const char *t) {
   int64_t rs = k->kind == EVTC_ML_CONV ? k->gemm.K : k->gemm.a_rs, cs = k->kind == EVTC_ML_CONV ? 1 : k->gemm.a_cs;
   evtc_sb_printf(b, "static void %s_pack_a(const %s *restrict A, int64_t i0, int64_t mc, int64_t k0, int64_t kc, "
                     "%s *restrict ap) {\n", k->name, t, t);
+  if (cs == 1 && rs != 1) {
+    evtc_sb_printf(b, "  for (int64_t ir = 0; ir + MR <= mc; ir += MR) {\n    %s *dst = ap + ir * kc;\n"
+                      "    const %s *src = A + (i0 + ir) * %lldLL + k0;\n    int64_t p = 0;\n"
+                      "    for (; p + 8 <= kc; p += 8) {\n      %s tile[MR][8];\n"
+                      "      for (int ii = 0; ii < MR; ii++) memcpy(tile[ii], src + ii * %lldLL + p, sizeof tile[ii]);\n"
+                      "      for (int q = 0; q < 8; q++)\n        for (int ii = 0; ii < MR; ii++) dst[(p + q) * MR + ii] = tile[ii][q];\n"
+                      "    }\n    for (; p < kc; p++)\n      for (int ii = 0; ii < MR; ii++) dst[p * MR + ii] = src[ii * %lldLL + p];\n  }\n"
+                      "  const int64_t done = mc / MR * MR;\n  if (done == mc) return;\n  i0 += done;\n  ap += done * kc;\n  mc -= done;\n",
+                   t, t, (long long)rs, t, (long long)rs, (long long)rs);
+  }
+  if (rs == 1 && cs != 1) {     /* A transposed (rows contiguous along m): stream each k row once */
+    evtc_sb_printf(b, "  for (int64_t p = 0; p < kc; p++) {\n    const %s *src = A + (k0 + p) * %lldLL + i0;\n"
+                      "    for (int64_t ir = 0; ir < mc; ir += MR) {\n      %s *dst = ap + ir * kc + p * MR;\n"
+                      "      const int64_t h = mc - ir < MR ? mc - ir : MR;\n"
+                      "      if (h == MR) {\n        memcpy(dst, src + ir, sizeof(%s) * MR);\n        continue;\n      }\n"
+                      "      for (int64_t ii = 0; ii < h; ii++) dst[ii] = src[ir + ii];\n"
+                      "      for (int64_t ii = h; ii < MR; ii++) dst[ii] = 0;\n    }\n  }\n}\n",
+                   t, (long long)cs, t, t);
+    return;
+  }
   evtc_sb_printf(b, "  for (int64_t ir = 0; ir < mc; ir += MR) {\n    const int64_t h = mc - ir < MR ? mc - ir : MR;\n"
                     "    for (int64_t p = 0; p < kc; p++) {\n      %s *dst = ap + ir * kc + p * MR;\n"
                     "      const %s *src = A + (i0 + ir) * %lldLL + (k0 + p) * %lldLL;\n"
                     "      for (int64_t ii = 0; ii < h; ii++) dst[ii] = src[ii * %lldLL];\n"
                     "      for (int64_t ii = h; ii < MR; ii++) dst[ii] = 0;\n    }\n  }\n}\n",
                  t, t, (long long)rs, (long long)cs, (long long)rs);
+}
+
+/* The f32 AVX2 + FMA micro-kernel in intrinsics: 6 x 16, twelve ymm
+ * accumulators, two B vectors and one broadcast A value per step (15 of the
+ * 16 registers); GCC keeps it in registers, where the vector-extension
+ * form below gets unrolled and spilled. */
+static void emit_micro_avx2(evtc_sb *b) {
+  evtc_sb_printf(b, "  __m256 c[6][2];\n  for (int i = 0; i < 6; i++)\n    for (int j = 0; j < 2; j++)\n"
+                    "      c[i][j] = first ? _mm256_setzero_ps() : _mm256_load_ps(ct + i * 16 + j * 8);\n"
+                    "  for (int64_t p = 0; p < kc; p++) {\n"
+                    "    const __m256 b0 = _mm256_load_ps(bp + p * 16), b1 = _mm256_load_ps(bp + p * 16 + 8);\n"
+                    "    const float *a = ap + p * 6;\n    _mm_prefetch((const char *)(a + 48), _MM_HINT_T0);\n");
+  for (int i = 0; i < 6; i++)
+    evtc_sb_printf(b, "    { const __m256 av = _mm256_broadcast_ss(a + %d); c[%d][0] = _mm256_fmadd_ps(av, b0, c[%d][0]); "
+                      "c[%d][1] = _mm256_fmadd_ps(av, b1, c[%d][1]); }\n", i, i, i, i, i);
+  evtc_sb_printf(b, "  }\n  for (int i = 0; i < 6; i++)\n    for (int j = 0; j < 2; j++) _mm256_store_ps(ct + i * 16 + j * 8, c[i][j]);\n");
 }
 
 /* The micro-kernel: ct[MR][NR] (+)= ap panel x bp panel, with one named
@@ -71,9 +135,16 @@ static void emit_micro(evtc_sb *b, const evtc_kernel *k, const char *t) {
   static const int mrs[] = {12, 6, 4};
   evtc_sb_printf(b, "static inline void %s_micro(int64_t kc, const %s *restrict ap, const %s *restrict bp, "
                     "%s *restrict ct, int first) {\n", k->name, t, t, t);
+  if (k->gemm.dtype == EVTC_F32) {
+    evtc_sb_printf(b, "#if EVTC_AVX2_F32\n");
+    emit_micro_avx2(b);
+    evtc_sb_printf(b, "#el");
+  } else {
+    evtc_sb_printf(b, "#");
+  }
   for (int m = 0; m < 3; m++) {
     int mr = mrs[m];
-    evtc_sb_printf(b, "#%s EVTC_MR == %d\n", m == 0 ? "if" : "elif", mr);
+    evtc_sb_printf(b, "%s EVTC_MR == %d\n", m == 0 ? "if" : "#elif", mr);
     for (int i = 0; i < mr; i++)
       evtc_sb_printf(b, "  vT c%d_0 = first ? (vT){0} : *(const vT *)(ct + %d * NR), "
                         "c%d_1 = first ? (vT){0} : *(const vT *)(ct + %d * NR + VW);\n", i, i, i, i);
@@ -139,9 +210,12 @@ void evtc_cpu_emit_gemm(evtc_sb *b, const evtc_kernel *k) {
   for (int i = 0; i < k->n_v; i++)
     if (k->v[i].cls == EVTC_VC_SCALAR && k->v[i].kind != EVTC_V_STORE) evtc_cpu_emit_value(&top, i);
   evtc_sb_printf(b, "  #pragma omp parallel if (ntasks > 1 && M * N * K > 65536)\n  {\n");
-  evtc_sb_printf(b, "    %s *apack = aligned_alloc(64, ((size_t)(MC * KC) * sizeof(%s) + 127) / 64 * 64);\n", t, t);
-  evtc_sb_printf(b, "    %s *bpack = aligned_alloc(64, ((size_t)(KC * NC) * sizeof(%s) + 127) / 64 * 64);\n", t, t);
-  evtc_sb_printf(b, "    %s *cbuf = aligned_alloc(64, ((size_t)(MC * NC) * sizeof(%s) + 127) / 64 * 64);\n", t, t);
+  /* buffers sized to the blocks this GEMM uses (small GEMMs allocate little) */
+  evtc_sb_printf(b, "    const int64_t MCu = M < MC ? (M + MR - 1) / MR * MR : MC, NCu = N < NC ? (N + NR - 1) / NR * NR : NC,"
+                    " KCu = K < KC ? (K > 0 ? K : 1) : KC;\n");
+  evtc_sb_printf(b, "    %s *apack = aligned_alloc(64, ((size_t)(MCu * KCu) * sizeof(%s) + 127) / 64 * 64);\n", t, t);
+  evtc_sb_printf(b, "    %s *bpack = aligned_alloc(64, ((size_t)(KCu * NCu) * sizeof(%s) + 127) / 64 * 64);\n", t, t);
+  evtc_sb_printf(b, "    %s *cbuf = aligned_alloc(64, ((size_t)(MCu * NCu) * sizeof(%s) + 127) / 64 * 64);\n", t, t);
   evtc_sb_printf(b, "    #pragma omp for schedule(dynamic)\n    for (int64_t task = 0; task < ntasks; task++) {\n"
                     "      const int64_t bi = task / (mblocks * nblocks), ib = task / nblocks %% mblocks, jb = task %% nblocks;\n"
                     "      const int64_t i0 = ib * MC, j0 = jb * NC, mc = M - i0 < MC ? M - i0 : MC, nc = N - j0 < NC ? N - j0 : NC;\n");
@@ -152,7 +226,7 @@ void evtc_cpu_emit_gemm(evtc_sb *b, const evtc_kernel *k) {
                     "        %s_pack_b(a%d + boff, bi, k0, kc, j0, nc, bpack);\n"
                     "        %s_pack_a(a%d + aoff, i0, mc, k0, kc, apack);\n"
                     "        for (int64_t jr = 0; jr < nc; jr += NR)\n          for (int64_t ir = 0; ir < mc; ir += MR) {\n"
-                    "          %s *ct = cbuf + ((ir / MR) * (NC / NR) + jr / NR) * (MR * NR);\n"
+                    "          %s *ct = cbuf + ((ir / MR) * (NCu / NR) + jr / NR) * (MR * NR);\n"
                     "          %s_micro(kc, apack + ir * kc, bpack + jr * kc, ct, k0 == 0);\n"
                     "          if (k0 + KC < K) continue;\n"
                     "          const int64_t r0 = bi * M + i0 + ir, c0 = j0 + jr;\n"

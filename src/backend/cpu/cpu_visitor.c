@@ -62,7 +62,43 @@ void evtc_cpu_emit_prelude(evtc_sb *b) {
     "#define EVTC_MINN(x, y) (((x) != (x) || (x) < (y)) ? (x) : (y))\n"
     "#if defined(__AVX512F__)\n#define EVTC_VB 64\n#define EVTC_MR 12\n"
     "#elif defined(__AVX__)\n#define EVTC_VB 32\n#define EVTC_MR 6\n"
+    "#if defined(__AVX2__) && defined(__FMA__)\n#include <immintrin.h>\n#define EVTC_AVX2_F32 1\n#endif\n"
     "#else\n#define EVTC_VB 16\n#define EVTC_MR 4\n#endif\n"
+    /* erf in float without branches (libm's erff does not vectorise): x P(x^2) on |x| < 1, a degree-14
+     * polynomial in (|x| - 2.46875) / 1.46875 on [1, 3.9375), 1 beyond (erf rounds to 1 there); both
+     * least-squares fits on Chebyshev nodes, within 3 ulp of erf (test_cpu_kernels checks it) */
+    "static inline float evtc_erff(float x) {\n"
+    "  const float a = fabsf(x), t = a * a, u = (a - 2.46875f) * (1.0f / 1.46875f);\n"
+    "  float p = -9.727676658e-06f;\n"
+    "  p = p * t + 1.128790804e-04f; p = p * t - 8.487228968e-04f; p = p * t + 5.221258640e-03f;\n"
+    "  p = p * t - 2.686551633e-02f; p = p * t + 1.128378409e-01f; p = p * t - 3.761263859e-01f;\n"
+    "  p = p * t + 1.128379167e+00f; p *= a;\n"
+    "  float q = 2.279169761e-04f;\n"
+    "  q = q * u + 2.845278801e-05f; q = q * u - 1.712707302e-03f; q = q * u + 1.586523692e-03f;\n"
+    "  q = q * u + 3.609167118e-03f; q = q * u - 9.334036863e-03f; q = q * u + 7.227036196e-03f;\n"
+    "  q = q * u + 7.137753899e-03f; q = q * u - 2.920394259e-02f; q = q * u + 4.542360883e-02f;\n"
+    "  q = q * u - 4.476703456e-02f; q = q * u + 3.007063475e-02f; q = q * u - 1.354944734e-02f;\n"
+    "  q = q * u + 3.736660252e-03f; q = q * u + 9.995193953e-01f;\n"
+    "  float r = a < 1.0f ? p : a < 3.9375f ? q : 1.0f;\n"
+    "  r = r < 1.0f ? r : 1.0f;\n"
+    "  return x != x ? x : copysignf(r, x);\n"
+    "}\n"
+    /* exp in float without calls (libm's expf does not vectorise): n = rint(x / ln 2), r = x - n ln 2 in
+     * two parts (Cody-Waite), a degree-7 Taylor polynomial of e^r (|r| <= ln 2 / 2: under 1e-8
+     * relative), scaled by 2^n as two powers of two so that subnormal results and overflow come out
+     * right; within 2 ulp of exp (test_cpu_kernels checks it) */
+    "static inline float evtc_expf(float x) {\n"
+    "  const float xc = x < -104.0f ? -104.0f : x > 89.0f ? 89.0f : x;\n"
+    "  const float n = rintf(xc * 1.44269504088896341f);\n"
+    "  float r = fmaf(n, -0.693145751953125f, xc);\n"
+    "  r = fmaf(n, -1.428606765330187e-06f, r);\n"
+    "  float p = 1.98412698e-04f;\n"
+    "  p = fmaf(p, r, 1.38888889e-03f); p = fmaf(p, r, 8.33333333e-03f); p = fmaf(p, r, 4.16666667e-02f);\n"
+    "  p = fmaf(p, r, 1.66666667e-01f); p = fmaf(p, r, 0.5f); p = fmaf(p, r, 1.0f); p = fmaf(p, r, 1.0f);\n"
+    "  const int32_t ni = (int32_t)n, n1 = ni / 2, n2 = ni - n1;\n"
+    "  union { int32_t i; float f; } s1 = {.i = (n1 + 127) << 23}, s2 = {.i = (n2 + 127) << 23};\n"
+    "  return x != x ? x : p * s1.f * s2.f;\n"
+    "}\n"
     "static inline int64_t evtc_f2i(double x, double lo, double hi) {\n"
     "  return x != x ? 0 : x <= lo ? (int64_t)lo : x >= hi ? (int64_t)hi : (int64_t)x;\n"
     "}\n\n");
@@ -142,22 +178,22 @@ static const char *unary_expr(evtc_op op, bool f32) {
     case EVTC_OP_NEG: return "-@";
     case EVTC_OP_ABS: return f32 ? "fabsf(@)" : "fabs(@)";
     case EVTC_OP_SIGN: return "(@ > 0 ? 1 : @ < 0 ? -1 : @)";
-    case EVTC_OP_EXP: return f32 ? "expf(@)" : "exp(@)";
+    case EVTC_OP_EXP: return f32 ? "evtc_expf(@)" : "exp(@)";
     case EVTC_OP_LOG: return f32 ? "logf(@)" : "log(@)";
     case EVTC_OP_SQRT: return f32 ? "sqrtf(@)" : "sqrt(@)";
     case EVTC_OP_RSQRT: return f32 ? "1.0f / sqrtf(@)" : "1.0 / sqrt(@)";
     case EVTC_OP_RECIPROCAL: return f32 ? "1.0f / @" : "1.0 / @";
     case EVTC_OP_TANH: return f32 ? "tanhf(@)" : "tanh(@)";
     case EVTC_OP_SIGMOID:
-      return f32 ? "(@ >= 0 ? 1.0f / (1.0f + expf(-@)) : expf(@) / (1.0f + expf(@)))"
+      return f32 ? "(@ >= 0 ? 1.0f / (1.0f + evtc_expf(-@)) : evtc_expf(@) / (1.0f + evtc_expf(@)))"
                  : "(@ >= 0 ? 1.0 / (1.0 + exp(-@)) : exp(@) / (1.0 + exp(@)))";
     case EVTC_OP_RELU: return "(@ > 0 ? @ : 0)";
     case EVTC_OP_GELU:
-      return f32 ? "0.5f * @ * (1.0f + erff(@ * 0.70710678118654752f))" : "0.5 * @ * (1.0 + erf(@ * 0.70710678118654752))";
+      return f32 ? "0.5f * @ * (1.0f + evtc_erff(@ * 0.70710678118654752f))" : "0.5 * @ * (1.0 + erf(@ * 0.70710678118654752))";
     case EVTC_OP_GELU_TANH:
       return f32 ? "0.5f * @ * (1.0f + tanhf(0.79788456080286536f * (@ + 0.044715f * @ * @ * @)))"
                  : "0.5 * @ * (1.0 + tanh(0.79788456080286536 * (@ + 0.044715 * @ * @ * @)))";
-    case EVTC_OP_ERF: return f32 ? "erff(@)" : "erf(@)";
+    case EVTC_OP_ERF: return f32 ? "evtc_erff(@)" : "erf(@)";
     case EVTC_OP_SIN: return f32 ? "sinf(@)" : "sin(@)";
     case EVTC_OP_COS: return f32 ? "cosf(@)" : "cos(@)";
     default: return NULL;

@@ -1,0 +1,98 @@
+/* program_partition.c -- a fusion partition as a program plan (program_plan.h).
+ *
+ * Runs the partitioner on the backend's device model (data/devices/cpu.txt,
+ * or h200.txt for the CUDA backend) with the backend's veto (named by the
+ * backend in the plan cache key) as its accept rule and the plan cache in the evtc cache
+ * directory, then renumbers: scalar-chain nodes (kernel -1 but not leaves)
+ * get kernels of their own, and kernels are ordered by a topological sort
+ * of the kernel graph (Kahn's algorithm, smallest first kernel id first),
+ * which the partition's acyclicity guarantees to exist.
+ */
+#include "runtime/program_plan.h"
+#include "backend/backend.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "fusion/partition.h"
+#include "util/fs.h"
+
+/* The partition's assignment as a dense topologically numbered plan; *n_kernels set. */
+static int32_t *to_program_plan(const evtc_graph *g, const int32_t *kernel_of, int32_t n_part, int *n_kernels) {
+  int32_t n = g->n_nodes, nk = n_part;
+  int32_t *grp = malloc(sizeof(int32_t) * ((size_t)n + 1));
+  for (int32_t v = 0; v < n; v++) {
+    grp[v] = kernel_of[v];
+    if (grp[v] < 0 && !evtc_op_is_leaf(g->nodes[v]->op)) grp[v] = nk++;
+  }
+  /* kernel graph edges (a -> b when b reads a value a computes), as in-degrees and a CSR */
+  int32_t *indeg = calloc((size_t)nk + 1, sizeof(int32_t)), *cnt = calloc((size_t)nk + 2, sizeof(int32_t));
+  int64_t n_edges = 0;
+  for (int32_t v = 0; v < n; v++)
+    for (int j = 0; j < g->nodes[v]->n_inputs; j++) {
+      int32_t a = grp[g->nodes[v]->inputs[j]->id], b = grp[v];
+      if (a >= 0 && b >= 0 && a != b) cnt[a + 1]++, n_edges++;
+    }
+  for (int32_t k = 0; k < nk; k++) cnt[k + 1] += cnt[k];
+  int32_t *to = malloc(sizeof(int32_t) * (size_t)(n_edges + 1)), *fill = malloc(sizeof(int32_t) * ((size_t)nk + 1));
+  memcpy(fill, cnt, sizeof(int32_t) * (size_t)nk);
+  for (int32_t v = 0; v < n; v++)
+    for (int j = 0; j < g->nodes[v]->n_inputs; j++) {
+      int32_t a = grp[g->nodes[v]->inputs[j]->id], b = grp[v];
+      if (a >= 0 && b >= 0 && a != b) to[fill[a]++] = b, indeg[b]++;
+    }
+  /* Kahn: ready kernels in a min-heap-free way -- scan by smallest first node (kernel ids are ordered so) */
+  int32_t *first = malloc(sizeof(int32_t) * ((size_t)nk + 1)), *order = malloc(sizeof(int32_t) * ((size_t)nk + 1));
+  for (int32_t k = 0; k < nk; k++) first[k] = n;
+  for (int32_t v = 0; v < n; v++)
+    if (grp[v] >= 0 && v < first[grp[v]]) first[grp[v]] = v;
+  int32_t *ready = malloc(sizeof(int32_t) * ((size_t)nk + 1)), n_ready = 0, n_done = 0;
+  for (int32_t k = 0; k < nk; k++)
+    if (indeg[k] == 0) ready[n_ready++] = k;
+  while (n_ready > 0) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n_ready; i++)
+      if (first[ready[i]] < first[ready[best]]) best = i;
+    int32_t k = ready[best];
+    ready[best] = ready[--n_ready];
+    order[k] = n_done++;
+    for (int32_t e = cnt[k]; e < cnt[k + 1]; e++)
+      if (--indeg[to[e]] == 0) ready[n_ready++] = to[e];
+  }
+  EVTC_ASSERT(n_done == nk);   /* the partitioner's plans are acyclic */
+  for (int32_t v = 0; v < n; v++) grp[v] = grp[v] >= 0 ? order[grp[v]] : -1;
+  free(indeg);
+  free(cnt);
+  free(to);
+  free(fill);
+  free(first);
+  free(order);
+  free(ready);
+  *n_kernels = nk;
+  return grp;
+}
+
+int32_t *evtc_program_plan(const evtc_graph *g, const char *name, const evtc_backend *be, int *n_kernels, FILE *info,
+                           evtc_diag *d) {
+  *n_kernels = 0;
+  if (strcmp(name, "builtin") == 0) return NULL;
+  if (strcmp(name, "ilp") != 0 && strcmp(name, "greedy") != 0 && strcmp(name, "none") != 0) {
+    evtc_diag_set(d, EVTC_ERR_INVALID, "unknown partitioner '%s' (ilp, greedy, none or builtin)", name);
+    return NULL;
+  }
+  evtc_device dev;
+  if (!evtc_device_load(be && strcmp(be->name, "cuda") == 0 ? "h200" : "cpu", &dev, d)) return NULL;
+  char cache[4096];
+  bool have_cache = evtc_cache_dir("fusion", cache, sizeof cache) && evtc_mkdirs(cache);
+  evtc_fusion_options opt = {.cache_dir = have_cache ? cache : NULL, .accept = evtc_program_plan_accept,
+                             .accept_ctx = (void *)be, .accept_tag = be->name};
+  evtc_partition *p = evtc_fusion_partition(g, &dev, name, &opt, d);
+  if (!p) return NULL;
+  int32_t *plan = to_program_plan(g, p->kernel_of, p->n_kernels, n_kernels);
+  if (info && strcmp(name, "ilp") == 0)
+    fprintf(info, "partitioner ilp: %d kernels (+%d for scalar-chain nodes), modelled %.1f us, gap %.3g, %.2f s%s%s\n",
+            p->n_kernels, *n_kernels - p->n_kernels, p->ilp.objective, p->ilp.gap, p->ilp.seconds,
+            p->ilp.cached ? " (cached plan)" : "", p->ilp.fallback ? " (fallback plan)" : "");
+  evtc_partition_free(p);
+  return plan;
+}

@@ -1,0 +1,39 @@
+/* program_plan.h -- the plans programs run: the fusion partitioner's
+ * (src/fusion) turned into a program's kernel_of_node, and the backend's
+ * veto the partitioner asks while it plans.
+ *
+ * Partitioner names: "ilp" and "greedy" (src/fusion, priced for device
+ * "cpu" and asking evtc_program_plan_accept for every fused node set, so
+ * the kernel IR and the backend agree with the plan), "none" (one kernel
+ * per node) and "builtin" (the kernel IR's own greedy grouping,
+ * evtc_plan_greedy: the plan evtc_program_new makes when given none).
+ * The partition's layout -- kernels ordered by smallest node id, -1 for
+ * leaves and for scalar-chain nodes each reader recomputes -- becomes a
+ * program plan: every scalar-chain node gets a kernel of its own and the
+ * kernels are numbered in a topological order of the kernel graph.
+ */
+#ifndef EVTC_PROGRAM_PLAN_H
+#define EVTC_PROGRAM_PLAN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ir/ir.h"
+
+typedef struct evtc_backend evtc_backend;
+
+/* Whether nodes[0..n) (any order) builds as one kernel of the kernel IR
+ * that backend `be` (an evtc_backend *) supports: the fusion module's
+ * accept rule. */
+bool evtc_program_plan_accept(const evtc_graph *g, const int32_t *nodes, int n, void *be);
+
+/* The plan of partitioner `name` for g on be (malloc'd kernel_of_node;
+ * *n_kernels set), or NULL with *n_kernels 0 for "builtin" (the program
+ * makes its own), or NULL with d set (an unknown name, a device file or
+ * solver failure).  A one-line summary of the ILP (kernels, objective,
+ * time, whether cached) goes to info when not NULL. */
+int32_t *evtc_program_plan(const evtc_graph *g, const char *name, const evtc_backend *be, int *n_kernels, FILE *info,
+                           evtc_diag *d);
+
+#endif

@@ -3,9 +3,10 @@
 # missing, configures, builds, trains the digits demo and runs the tests.
 SHELL := /bin/bash
 # Build: compiler, CMake, protobuf-c and onnx.proto (ONNX frontend).
-# Tests: NumPy, ONNX's Python package and its conformance data.
+# Tests: NumPy, ONNX's Python package and its conformance data; bench/cpu.sh: OpenBLAS, PyTorch.
 PACKAGES := cmake gcc make pkg-config libprotobuf-c-dev protobuf-c-compiler libonnx-dev \
-            python3-numpy python3-onnx libonnx-testdata coinor-libcbc-dev graphviz python3-torch python3-torchvision
+            python3-numpy python3-onnx libonnx-testdata coinor-libcbc-dev graphviz python3-torch python3-torchvision \
+            libopenblas-dev
 BUILD := build
 ASAN_BUILD := build-asan
 JOBS ?= 2

@@ -11,28 +11,16 @@ a tiny --time-limit falls back loudly (stderr and the text), bad usage exits
 import glob
 import os
 import re
-import subprocess
-import sys
 import tempfile
 
-SRC, EVTC = sys.argv[1], sys.argv[2]
-failed = passed = 0
-
-
-def check(cond, what):
-    global failed, passed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("check failed:", what, file=sys.stderr)
+from evtc_testlib import SRC, check, evtc, finish
 
 
 def explain(*args, cache=None):
     env = dict(os.environ, EVTC_DATA_DIR=os.path.join(SRC, "data"))
     if cache:
         env["EVTC_CACHE_DIR"] = cache
-    r = subprocess.run([EVTC, "explain", *args], capture_output=True, text=True, env=env)
+    r = evtc("explain", *args, env=env, timeout=None)
     return r.returncode, r.stdout, r.stderr
 
 
@@ -90,5 +78,4 @@ with tempfile.TemporaryDirectory() as tmp:
         rc, out, err = explain(*([mlp] if bad != [] else []), *bad)
         check(rc == 2 and err.startswith("evtc:"), f"bad usage {bad}: exit 2 with a message (got {rc})")
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+finish()

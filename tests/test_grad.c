@@ -20,16 +20,6 @@
 #include "check.h"
 #include "runtime/interp.h"
 
-/* ---- random numbers (xorshift64*, fixed seed) ---- */
-
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static double urand(void) {
-  rng_state ^= rng_state >> 12;
-  rng_state ^= rng_state << 25;
-  rng_state ^= rng_state >> 27;
-  return (double)((rng_state * 2685821657736338717ull) >> 11) * 0x1.0p-53;
-}
-
 /* ---- graph building shorthands ---- */
 
 #define NI(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
@@ -52,7 +42,7 @@ static evtc_node *rconst(evtc_graph *g, evtc_dtype dt, int64_t hi, int rank, con
   evtc_type t = evtc_type_make(dt, rank, shape);
   int64_t n = evtc_type_numel(&t);
   double *data = malloc(sizeof(double) * (size_t)n);
-  for (int64_t i = 0; i < n; i++) data[i] = hi ? floor(urand() * (double)hi) : 2 * urand() - 1;
+  for (int64_t i = 0; i < n; i++) data[i] = hi ? floor(check_urand() * (double)hi) : 2 * check_urand() - 1;
   evtc_attr at = evtc_attr_floats("data", (int)n, data);
   evtc_node *c = evtc_leaf_add(g, EVTC_OP_CONST, t, &at, 1, NULL);
   free(data);
@@ -358,9 +348,10 @@ static double check_case(const gcase *c) {
     l->n = evtc_type_numel(&x->type);
     l->x = malloc(sizeof(double) * (size_t)l->n);
     for (int64_t k = 0; k < l->n; k++) {
-      double u = urand();
-      l->x[k] = c->range == POSITIVE ? 0.5 + 1.5 * u : c->range == AWAY ? (u < 0.5 ? -1 : 1) * (0.2 + 0.8 * urand())
-                                                                           : 2 * u - 1;
+      double u = check_urand();
+      l->x[k] = c->range == POSITIVE ? 0.5 + 1.5 * u
+                : c->range == AWAY   ? (u < 0.5 ? -1 : 1) * (0.2 + 0.8 * check_urand())
+                                     : 2 * u - 1;
     }
     names[n_in++] = x->name;
   }

@@ -13,27 +13,14 @@ argv: SOURCE_DIR EVTC.  Checks, through `evtc check` and `evtc run`:
     values and gradients checked against NumPy.
 """
 import os
-import subprocess
-import sys
 import tempfile
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-evtc = sys.argv[2]
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL:", what)
-
-
-def run(*args):
-    return subprocess.run([evtc] + list(args), capture_output=True, text=True)
+from evtc_testlib import SRC, check, finish
+from evtc_testlib import evtc as run
 
 
 def save(model, path, **kw):
@@ -156,9 +143,9 @@ for args, needle in ((["--freeze", "nope"], "--freeze nope: the model has no ini
     r = run("check", gm, *args)
     check(r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1,
           "check %s: %r" % (" ".join(args), r.stderr))
-r = run("check", os.path.join(sys.argv[1], "tests", "ir", "mlp.evt"), "--dim", "n=2")
+r = run("check", os.path.join(SRC, "tests", "ir", "mlp.evt"), "--dim", "n=2")
 check(r.returncode == 2 and "ONNX models only" in r.stderr, "--dim on text IR: %s" % r.stderr)
-r = run("check", os.path.join(sys.argv[1], "tests", "ir", "mlp.evt"), "--loss", "mean_square")
+r = run("check", os.path.join(SRC, "tests", "ir", "mlp.evt"), "--loss", "mean_square")
 check(r.returncode == 2 and "already has a loss" in r.stderr, "--loss on a model with a loss: %s" % r.stderr)
 
 X = rng.standard_normal((5, 3)).astype(np.float32)
@@ -217,5 +204,4 @@ r = run("train", gm, "--dim", "batch=5", "--data", os.path.dirname(data), "--epo
 check(r.returncode == 0 and "epoch 1/1 loss %.4f" % ((y - T) ** 2).mean() in r.stdout,
       "train from initializers (loss %.4f):\n%s%s" % (((y - T) ** 2).mean(), r.stdout, r.stderr))
 
-print("%d failures" % failures)
-sys.exit(1 if failures else 0)
+finish()

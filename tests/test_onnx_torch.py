@@ -7,10 +7,10 @@ ReLU/MaxPool/AvgPool/Flatten/Linear/Dropout), runs `evtc run` on them (the
 PARAM/STATE leaves start from the exported initializers), and compares
 every output with PyTorch:
 float32 tolerance |evtc - torch| <= 1e-5 + 1e-4 |torch|.  Generated files
-stay in a temporary directory.  Skipped (exit 0) without torch.
+stay in a temporary directory.  Skipped (exit 0) without torch.  The MLP
+is tools/export_models.py's reference MLP with a softmax on top.
 """
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -22,21 +22,17 @@ except ImportError:
     print("python3-torch is not installed: skipped")
     sys.exit(0)
 
-evtc = sys.argv[2]
-failures = 0
+from evtc_testlib import SRC, check, evtc, finish
+
+sys.path.insert(0, os.path.join(SRC, "tools"))
+import export_models  # noqa: E402  (tools/ is on the path only now)
+
 torch.manual_seed(0)
 
 
-class MLP(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = torch.nn.Linear(16, 32)
-        self.ln = torch.nn.LayerNorm(32)
-        self.fc2 = torch.nn.Linear(32, 10)
-
+class MLP(export_models.MLP):
     def forward(self, x):
-        h = torch.nn.functional.gelu(self.ln(torch.relu(self.fc1(x))))
-        return torch.softmax(self.fc2(h), dim=-1)
+        return torch.softmax(super().forward(x), dim=-1)
 
 
 class CNN(torch.nn.Module):
@@ -56,7 +52,6 @@ class CNN(torch.nn.Module):
 
 
 def compare(name, model, x):
-    global failures
     model.eval()
     with torch.no_grad():
         if isinstance(model, CNN):      # non-trivial running statistics
@@ -67,22 +62,16 @@ def compare(name, model, x):
     path = os.path.join(d, name + ".onnx")
     torch.onnx.export(model, (x,), path, input_names=["x"], output_names=["y"], opset_version=14)
     np.save(os.path.join(d, "x.npy"), x.numpy())
-    args = [evtc, "run", path, "--input", "x=" + os.path.join(d, "x.npy"), "-o", os.path.join(d, "out")]
-    r = subprocess.run(args, capture_output=True, text=True)
-    if r.returncode != 0:
-        failures += 1
-        print("FAIL %s: evtc run: %s" % (name, r.stderr.strip()))
+    r = evtc("run", path, "--input", "x=" + os.path.join(d, "x.npy"), "-o", os.path.join(d, "out"), timeout=None)
+    if not check(r.returncode == 0, "%s: evtc run: %s" % (name, r.stderr.strip())):
         return
     got = np.load(os.path.join(d, "out", "y.npy"))
     err = np.abs(got - want) - (1e-5 + 1e-4 * np.abs(want))
-    if got.shape != want.shape or (err > 0).any():
-        failures += 1
-        print("FAIL %s: max abs error %g" % (name, np.abs(got - want).max()))
-    else:
+    if check(got.shape == want.shape and not (err > 0).any(),
+             "%s: max abs error %g" % (name, np.abs(got - want).max())):
         print("ok %s: %s, max abs error %.3g" % (name, got.shape, np.abs(got - want).max()))
 
 
 compare("mlp", MLP(), torch.randn(4, 16))
 compare("cnn", CNN(), torch.randn(2, 3, 8, 8))
-print("%d failures" % failures)
-sys.exit(1 if failures else 0)
+finish()

@@ -23,14 +23,6 @@
 
 enum { N_SEEDS = 4 };
 
-static uint64_t rng;
-static double urand(void) {
-  rng ^= rng >> 12;
-  rng ^= rng << 25;
-  rng ^= rng >> 27;
-  return (double)((rng * 2685821657736338717ull) >> 11) * 0x1.0p-53;
-}
-
 typedef struct pcase {
   const char *name, *passes, *gone;   /* gone: comma-separated op names absent afterwards */
   bool joint;                         /* also test the joint graph */
@@ -45,12 +37,13 @@ static double **run_graph(const evtc_graph *g, uint64_t seed) {
     const evtc_node *n = g->nodes[i];
     if (n->op != EVTC_OP_INPUT && n->op != EVTC_OP_PARAM && n->op != EVTC_OP_STATE) continue;
     /* the same values for the same leaf name in every graph */
-    rng = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (const char *s = n->name; *s; s++) rng = (rng ^ (uint64_t)(unsigned char)*s) * 0x100000001B3ull + 1;
+    check_rng = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (const char *s = n->name; *s; s++)
+      check_rng = (check_rng ^ (uint64_t)(unsigned char)*s) * 0x100000001B3ull + 1;
     int64_t k = evtc_type_numel(&n->type);
     leaf[i] = malloc(sizeof(double) * (size_t)(k ? k : 1));
     for (int64_t j = 0; j < k; j++)
-      leaf[i][j] = evtc_dtype_is_float(n->type.dtype) ? 2 * urand() - 1 : floor(3 * urand());
+      leaf[i][j] = evtc_dtype_is_float(n->type.dtype) ? 2 * check_urand() - 1 : floor(3 * check_urand());
     evtc_interp_set(it, n, leaf[i]);
   }
   evtc_diag d = {0};

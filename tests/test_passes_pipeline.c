@@ -28,14 +28,9 @@
 
 enum { N_SEEDS = 3 };
 
-static uint64_t rng;
-static double urand(void) {
-  rng ^= rng >> 12;
-  rng ^= rng << 25;
-  rng ^= rng >> 27;
-  return (double)((rng * 2685821657736338717ull) >> 11) * 0x1.0p-53;
+static double nrand(void) {
+  return sqrt(-2 * log(check_urand() + 1e-300)) * cos(6.283185307179586 * check_urand());
 }
-static double nrand(void) { return sqrt(-2 * log(urand() + 1e-300)) * cos(6.283185307179586 * urand()); }
 
 static char *graph_text(const evtc_graph *g) {
   char *buf = NULL;
@@ -59,7 +54,7 @@ static double tolerance(evtc_dtype t) {
 /* Random values for every INPUT/PARAM/STATE leaf of g (by node id). */
 static double **make_leaves(const evtc_graph *g, uint64_t seed) {
   double **vals = calloc((size_t)g->n_nodes + 1, sizeof *vals);
-  rng = 0x9E3779B97F4A7C15ull ^ (seed * 0xD1B54A32D192ED03ull);
+  check_rng = 0x9E3779B97F4A7C15ull ^ (seed * 0xD1B54A32D192ED03ull);
   for (int32_t i = 0; i < g->n_nodes; i++) {
     const evtc_node *n = g->nodes[i];
     if (!evtc_op_is_leaf(n->op) || n->op == EVTC_OP_CONST) continue;
@@ -69,7 +64,7 @@ static double **make_leaves(const evtc_graph *g, uint64_t seed) {
     else if (evtc_dtype_is_float(n->type.dtype))
       for (int64_t k = 0; k < numel; k++) vals[i][k] = nrand();
     else
-      for (int64_t k = 0; k < numel; k++) vals[i][k] = (urand() < 0.5) + (n->type.dtype != EVTC_BOOL);
+      for (int64_t k = 0; k < numel; k++) vals[i][k] = (check_urand() < 0.5) + (n->type.dtype != EVTC_BOOL);
   }
   return vals;
 }

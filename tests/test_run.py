@@ -9,26 +9,13 @@ Usage: test_run.py SOURCE_DIR EVTC_BINARY
 import os
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
 
 import numpy as np
 
-SRC, EVTC = sys.argv[1], sys.argv[2]
+from evtc_testlib import SRC, check, evtc, finish
+
 MODEL = os.path.join(SRC, "examples", "mlp.evt")
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAILED:", what)
-
-
-def evtc(*args):
-    return subprocess.run([EVTC, *args], capture_output=True, text=True, timeout=60)
 
 
 def close(got, want, what, rtol=2e-5, atol=2e-6):
@@ -114,8 +101,7 @@ def main():
         check(r.returncode == 2 and "cross_entropy" in r.stderr, f"label out of range: {r.stderr!r}")
     finally:
         shutil.rmtree(tmp)
-    print("failures:", failures)
-    sys.exit(1 if failures else 0)
+    finish()
 
 
 main()

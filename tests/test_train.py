@@ -11,27 +11,14 @@ import os
 import re
 import shutil
 import struct
-import subprocess
-import sys
 import tempfile
 
 import numpy as np
 
-SRC, EVTC = sys.argv[1], sys.argv[2]
+from evtc_testlib import SRC, check, evtc, finish
+
 MODEL = os.path.join(SRC, "examples", "mlp.evt")
 DATA = os.path.join(SRC, "data", "digits")
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAILED:", what)
-
-
-def evtc(*args):
-    return subprocess.run([EVTC, *args], capture_output=True, text=True, timeout=120)
 
 
 def read_safetensors(path):
@@ -129,8 +116,7 @@ def main():
         test_bad_data(tmp)
     finally:
         shutil.rmtree(tmp)
-    print("failures:", failures)
-    sys.exit(1 if failures else 0)
+    finish()
 
 
 main()

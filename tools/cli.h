@@ -6,11 +6,13 @@
  *
  * Every subcommand that takes a model also takes the model options below
  * (cli_common.c): how an ONNX file becomes a graph (--freeze, --dim) and
- * which loss to attach (--loss, --labels).
+ * which loss to attach (--loss, --labels).  The optimizer names and the
+ * atomic graph writer are shared here too.
  */
 #ifndef EVTC_CLI_H
 #define EVTC_CLI_H
 
+#include "autodiff/autodiff.h"
 #include "frontend/weights.h"
 #include "ir/ir.h"
 
@@ -58,5 +60,18 @@ evtc_graph *evtc_cli_load_model(const char *path, const evtc_cli_model_options *
  * a loss gets the mean of squares of its first output.  False after
  * printing why. */
 bool evtc_cli_attach_loss(evtc_graph *g, const evtc_cli_model_options *o, bool need_loss);
+
+/* When an argument is --help or -h, prints usage (the command's, ending in
+ * a newline) and the model options' help to stdout and returns true: the
+ * command then exits with EVTC_EXIT_OK without doing anything else. */
+bool evtc_cli_help(int argc, char **argv, const char *usage);
+
+/* The optimizer named s ("sgd", "adamw", and "none" when allow_none) in
+ * *out; false after printing "evtc: --optimizer: 'S' is not ...". */
+bool evtc_cli_optimizer(const char *s, bool allow_none, evtc_optimizer *out);
+
+/* Writes g's canonical text to path atomically (temp file + rename), or to
+ * stdout when path is NULL; false after printing the cause. */
+bool evtc_cli_write_graph(const evtc_graph *g, const char *path);
 
 #endif

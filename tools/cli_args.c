@@ -7,7 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+
+#include "util/fs.h"
 
 bool evtc_cli_value(int argc, char **argv, int *i, const char **out) {
   if (*i + 1 >= argc) {
@@ -59,22 +60,7 @@ bool evtc_cli_mkdirs(const char *path) {
     fprintf(stderr, "evtc: empty directory name\n");
     return false;
   }
-  char *p = strdup(path);
-  bool ok = true;
-  for (char *s = p + 1; ok; s++) {
-    if (*s != '/' && *s != 0) continue;
-    char c = *s;
-    *s = 0;
-    struct stat st;
-    if (mkdir(p, 0777) != 0 && errno != EEXIST) ok = false;
-    else if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) {
-      errno = ENOTDIR;
-      ok = false;
-    }
-    if (!ok) fprintf(stderr, "evtc: cannot create directory %s: %s\n", p, strerror(errno));
-    *s = c;
-    if (!c) break;
-  }
-  free(p);
-  return ok;
+  if (evtc_mkdirs(path)) return true;
+  fprintf(stderr, "evtc: cannot create directory %s: %s\n", path, strerror(errno));
+  return false;
 }

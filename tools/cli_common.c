@@ -1,5 +1,5 @@
 /* cli_common.c -- what the subcommands of `evtc` share: the model options,
- * loading a model, and attaching a loss.
+ * loading a model, attaching a loss, optimizer names and writing a graph.
  *
  * Every subcommand that takes a model file reads it through
  * evtc_cli_load_model, so all of them report a bad file the same way: one
@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "cli_args.h"
 #include "frontend/onnx.h"
+#include "runtime/atomic_file.h"
 
 const char evtc_cli_model_usage[] =
     "model options: [--freeze NAME]... [--dim NAME=N]... [--loss mse|cross_entropy|mean_square] [--labels INPUT]\n";
@@ -145,4 +146,41 @@ bool evtc_cli_attach_loss(evtc_graph *g, const evtc_cli_model_options *o, bool n
     return false;
   }
   return true;
+}
+
+bool evtc_cli_help(int argc, char **argv, const char *usage) {
+  for (int i = 0; i < argc; i++)
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      printf("%s%s", usage, evtc_cli_model_usage);
+      return true;
+    }
+  return false;
+}
+
+bool evtc_cli_optimizer(const char *s, bool allow_none, evtc_optimizer *out) {
+  static const struct { const char *name; evtc_optimizer kind; } kinds[] = {
+      {"none", EVTC_OPTIM_NONE}, {"sgd", EVTC_OPTIM_SGD}, {"adamw", EVTC_OPTIM_ADAMW}};
+  for (size_t i = allow_none ? 0 : 1; i < sizeof kinds / sizeof kinds[0]; i++)
+    if (strcmp(s, kinds[i].name) == 0) {
+      *out = kinds[i].kind;
+      return true;
+    }
+  fprintf(stderr, "evtc: --optimizer: '%s' is not %s\n", s, allow_none ? "none, sgd or adamw" : "sgd or adamw");
+  return false;
+}
+
+bool evtc_cli_write_graph(const evtc_graph *g, const char *path) {
+  if (!path) {
+    evtc_graph_print(g, stdout);
+    return true;
+  }
+  evtc_diag d = {0};
+  evtc_atomic_file af;
+  if (evtc_atomic_open(&af, path, &d)) {
+    evtc_graph_print(g, af.f);
+    evtc_atomic_commit(&af, &d);
+  }
+  if (d.status == EVTC_OK) return true;
+  fprintf(stderr, "evtc: %s\n", d.msg);
+  return false;
 }

@@ -18,6 +18,7 @@ int evtc_cmd_check(int argc, char **argv) {
   evtc_cli_model_options mo = {0};
   int rc = EVTC_EXIT_BAD_INPUT;
   evtc_graph *g = NULL;
+  if (evtc_cli_help(argc, argv, check_usage)) return EVTC_EXIT_OK;
   for (int i = 0; i < argc; i++) {
     int k = evtc_cli_model_option(argc, argv, &i, &mo);
     if (k < 0) goto out;

@@ -28,6 +28,7 @@
 #include "fusion/partition.h"
 #include "passes/manager.h"
 #include "runtime/atomic_file.h"
+#include "util/fs.h"
 
 extern char **environ;
 
@@ -39,10 +40,14 @@ typedef struct explain_args {
   evtc_cli_model_options model;
 } explain_args;
 
+static const char explain_usage[] =
+    "usage: evtc explain FILE [--train] [--optimizer none|sgd|adamw] [--target cpu|h200]\n"
+    "                    [--partitioner ilp|greedy|none[,...]] [--format text|dot|svg|html] [-o OUT]\n"
+    "                    [--time-limit S] [--max-candidates N] [--no-cache] [--no-passes] [--verbose]\n"
+    "                    [model options]\n";
+
 static int usage(void) {
-  fprintf(stderr, "evtc: usage: evtc explain FILE [--train] [--optimizer sgd|adamw|none] [--target cpu|h200] "
-                  "[--partitioner ilp|greedy|none[,...]] [--format text|dot|svg|html] [-o OUT] "
-                  "[--time-limit S] [--max-candidates N] [--no-cache] [--no-passes] [--verbose]\n%s", evtc_cli_model_usage);
+  fprintf(stderr, "evtc: %s%s", explain_usage, evtc_cli_model_usage);
   return EVTC_EXIT_BAD_INPUT;
 }
 
@@ -55,7 +60,6 @@ static bool one_of(const char *opt, const char *v, const char *const *allowed) {
 
 static int parse_args(int argc, char **argv, explain_args *a) {
   static const char *const formats[] = {"text", "dot", "svg", "html", NULL};
-  static const char *const optims[] = {"none", "sgd", "adamw", NULL};
   const char *v;
   for (int i = 0; i < argc; i++) {
     int m = evtc_cli_model_option(argc, argv, &i, &a->model);
@@ -73,8 +77,7 @@ static int parse_args(int argc, char **argv, explain_args *a) {
     } else if (strcmp(o, "--format") == 0) {
       if (!evtc_cli_value(argc, argv, &i, &a->format) || !one_of("--format", a->format, formats)) return -1;
     } else if (strcmp(o, "--optimizer") == 0) {
-      if (!evtc_cli_value(argc, argv, &i, &v) || !one_of("--optimizer", v, optims)) return -1;
-      a->optimizer = v[0] == 'n' ? EVTC_OPTIM_NONE : v[0] == 's' ? EVTC_OPTIM_SGD : EVTC_OPTIM_ADAMW;
+      if (!evtc_cli_value(argc, argv, &i, &v) || !evtc_cli_optimizer(v, true, &a->optimizer)) return -1;
     } else if (strcmp(o, "--time-limit") == 0) {
       if (!evtc_cli_value(argc, argv, &i, &v) || !evtc_cli_positive("--time-limit", v, &a->fopt.time_limit_s))
         return -1;
@@ -120,13 +123,10 @@ static evtc_graph *load_graph(explain_args *a) {
 
 /* The cache directory (malloc'd), or NULL for none. */
 static char *cache_dir(void) {
-  const char *e = getenv("EVTC_CACHE_DIR"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+  const char *e = getenv("EVTC_CACHE_DIR");
   char buf[4096];
-  if (e && *e) snprintf(buf, sizeof buf, "%s", e);
-  else if (x && *x) snprintf(buf, sizeof buf, "%s/evtc", x);
-  else if (h && *h) snprintf(buf, sizeof buf, "%s/.cache/evtc", h);
-  else return NULL;
-  return strdup(buf);
+  if (e && *e) return strdup(e);
+  return evtc_cache_dir(NULL, buf, sizeof buf) ? strdup(buf) : NULL;
 }
 
 /* Runs `dot -Tsvg` on p's dot text; the SVG (malloc'd) or NULL after printing why. */
@@ -202,6 +202,7 @@ static bool write_output(explain_args *a, evtc_partition **runs, int n_runs, con
 
 int evtc_cmd_explain(int argc, char **argv) {
   explain_args a = {.target = "cpu", .partitioners = "ilp", .format = "text", .optimizer = EVTC_OPTIM_SGD};
+  if (evtc_cli_help(argc, argv, explain_usage)) return EVTC_EXIT_OK;
   if (parse_args(argc, argv, &a) != 0) {
     evtc_cli_model_options_free(&a.model);
     return usage();

@@ -14,37 +14,12 @@
 #include "autodiff/autodiff.h"
 #include "cli.h"
 #include "cli_args.h"
-#include "runtime/atomic_file.h"
+
+static const char grad_usage[] = "usage: evtc grad FILE [--optimizer none|sgd|adamw] [--lr X] [-o OUT] [model options]\n";
 
 static int usage(void) {
-  fprintf(stderr, "evtc: usage: evtc grad FILE [--optimizer none|sgd|adamw] [--lr X] [-o OUT] [model options]\n%s",
-          evtc_cli_model_usage);
+  fprintf(stderr, "evtc: %s%s", grad_usage, evtc_cli_model_usage);
   return EVTC_EXIT_BAD_INPUT;
-}
-
-static bool parse_optimizer(const char *s, evtc_optimizer *out) {
-  static const struct { const char *name; evtc_optimizer kind; } kinds[] = {
-      {"none", EVTC_OPTIM_NONE}, {"sgd", EVTC_OPTIM_SGD}, {"adamw", EVTC_OPTIM_ADAMW}};
-  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
-    if (strcmp(s, kinds[i].name) == 0) {
-      *out = kinds[i].kind;
-      return true;
-    }
-  fprintf(stderr, "evtc: --optimizer: unknown optimizer '%s' (none, sgd or adamw)\n", s);
-  return false;
-}
-
-/* Writes g's text to path atomically; false after printing the cause. */
-static bool write_graph(const evtc_graph *g, const char *path) {
-  evtc_diag d = {0};
-  evtc_atomic_file af;
-  if (evtc_atomic_open(&af, path, &d)) {
-    evtc_graph_print(g, af.f);
-    evtc_atomic_commit(&af, &d);
-  }
-  if (d.status == EVTC_OK) return true;
-  fprintf(stderr, "evtc: %s\n", d.msg);
-  return false;
 }
 
 /* Parses argv; false after printing why. */
@@ -59,7 +34,7 @@ static bool parse_args(int argc, char **argv, const char **file, const char **ou
     if (k < 0) return false;
     if (k > 0) continue;
     if (strcmp(argv[i], "--optimizer") == 0) {
-      if (!evtc_cli_value(argc, argv, &i, &value) || !parse_optimizer(value, &kind)) return false;
+      if (!evtc_cli_value(argc, argv, &i, &value) || !evtc_cli_optimizer(value, true, &kind)) return false;
     } else if (strcmp(argv[i], "--lr") == 0) {
       if (!evtc_cli_value(argc, argv, &i, &value) || !evtc_cli_positive("--lr", value, &lr)) return false;
       have_lr = true;
@@ -91,6 +66,7 @@ int evtc_cmd_grad(int argc, char **argv) {
   evtc_cli_model_options mo = {0};
   evtc_graph *g = NULL, *joint = NULL;
   int rc = EVTC_EXIT_BAD_INPUT;
+  if (evtc_cli_help(argc, argv, grad_usage)) return EVTC_EXIT_OK;
   if (!parse_args(argc, argv, &file, &out, &cfg, &mo)) goto done;
   if (!(g = evtc_cli_load_model(file, &mo, NULL)) || !evtc_cli_attach_loss(g, &mo, true)) goto done;
   evtc_diag d = {0};
@@ -98,12 +74,7 @@ int evtc_cmd_grad(int argc, char **argv) {
     fprintf(stderr, "evtc: %s: %s\n", file, d.msg);
     goto done;
   }
-  if (out) {
-    if (write_graph(joint, out)) rc = EVTC_EXIT_OK;
-  } else {
-    evtc_graph_print(joint, stdout);
-    rc = EVTC_EXIT_OK;
-  }
+  if (evtc_cli_write_graph(joint, out)) rc = EVTC_EXIT_OK;
 done:
   evtc_graph_free(joint);
   evtc_graph_free(g);

@@ -19,7 +19,6 @@
 #include "cli.h"
 #include "cli_args.h"
 #include "passes/manager.h"
-#include "runtime/atomic_file.h"
 
 enum { MAX_PASSES = 256 };
 
@@ -31,12 +30,14 @@ typedef struct opt_args {
   evtc_cli_model_options mo;
 } opt_args;
 
+static const char opt_usage[] =
+    "usage: evtc opt FILE [--train] [--optimizer none|sgd|adamw] [--lr X] [--passes=a,b,c]\n"
+    "                [--target cpu|h200] [--pipeline NAME] [--dump-after=NAME|all] [--print-stats]\n"
+    "                [-o OUT] [model options]\n"
+    "       evtc opt --list\n";
+
 static int usage(void) {
-  fprintf(stderr,
-          "evtc: usage: evtc opt FILE [--train] [--optimizer none|sgd|adamw] [--lr X] [--passes=a,b,c] "
-          "[--target cpu|h200] [--pipeline NAME] [--dump-after=NAME|all] [--print-stats] [-o OUT] "
-          "[model options]\n       evtc opt --list\n%s",
-          evtc_cli_model_usage);
+  fprintf(stderr, "evtc: %s%s", opt_usage, evtc_cli_model_usage);
   return EVTC_EXIT_BAD_INPUT;
 }
 
@@ -66,18 +67,6 @@ static int option(int argc, char **argv, int *i, const char *name, const char **
   return evtc_cli_value(argc, argv, i, out) ? 1 : -1;
 }
 
-static bool parse_optimizer(const char *s, evtc_optimizer *out) {
-  const char *names[] = {"none", "sgd", "adamw"};
-  const evtc_optimizer kinds[] = {EVTC_OPTIM_NONE, EVTC_OPTIM_SGD, EVTC_OPTIM_ADAMW};
-  for (int i = 0; i < 3; i++)
-    if (strcmp(s, names[i]) == 0) {
-      *out = kinds[i];
-      return true;
-    }
-  fprintf(stderr, "evtc: --optimizer: unknown optimizer '%s' (none, sgd or adamw)\n", s);
-  return false;
-}
-
 /* Parses argv into a; false after printing why. */
 static bool parse_args(int argc, char **argv, opt_args *a) {
   const char *value = NULL;
@@ -90,7 +79,8 @@ static bool parse_args(int argc, char **argv, opt_args *a) {
     if (k == 0) k = option(argc, argv, &i, "--target", &a->target);
     if (k == 0) k = option(argc, argv, &i, "--pipeline", &a->pipeline);
     if (k == 0) k = option(argc, argv, &i, "--dump-after", &a->po.dump_after);
-    if (k == 0 && (k = option(argc, argv, &i, "--optimizer", &value)) > 0 && !parse_optimizer(value, &kind)) k = -1;
+    if (k == 0 && (k = option(argc, argv, &i, "--optimizer", &value)) > 0 && !evtc_cli_optimizer(value, true, &kind))
+      k = -1;
     if (k == 0 && (k = option(argc, argv, &i, "--lr", &value)) > 0) {
       if (!evtc_cli_positive("--lr", value, &lr)) k = -1;
       have_lr = true;
@@ -161,18 +151,6 @@ static int choose_passes(const opt_args *a, char **copy, const char **names) {
   return p->n_passes;
 }
 
-static bool write_graph(const evtc_graph *g, const char *path) {
-  evtc_diag d = {0};
-  evtc_atomic_file af;
-  if (evtc_atomic_open(&af, path, &d)) {
-    evtc_graph_print(g, af.f);
-    evtc_atomic_commit(&af, &d);
-  }
-  if (d.status == EVTC_OK) return true;
-  fprintf(stderr, "evtc: %s\n", d.msg);
-  return false;
-}
-
 int evtc_cmd_opt(int argc, char **argv) {
   opt_args a = {.po = {.dump = stderr, .stats = stderr}};
   const char *names[MAX_PASSES];
@@ -180,6 +158,7 @@ int evtc_cmd_opt(int argc, char **argv) {
   evtc_graph *g = NULL, *joint = NULL, *result = NULL;
   int rc = EVTC_EXIT_BAD_INPUT, n;
   evtc_diag d = {0};
+  if (evtc_cli_help(argc, argv, opt_usage)) return EVTC_EXIT_OK;
   if (!parse_args(argc, argv, &a)) goto done;
   if (a.list) {
     list_passes();
@@ -204,12 +183,7 @@ int evtc_cmd_opt(int argc, char **argv) {
     fprintf(stderr, "evtc: %s: %s\n", a.file, d.msg);
     goto done;
   }
-  if (a.out) {
-    if (write_graph(result, a.out)) rc = EVTC_EXIT_OK;
-  } else {
-    evtc_graph_print(result, stdout);
-    rc = EVTC_EXIT_OK;
-  }
+  if (evtc_cli_write_graph(result, a.out)) rc = EVTC_EXIT_OK;
 done:
   free(copy);
   evtc_graph_free(result);

@@ -1,16 +1,18 @@
 /* cmd_run.c -- `evtc run`: run a model once on inputs from .npy files.
  *
  *   evtc run FILE --input NAME=PATH.npy ... [-o DIR] [--step N] [--seed S] [--grads]
- *            [--backend cpu|interp] [model options]
+ *            [--backend auto|cuda|cpu|interp] [--partitioner ilp|greedy|none|builtin] [model options]
  *
  * Every INPUT of the model must be given; PARAM and STATE leaves take the
  * values the model file brings (ONNX initializers) or else are initialised
  * from their attributes (evtc_init_leaf with --seed), unless given with
  * --input too.  Each file's shape must equal its node's shape;
- * its values are rounded to the node's dtype.  Compiled CPU kernels (or, with
+ * its values are rounded to the node's dtype.  Compiled kernels of --backend
+ * (auto: CUDA when a GPU is usable, else CPU; or, with
  * --backend interp, the float64 interpreter) run the graph (--step is the
  * dropout offset) and every graph output is written
- * to DIR/<name>.npy.  With --grads the joint graph of the loss's gradients
+ * to DIR/<name>.npy; the compiled run's kernels are grouped by --partitioner
+ * (runtime/program_plan.h) and their count goes to stderr.  With --grads the joint graph of the loss's gradients
  * runs instead: its outputs add DIR/grad.<param>.npy and "loss: X" is printed;
  * the loss is the model's, the one --loss asks for, or else the mean of
  * squares of the first output.
@@ -28,10 +30,11 @@
 #include "runtime/npy.h"
 #include "runtime/precision.h"
 #include "runtime/program.h"
+#include "runtime/program_plan.h"
 
 static const char run_usage[] =
     "usage: evtc run FILE --input NAME=PATH.npy ... [-o DIR] [--step N] [--seed S] [--grads]\n"
-    "                [--backend cpu|interp] [model options]\n";
+    "                [--backend auto|cuda|cpu|interp] [--partitioner ilp|greedy|none|builtin] [model options]\n";
 
 typedef struct run_options {
   const char *model, *out_dir;
@@ -40,6 +43,8 @@ typedef struct run_options {
   uint64_t step, seed;
   bool grads;
   bool interp;                 /* --backend interp */
+  const char *backend;         /* --backend auto|cuda|cpu (default auto) */
+  const char *partitioner;     /* --partitioner (default ilp) */
   evtc_cli_model_options model_options;
 } run_options;
 
@@ -68,16 +73,21 @@ static bool parse_options(int argc, char **argv, run_options *o) {
       if (!evtc_cli_value(argc, argv, &i, &v) || !evtc_cli_u64(a, v, &o->seed)) return false;
     } else if (strcmp(a, "--backend") == 0) {
       if (!evtc_cli_value(argc, argv, &i, &v)) return false;
-      if (strcmp(v, "cpu") != 0 && strcmp(v, "interp") != 0) {
-        fprintf(stderr, "evtc: --backend: '%s' is not cpu or interp\n", v);
+      if (strcmp(v, "cpu") != 0 && strcmp(v, "interp") != 0 && strcmp(v, "cuda") != 0 && strcmp(v, "auto") != 0) {
+        fprintf(stderr, "evtc: --backend: '%s' is not auto, cuda, cpu or interp\n", v);
         return false;
       }
       o->interp = strcmp(v, "interp") == 0;
+      o->backend = v;
+    } else if (strcmp(a, "--partitioner") == 0) {
+      if (!evtc_cli_value(argc, argv, &i, &v)) return false;
+      if (strcmp(v, "ilp") != 0 && strcmp(v, "greedy") != 0 && strcmp(v, "none") != 0 && strcmp(v, "builtin") != 0) {
+        fprintf(stderr, "evtc: --partitioner: '%s' is not ilp, greedy, none or builtin\n", v);
+        return false;
+      }
+      o->partitioner = v;
     } else if (strcmp(a, "--grads") == 0) {
       o->grads = true;
-    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      fprintf(stdout, "%s%s", run_usage, evtc_cli_model_usage);
-      exit(EVTC_EXIT_OK);
     } else if (a[0] == '-' && a[1]) {
       fprintf(stderr, "evtc: run: unknown option '%s'\n%s", a, run_usage);
       return false;
@@ -193,6 +203,7 @@ int evtc_cmd_run(int argc, char **argv) {
   evtc_interp *it = NULL;
   evtc_program *prog = NULL;
   double **outs = NULL;
+  if (evtc_cli_help(argc, argv, run_usage)) return EVTC_EXIT_OK;
   if (!parse_options(argc, argv, &o)) goto out;
   if (!(model = evtc_cli_load_model(o.model, &o.model_options, &weights))) goto out;
   if (!evtc_cli_attach_loss(model, &o.model_options, o.grads)) goto out;
@@ -213,10 +224,19 @@ int evtc_cmd_run(int argc, char **argv) {
   if (!bind_leaves(g, weights, it, values, o.seed)) goto out;
   evtc_diag d = {0};
   if (!o.interp) {
-    if (!(prog = evtc_program_new(g, NULL, 0, evtc_backend_cpu(), stderr, &d))) {
+    int nk = 0;
+    const char *pname = o.partitioner ? o.partitioner : "ilp";
+    const evtc_backend *be = evtc_backend_by_name(o.backend ? o.backend : "auto", &d);
+    int32_t *plan = be ? evtc_program_plan(g, pname, be, &nk, NULL, &d) : NULL;
+    if (d.status == EVTC_OK) prog = evtc_program_new(g, plan, nk, be, stderr, &d);
+    free(plan);
+    if (!prog) {
       fprintf(stderr, "evtc: %s\n", d.msg);
       goto out;
     }
+    evtc_program_stats ps = evtc_program_get_stats(prog);
+    fprintf(stderr, "evtc: %s: %d kernels (%d in the interpreter, %d planned kernels split), partitioner %s\n",
+            be->name, ps.kernels, ps.interpreted, ps.splits, pname);
     for (int32_t i = 0; i < g->n_nodes; i++)
       if (values[i]) evtc_program_set(prog, g->nodes[i], values[i]);
   }

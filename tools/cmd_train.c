@@ -1,11 +1,13 @@
 /* cmd_train.c -- `evtc train`: train a model on a folder of .npy files.
  *
  *   evtc train FILE --data DIR [--epochs N] [--batch B] [--lr X]
- *              [--optimizer sgd|adamw] [--seed S] [--save PATH] [--backend cpu|interp]
- *              [model options]
+ *              [--optimizer sgd|adamw] [--seed S] [--save PATH] [--backend auto|cuda|cpu|interp]
+ *              [--partitioner ilp|greedy|none|builtin] [model options]
  *
- * --backend cpu (the default) runs compiled CPU kernels (src/backend/cpu);
- * interp runs the float64 reference interpreter.
+ * --backend auto (the default) is cuda when a GPU is usable, else cpu; cuda runs
+ * CUDA kernels (src/backend/cuda); cpu runs compiled CPU kernels (src/backend/cpu),
+ * grouped by --partitioner (default ilp: the fusion ILP's plan; see
+ * runtime/program_plan.h); interp runs the float64 reference interpreter.
  * Parameters start from the model file's values (ONNX initializers) or else
  * from their init attributes.  The loss is the model's, the one --loss asks
  * for (its --labels INPUT then needs DIR/train/INPUT.npy), or else the mean
@@ -28,7 +30,8 @@
 
 static const char train_usage[] =
     "usage: evtc train FILE --data DIR [--epochs N] [--batch B] [--lr X] [--optimizer sgd|adamw]\n"
-    "                  [--seed S] [--save PATH] [--backend cpu|interp] [model options]\n";
+    "                  [--seed S] [--save PATH] [--backend auto|cuda|cpu|interp] [--partitioner ilp|greedy|none|builtin]\n"
+    "                  [model options]\n";
 
 enum { DEFAULT_EPOCHS = 30 };
 
@@ -39,7 +42,7 @@ static bool parse_options(int argc, char **argv, const char **model, const char 
   memset(o, 0, sizeof *o);
   o->epochs = DEFAULT_EPOCHS;
   o->optim = evtc_optim_default(EVTC_OPTIM_ADAMW);
-  o->backend = evtc_backend_cpu();
+  const char *backend = "auto";
   *model = *data = NULL;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i], *v;
@@ -55,28 +58,22 @@ static bool parse_options(int argc, char **argv, const char **model, const char 
     } else if (strcmp(a, "--lr") == 0) {
       if (!evtc_cli_value(argc, argv, &i, &lr)) return false;
     } else if (strcmp(a, "--optimizer") == 0) {
-      if (!evtc_cli_value(argc, argv, &i, &v)) return false;
-      if (strcmp(v, "sgd") == 0) o->optim = evtc_optim_default(EVTC_OPTIM_SGD);
-      else if (strcmp(v, "adamw") == 0) o->optim = evtc_optim_default(EVTC_OPTIM_ADAMW);
-      else {
-        fprintf(stderr, "evtc: --optimizer: '%s' is not sgd or adamw\n", v);
-        return false;
-      }
+      evtc_optimizer kind;
+      if (!evtc_cli_value(argc, argv, &i, &v) || !evtc_cli_optimizer(v, false, &kind)) return false;
+      o->optim = evtc_optim_default(kind);
     } else if (strcmp(a, "--backend") == 0) {
+      if (!evtc_cli_value(argc, argv, &i, &backend)) return false;
+    } else if (strcmp(a, "--partitioner") == 0) {
       if (!evtc_cli_value(argc, argv, &i, &v)) return false;
-      if (strcmp(v, "cpu") == 0) o->backend = evtc_backend_cpu();
-      else if (strcmp(v, "interp") == 0) o->backend = NULL;
-      else {
-        fprintf(stderr, "evtc: --backend: '%s' is not cpu or interp\n", v);
+      if (strcmp(v, "ilp") != 0 && strcmp(v, "greedy") != 0 && strcmp(v, "none") != 0 && strcmp(v, "builtin") != 0) {
+        fprintf(stderr, "evtc: --partitioner: '%s' is not ilp, greedy, none or builtin\n", v);
         return false;
       }
+      o->partitioner = v;
     } else if (strcmp(a, "--seed") == 0) {
       if (!evtc_cli_value(argc, argv, &i, &v) || !evtc_cli_u64(a, v, &o->seed)) return false;
     } else if (strcmp(a, "--save") == 0) {
       if (!evtc_cli_value(argc, argv, &i, &o->save_path)) return false;
-    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      fprintf(stdout, "%s%s", train_usage, evtc_cli_model_usage);
-      exit(EVTC_EXIT_OK);
     } else if (a[0] == '-' && a[1]) {
       fprintf(stderr, "evtc: train: unknown option '%s'\n%s", a, train_usage);
       return false;
@@ -92,6 +89,13 @@ static bool parse_options(int argc, char **argv, const char **model, const char 
     fprintf(stderr, "evtc: train: %s\n%s", *model ? "--data DIR is required" : "no model file", train_usage);
     return false;
   }
+  if (strcmp(backend, "interp") != 0) {
+    evtc_diag d = {0};
+    if (!(o->backend = evtc_backend_by_name(backend, &d))) {
+      fprintf(stderr, "evtc: %s\n", d.msg);
+      return false;
+    }
+  }
   return true;
 }
 
@@ -101,6 +105,7 @@ int evtc_cmd_train(int argc, char **argv) {
   evtc_cli_model_options mo = {0};
   evtc_weights *weights = NULL;
   evtc_graph *model = NULL;
+  if (evtc_cli_help(argc, argv, train_usage)) return EVTC_EXIT_OK;
   if (!parse_options(argc, argv, &model_path, &data_dir, &o, &mo) ||
       !(model = evtc_cli_load_model(model_path, &mo, &weights)) || !evtc_cli_attach_loss(model, &mo, true)) {
     evtc_graph_free(model);
@@ -125,8 +130,9 @@ int evtc_cmd_train(int argc, char **argv) {
   printf("trained %lld steps in %.2f s (%.1f steps/s), final loss %.4f\n", (long long)r.steps, r.seconds,
          r.seconds > 0 ? (double)r.steps / r.seconds : 0.0, r.final_loss);
   if (o.backend)
-    printf("backend %s: %d kernels per step (%d in the interpreter), %.1f steps/s\n", o.backend->name, r.kernels,
-           r.interpreted_kernels, r.seconds > 0 ? (double)r.steps / r.seconds : 0.0);
+    printf("backend %s: %d kernels per step (%d in the interpreter, %d planned kernels split), partitioner %s, "
+           "%.1f steps/s\n", o.backend->name, r.kernels, r.interpreted_kernels, r.split_kernels,
+           o.partitioner ? o.partitioner : "ilp", r.seconds > 0 ? (double)r.steps / r.seconds : 0.0);
   else printf("backend interp: float64 interpreter, %.1f steps/s\n", r.seconds > 0 ? (double)r.steps / r.seconds : 0.0);
   if (r.test_samples > 0) {
     printf("test loss: %.4f (%lld samples)\n", r.test_loss, (long long)r.test_samples);

@@ -1,4 +1,8 @@
-/* evtc.c -- the `evtc` command-line tool: dispatch to the subcommands. */
+/* evtc.c -- the `evtc` command-line tool: dispatch to the subcommands.
+ *
+ * `evtc` alone (exit 2) or `evtc --help` (exit 0) lists the commands with
+ * one line each; `evtc COMMAND --help` prints that command's options.
+ */
 #include <stdio.h>
 #include <string.h>
 
@@ -7,22 +11,20 @@
 static const struct {
   const char *name;
   int (*run)(int argc, char **argv);
-  const char *usage;
+  const char *summary;
 } commands[] = {
-    {"check", evtc_cmd_check, "check FILE                 verify; print op histogram, inputs, outputs, param count"},
-    {"grad", evtc_cmd_grad, "grad FILE [--optimizer sgd|adamw|none] [-o OUT]   print or write the joint graph"},
-    {"opt", evtc_cmd_opt,
-     "opt FILE [--train] [--passes=a,b,c] [--target cpu|h200] [--dump-after=NAME|all] [--print-stats] [-o OUT]"},
-    {"run", evtc_cmd_run, "run FILE --input NAME=PATH.npy ... [-o DIR] [--grads]   run the forward graph"},
-    {"train", evtc_cmd_train,
-     "train FILE --data DIR [--epochs N] [--batch B] [--lr X] [--optimizer sgd|adamw] [--seed S] [--save PATH]"},
-    {"explain", evtc_cmd_explain,
-     "explain FILE [--train] [--target cpu|h200] [--partitioner ilp|greedy|none] [--format text|dot|svg|html] [-o OUT]"},
+    {"check", evtc_cmd_check, "parse and verify a model; print its ops, inputs, outputs and parameter count"},
+    {"grad", evtc_cmd_grad, "print the joint forward + backward + optimizer graph as text IR"},
+    {"opt", evtc_cmd_opt, "run a pass pipeline on a model (--train: on its joint graph); print the result"},
+    {"explain", evtc_cmd_explain, "partition a model into fused kernels; show the plan (text, dot, svg, html)"},
+    {"run", evtc_cmd_run, "run a model once on .npy inputs; write every output (--grads: and the gradients)"},
+    {"train", evtc_cmd_train, "train a model on a .npy data set; report loss and accuracy; save a checkpoint"},
 };
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: evtc COMMAND ...\n");
-  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) fprintf(f, "  evtc %s\n", commands[i].usage);
+  fprintf(f, "usage: evtc COMMAND [ARGS]       (evtc COMMAND --help: the command's options)\n");
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    fprintf(f, "  evtc %-8s %s\n", commands[i].name, commands[i].summary);
 }
 
 int main(int argc, char **argv) {

@@ -35,12 +35,6 @@ evtc_node *evtc_vjp_reshape(evtc_graph *g, evtc_node *x, int rank, const int64_t
   return evtc_node_add(g, EVTC_OP_RESHAPE, &x, 1, &at, 1, NULL);
 }
 
-evtc_node *evtc_vjp_expand(evtc_graph *g, evtc_node *x, const evtc_type *to) {
-  if (!x || same_shape(&x->type, to)) return x;
-  evtc_attr at = evtc_attr_ints("shape", to->rank, to->shape);
-  return evtc_node_add(g, EVTC_OP_EXPAND, &x, 1, &at, 1, NULL);
-}
-
 evtc_node *evtc_sum_to_shape(evtc_graph *g, evtc_node *x, const evtc_type *to, const char *name) {
   if (!x || same_shape(&x->type, to)) return x;
   int lead = x->type.rank - to->rank;
@@ -326,6 +320,13 @@ evtc_graph *evtc_autodiff(const evtc_graph *fwd, const char *const *wrt, int n_w
     evtc_optim_build(g, s.first, opt, ws, grads, nw);
   }
   if (g->diag.status != EVTC_OK || evtc_graph_verify(g) != EVTC_OK) goto fail_diag;
+  goto done;
+fail_diag:
+  evtc_diag_set(d, g->diag.status, "autodiff: %s", g->diag.msg);
+fail:
+  evtc_graph_free(g);
+  g = NULL;
+done:
   free(ws);
   free(grads);
   free(s.is_wrt);
@@ -333,15 +334,4 @@ evtc_graph *evtc_autodiff(const evtc_graph *fwd, const char *const *wrt, int n_w
   free(s.pending);
   free(s.grad);
   return g;
-fail_diag:
-  evtc_diag_set(d, g->diag.status, "autodiff: %s", g->diag.msg);
-fail:
-  free(ws);
-  free(grads);
-  free(s.is_wrt);
-  free(s.active);
-  free(s.pending);
-  free(s.grad);
-  evtc_graph_free(g);
-  return NULL;
 }

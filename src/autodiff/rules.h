@@ -57,7 +57,6 @@ evtc_node *evtc_vjp_const(evtc_vjp *v, double value);
 /* reduce op over the listed (normalised) axes; n_axes 0 means all. */
 evtc_node *evtc_vjp_reduce(evtc_graph *g, evtc_op op, evtc_node *x, int n_axes, const int64_t *axes, bool keepdims);
 evtc_node *evtc_vjp_reshape(evtc_graph *g, evtc_node *x, int rank, const int64_t *shape);
-evtc_node *evtc_vjp_expand(evtc_graph *g, evtc_node *x, const evtc_type *to);
 
 /* ---- the rules, by family ---- */
 

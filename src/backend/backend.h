@@ -50,9 +50,28 @@ struct evtc_backend {
   void (*copy)(const evtc_backend *be, void *dst, const void *src, size_t bytes);
   /* Waits for launched work; optional (NULL: launches are synchronous). */
   void (*synchronize)(const evtc_backend *be);
+  /* ---- device backends (all NULL for a host backend) ----
+   * A device backend's buffers live in its own memory (alloc gives zeroed
+   * bytes, copy is device to device) and its kernels are not host
+   * functions: kernel() replaces lookup() and gives an opaque launchable
+   * handle for k (freed by unload of its module), run() queues one launch
+   * of it, upload()/download() move bytes between host and device memory
+   * (complete on return), and finish() waits for queued work and reports
+   * the first failure since the last finish -- a CUDA error, a failed copy,
+   * or a kernel's raised error flag -- naming the kernel. */
+  void *(*kernel)(const evtc_backend *be, void *module, const evtc_kernel *k, evtc_diag *d);
+  evtc_status (*run)(const evtc_backend *be, void *kernel, void *const *args, uint64_t step, evtc_diag *d);
+  void (*upload)(const evtc_backend *be, void *dst, const void *src, size_t bytes);
+  void (*download)(const evtc_backend *be, void *dst, const void *src, size_t bytes);
+  evtc_status (*finish)(const evtc_backend *be, evtc_diag *d);
 };
 
 /* The CPU backend (backend/cpu): C compiled with the system compiler. */
 const evtc_backend *evtc_backend_cpu(void);
+/* The CUDA backend (backend/cuda) on GPU 0, opened at the first call; NULL
+ * with EVTC_ERR_UNSUPPORTED in d when there is no driver, GPU or NVRTC. */
+const evtc_backend *evtc_backend_cuda(evtc_diag *d);
+/* "cpu", "cuda" or "auto" (CUDA when usable, else CPU); NULL with the cause in d. */
+const evtc_backend *evtc_backend_by_name(const char *name, evtc_diag *d);
 
 #endif

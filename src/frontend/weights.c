@@ -94,10 +94,3 @@ const double *evtc_weights_find(const evtc_weights *w, const char *name, int64_t
   if (numel) *numel = w->entries[e - 1].numel;
   return w->entries[e - 1].data;
 }
-
-int evtc_weights_count(const evtc_weights *w) { return w ? w->n : 0; }
-
-const char *evtc_weights_name(const evtc_weights *w, int i) {
-  EVTC_ASSERT(i >= 0 && i < w->n);
-  return w->entries[i].name;
-}

@@ -21,8 +21,5 @@ void evtc_weights_free(evtc_weights *w);
 void evtc_weights_add(evtc_weights *w, const char *name, const double *data, int64_t numel);
 /* The values stored under name and their count in *numel, or NULL. */
 const double *evtc_weights_find(const evtc_weights *w, const char *name, int64_t *numel);
-/* Entries in insertion order: 0 <= i < evtc_weights_count(w). */
-int evtc_weights_count(const evtc_weights *w);
-const char *evtc_weights_name(const evtc_weights *w, int i);
 
 #endif

@@ -110,20 +110,23 @@ evtc_node *evtc_pat_reduce(evtc_rewrite *rw, evtc_op op, evtc_node *x, int n_axe
   return evtc_pat_op(rw, op, &x, 1, at, 2, base, tag);
 }
 
-evtc_node *evtc_pat_reshape(evtc_rewrite *rw, evtc_node *x, int rank, const int64_t *shape, const char *base,
-                            const char *tag) {
+/* op (RESHAPE or EXPAND) taking x to shape, or x itself when it has that shape. */
+static evtc_node *to_shape(evtc_rewrite *rw, evtc_op op, evtc_node *x, int rank, const int64_t *shape,
+                           const char *base, const char *tag) {
   evtc_type t = evtc_type_make(EVTC_F64, rank, shape);
   if (!x || evtc_pat_same_shape(&x->type, &t)) return x;
   evtc_attr at = evtc_attr_ints("shape", rank, shape);
-  return evtc_pat_op(rw, EVTC_OP_RESHAPE, &x, 1, &at, 1, base, tag);
+  return evtc_pat_op(rw, op, &x, 1, &at, 1, base, tag);
+}
+
+evtc_node *evtc_pat_reshape(evtc_rewrite *rw, evtc_node *x, int rank, const int64_t *shape, const char *base,
+                            const char *tag) {
+  return to_shape(rw, EVTC_OP_RESHAPE, x, rank, shape, base, tag);
 }
 
 evtc_node *evtc_pat_expand(evtc_rewrite *rw, evtc_node *x, int rank, const int64_t *shape, const char *base,
                            const char *tag) {
-  evtc_type t = evtc_type_make(EVTC_F64, rank, shape);
-  if (!x || evtc_pat_same_shape(&x->type, &t)) return x;
-  evtc_attr at = evtc_attr_ints("shape", rank, shape);
-  return evtc_pat_op(rw, EVTC_OP_EXPAND, &x, 1, &at, 1, base, tag);
+  return to_shape(rw, EVTC_OP_EXPAND, x, rank, shape, base, tag);
 }
 
 evtc_node *evtc_pat_permute(evtc_rewrite *rw, evtc_node *x, const int64_t *perm, const char *base,

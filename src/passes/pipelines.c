@@ -18,55 +18,26 @@
 
 #define N(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-/* One entry per line, so that a pass added by another change is one line. */
-static const char *const cpu_passes[] = {
-    "cleanup",
-    "decompose",
-    "cse",
-    "constant-fold",
-    "simplify",
-    "permute-fold",
-    "broadcast-canonicalize",
-    "cse",
-    "dce",
-};
-static const char *const cpu_noloss_passes[] = {
-    "cleanup",
-    "loss-elimination",
-    "decompose",
-    "cse",
-    "constant-fold",
-    "simplify",
-    "permute-fold",
-    "broadcast-canonicalize",
-    "cse",
-    "dce",
-};
-static const char *const h200_passes[] = {
-    "cleanup",
-    "decompose",
-    "cse",
-    "constant-fold",
-    "simplify",
-    "permute-propagate",
-    "permute-fold",
-    "broadcast-canonicalize",
-    "cse",
-    "dce",
-};
-static const char *const h200_noloss_passes[] = {
-    "cleanup",
-    "loss-elimination",
-    "decompose",
-    "cse",
-    "constant-fold",
-    "simplify",
-    "permute-propagate",
-    "permute-fold",
-    "broadcast-canonicalize",
-    "cse",
-    "dce",
-};
+/* The two targets' pipelines share everything but permute-propagate, and
+ * each -noloss variant is its base plus loss-elimination after cleanup, so
+ * the lists are built from two shared runs.  One pass per line, so that a
+ * pass added by another change is one line. */
+#define FRONT_PASSES          \
+  "decompose",                \
+  "cse",                      \
+  "constant-fold",            \
+  "simplify"
+#define BACK_PASSES           \
+  "permute-fold",             \
+  "broadcast-canonicalize",   \
+  "cse",                      \
+  "dce"
+
+static const char *const cpu_passes[] = {"cleanup", FRONT_PASSES, BACK_PASSES};
+static const char *const cpu_noloss_passes[] = {"cleanup", "loss-elimination", FRONT_PASSES, BACK_PASSES};
+static const char *const h200_passes[] = {"cleanup", FRONT_PASSES, "permute-propagate", BACK_PASSES};
+static const char *const h200_noloss_passes[] = {"cleanup", "loss-elimination", FRONT_PASSES, "permute-propagate",
+                                                 BACK_PASSES};
 
 const evtc_pipeline evtc_pipelines[] = {
     {"cpu", "default for --target cpu", cpu_passes, N(cpu_passes)},

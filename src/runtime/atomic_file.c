@@ -58,12 +58,6 @@ static void release(evtc_atomic_file *af) {
   memset(af, 0, sizeof *af);
 }
 
-void evtc_atomic_abort(evtc_atomic_file *af) {
-  if (af->f) fclose(af->f);
-  if (af->tmp_path) unlink(af->tmp_path);
-  release(af);
-}
-
 evtc_status evtc_atomic_commit(evtc_atomic_file *af, evtc_diag *d) {
   int err = 0;
   if (fflush(af->f) != 0 || ferror(af->f)) err = errno ? errno : EIO;

@@ -26,7 +26,5 @@ bool evtc_atomic_open(evtc_atomic_file *af, const char *path, evtc_diag *d);
 /* Flushes, syncs and renames into place; always closes and frees af.
  * On failure the temporary is removed and EVTC_ERR_IO is recorded. */
 evtc_status evtc_atomic_commit(evtc_atomic_file *af, evtc_diag *d);
-/* Discards the temporary file (after an error while writing). */
-void evtc_atomic_abort(evtc_atomic_file *af);
 
 #endif

@@ -17,6 +17,7 @@
 #include "runtime/init.h"
 #include "runtime/interp.h"
 #include "runtime/program.h"
+#include "runtime/program_plan.h"
 
 typedef struct trainer {
   evtc_graph *fwd;                 /* the model rebatched to the training batch */
@@ -95,7 +96,12 @@ static evtc_status trainer_setup(trainer *t, const evtc_graph *model, const char
   t->loss = evtc_graph_find(t->joint, model->loss->name);
   EVTC_ASSERT(t->loss != NULL);
   if (o->backend) {
-    if (!(t->prog = evtc_program_new(t->joint, NULL, 0, o->backend, stderr, d))) return d->status;
+    int nk = 0;
+    int32_t *plan = evtc_program_plan(t->joint, o->partitioner ? o->partitioner : "ilp", o->backend, &nk, o->log, d);
+    if (d->status != EVTC_OK) return d->status;
+    t->prog = evtc_program_new(t->joint, plan, nk, o->backend, stderr, d);
+    free(plan);
+    if (!t->prog) return d->status;
   } else {
     t->it = evtc_interp_new(t->joint);
   }
@@ -223,6 +229,7 @@ evtc_status evtc_train(const evtc_graph *model, const char *data_dir, const evtc
     evtc_program_stats ps = evtc_program_get_stats(t.prog);
     r->kernels = ps.kernels;
     r->interpreted_kernels = ps.interpreted;
+    r->split_kernels = ps.splits;
   }
   evtc_status looped = trainer_loop(&t, o, r, d);
   for (int32_t i = 0; t.prog && i < t.joint->n_nodes; i++)   /* trained values back for evaluation and saving */

@@ -29,6 +29,7 @@ typedef struct evtc_train_options {
   uint64_t seed;              /* parameter initialisation and shuffling */
   const evtc_weights *initial; /* initial PARAM/STATE values by name (others: init attrs), or NULL */
   const evtc_backend *backend; /* run compiled kernels (runtime/program.h), or NULL: the float64 interpreter */
+  const char *partitioner;    /* with a backend: the plan (runtime/program_plan.h: ilp, greedy, none, builtin); NULL: ilp */
   const char *save_path;      /* safetensors checkpoint of PARAM and STATE values, or NULL */
   FILE *log;                  /* progress lines, or NULL for none */
   bool live;                  /* log is a terminal: one updating line instead of a line per epoch */
@@ -44,6 +45,7 @@ typedef struct evtc_train_report {
   double test_accuracy;           /* -1 when the model has no (prediction, integer labels) pair */
   int saved_tensors;              /* tensors written to save_path */
   int kernels, interpreted_kernels; /* with a backend: kernels per step, of which run by the interpreter */
+  int split_kernels;              /* planned kernels the backend could not run as one, split into nodes */
 } evtc_train_report;
 
 /* Trains `model` (not modified) and fills *r.  Bad data or options give one

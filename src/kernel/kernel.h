@@ -145,6 +145,11 @@ typedef struct evtc_kernel {
 evtc_kernel *evtc_kernel_build(const evtc_graph *g, const int32_t *nodes, int n_nodes, evtc_diag *d);
 void evtc_kernel_free(evtc_kernel *k);
 
+/* Whether the visitor DAG fits the templates every backend shares: a GEMM
+ * or conv epilogue without reductions or vector stores, and no ROW vector
+ * stored by every row.  When not, a short reason in why (cap bytes). */
+bool evtc_kernel_visitor_fits(const evtc_kernel *k, char *why, size_t cap);
+
 /* True when the kernel has a REDUCE vnode of class c (ROW, COL, SCALAR). */
 bool evtc_kernel_has_reduce(const evtc_kernel *k, evtc_vclass c);
 

@@ -453,6 +453,23 @@ void evtc_kernel_free(evtc_kernel *k) {
   free(k);
 }
 
+bool evtc_kernel_visitor_fits(const evtc_kernel *k, char *why, size_t cap) {
+  bool gemm = k->kind == EVTC_ML_GEMM || k->kind == EVTC_ML_CONV;
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    if (gemm && (v->kind == EVTC_V_REDUCE ||
+                 (v->kind == EVTC_V_STORE && evtc_type_numel(&v->node->type) != k->rows * k->cols))) {
+      snprintf(why, cap, "a GEMM epilogue with reductions or vector stores");
+      return false;
+    }
+    if (v->kind == EVTC_V_STORE && v->cls == EVTC_VC_ROW && k->rows > 1 && k->v[v->args[0]].kind != EVTC_V_REDUCE) {
+      snprintf(why, cap, "a row vector stored by every row");
+      return false;
+    }
+  }
+  return true;
+}
+
 bool evtc_kernel_has_reduce(const evtc_kernel *k, evtc_vclass c) {
   for (int i = 0; i < k->n_v; i++)
     if (k->v[i].kind == EVTC_V_REDUCE && k->v[i].cls == c) return true;

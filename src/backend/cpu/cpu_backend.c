@@ -62,17 +62,8 @@ static bool cpu_supports(const evtc_backend *be, const evtc_kernel *k, char *why
       snprintf(why, cap, "%s values", evtc_dtype_name(v->dtype));
       return false;
     }
-    if (gemm && (v->kind == EVTC_V_REDUCE ||
-                 (v->kind == EVTC_V_STORE && evtc_type_numel(&v->node->type) != k->rows * k->cols))) {
-      snprintf(why, cap, "a GEMM epilogue with reductions or vector stores");
-      return false;
-    }
-    if (v->kind == EVTC_V_STORE && v->cls == EVTC_VC_ROW && k->rows > 1 && k->v[v->args[0]].kind != EVTC_V_REDUCE) {
-      snprintf(why, cap, "a row vector stored by every row");
-      return false;
-    }
   }
-  return true;
+  return evtc_kernel_visitor_fits(k, why, cap);
 }
 
 /* Whether the flat elementwise template fits (no reductions, full stores). */

@@ -51,6 +51,9 @@ void evtc_cpu_emit_value(const evtc_cpu_vctx *x, int i);
 void evtc_cpu_emit_store(const evtc_cpu_vctx *x, int i);
 /* The index expression of LOAD node v (into buf). */
 void evtc_cpu_load_index(const evtc_cpu_vctx *x, const evtc_vnode *v, char *buf, size_t cap);
+/* Whether an elementwise loop body needs the row and column (r, c) and not
+ * only the flat index i: one-hot, non-FULL RNG or stores, strided loads. */
+bool evtc_cpu_needs_rc(const evtc_kernel *k);
 /* Marks in need[] every node that node i needs, transitively, among nodes of
  * classes in `classes` (bitmask of 1 << evtc_vclass), not crossing REDUCEs. */
 void evtc_cpu_mark_needed(const evtc_kernel *k, int i, unsigned classes, bool *need);

@@ -11,8 +11,7 @@
 
 #include "backend/cpu/cpu_emit.h"
 
-/* Whether the loop body needs r and c (not just i). */
-static bool needs_rc(const evtc_kernel *k) {
+bool evtc_cpu_needs_rc(const evtc_kernel *k) {
   evtc_sb probe = {0};
   evtc_cpu_vctx x = {.k = k, .sb = &probe, .ind = "", .flat = true};
   bool need = false;
@@ -43,7 +42,7 @@ void evtc_cpu_emit_elementwise(evtc_sb *b, const evtc_kernel *k) {
     if (v->kind == EVTC_V_STORE) evtc_cpu_emit_store(&top, i);
     else evtc_cpu_emit_value(&top, i);
   }
-  bool rc = needs_rc(k);
+  bool rc = evtc_cpu_needs_rc(k);
   evtc_sb_printf(b, "  #pragma omp parallel for schedule(static) if (NN > 32768)\n");
   evtc_sb_printf(b, "  for (int64_t i = 0; i < NN; i++) {\n");
   if (rc) evtc_sb_printf(b, "    const int64_t r = i / CC, c = i - r * CC;\n    (void)r; (void)c;\n");

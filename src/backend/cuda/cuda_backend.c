@@ -107,17 +107,8 @@ static bool cuda_supports(const evtc_backend *be, const evtc_kernel *k, char *wh
       snprintf(why, cap, "%s values (no f16/bf16 storage on CUDA yet)", evtc_dtype_name(v->dtype));
       return false;
     }
-    if (gemm && (v->kind == EVTC_V_REDUCE ||
-                 (v->kind == EVTC_V_STORE && evtc_type_numel(&v->node->type) != k->rows * k->cols))) {
-      snprintf(why, cap, "a GEMM epilogue with reductions or vector stores");
-      return false;
-    }
-    if (v->kind == EVTC_V_STORE && v->cls == EVTC_VC_ROW && k->rows > 1 && k->v[v->args[0]].kind != EVTC_V_REDUCE) {
-      snprintf(why, cap, "a row vector stored by every row");
-      return false;
-    }
   }
-  return true;
+  return evtc_kernel_visitor_fits(k, why, cap);
 }
 
 static evtc_cuda_rows_plan plan_of(const cuda_ctx *c, const evtc_kernel *k) {

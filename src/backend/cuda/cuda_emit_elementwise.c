@@ -16,26 +16,6 @@
 
 #include "backend/cuda/cuda_emit.h"
 
-/* Whether the loop body needs r and c (not just i). */
-static bool needs_rc(const evtc_kernel *k) {
-  evtc_sb probe = {0};
-  evtc_cpu_vctx x = {.k = k, .sb = &probe, .ind = "", .flat = true};
-  bool need = false;
-  for (int i = 0; i < k->n_v && !need; i++) {
-    const evtc_vnode *v = &k->v[i];
-    if (v->cls == EVTC_VC_SCALAR) continue;
-    if (v->kind == EVTC_V_ONE_HOT || (v->kind == EVTC_V_RNG && v->cls != EVTC_VC_FULL)) need = true;
-    if (v->kind == EVTC_V_STORE && v->cls != EVTC_VC_FULL) need = true;
-    if (v->kind == EVTC_V_LOAD) {
-      char buf[512];
-      evtc_cpu_load_index(&x, v, buf, sizeof buf);
-      if (strstr(buf, " r") || strstr(buf, " c") || strstr(buf, "(r") || strstr(buf, "(c")) need = true;
-    }
-  }
-  free(probe.s);
-  return need;
-}
-
 void evtc_cuda_emit_elementwise(evtc_sb *b, const evtc_kernel *k, const char *acc_type) {
   const int nt = EVTC_CUDA_EW_THREADS, per = EVTC_CUDA_EW_PER_THREAD;
   int64_t nn = k->rows * k->cols;
@@ -55,7 +35,7 @@ void evtc_cuda_emit_elementwise(evtc_sb *b, const evtc_kernel *k, const char *ac
       evtc_cuda_emit_value(&top, i);
     }
   }
-  bool rc = needs_rc(k), narrow = nn < ((int64_t)1 << 31);
+  bool rc = evtc_cpu_needs_rc(k), narrow = nn < ((int64_t)1 << 31);
   evtc_sb_printf(b, "  const int64_t i0 = (int64_t)blockIdx.x * %d + threadIdx.x;\n#pragma unroll\n", nt * per);
   evtc_sb_printf(b, "  for (int j = 0; j < %d; j++) {\n    const int64_t i = i0 + j * %d;\n    if (i < NN) {\n", per, nt);
   if (rc && narrow)

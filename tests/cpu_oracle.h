@@ -26,6 +26,14 @@
 static const evtc_backend *oracle_be;
 static inline const evtc_backend *oracle_backend(void) { return oracle_be ? oracle_be : evtc_backend_cpu(); }
 
+/* Parses a test graph; a failure counts as a failed check (NULL). */
+static inline evtc_graph *oracle_parse(const char *text, const char *name) {
+  char err[512];
+  evtc_graph *g = evtc_graph_parse_string(text, name, err, sizeof err);
+  CHECK(g != NULL, "%s: %s", name, err);
+  return g;
+}
+
 static uint64_t oracle_rng = 12345;
 static double oracle_uniform(void) {
   oracle_rng = oracle_rng * 6364136223846793005ull + 1442695040888963407ull;

@@ -69,16 +69,9 @@ static const char rows_text[] =
     "  output %dps\n  output %cat\n"
     "}\n";
 
-static evtc_graph *parse(const char *text, const char *name) {
-  char err[512];
-  evtc_graph *g = evtc_graph_parse_string(text, name, err, sizeof err);
-  CHECK(g != NULL, "%s: %s", name, err);
-  return g;
-}
-
 /* The graph under the greedy plan and one kernel per node. */
 static void both_plans(const char *text, const char *name, int64_t int_hi, int want_interpreted) {
-  evtc_graph *g = parse(text, name);
+  evtc_graph *g = oracle_parse(text, name);
   if (!g) return;
   evtc_program *p = cpu_compare(g, NULL, 0, TOL, int_hi, name);
   if (p) {
@@ -100,7 +93,7 @@ static void both_plans(const char *text, const char *name, int64_t int_hi, int w
 
 /* The greedy plan fuses a GEMM with its bias, activation and dropout epilogue. */
 static void test_epilogue_fused(void) {
-  evtc_graph *g = parse(gemm_text, "gemm");
+  evtc_graph *g = oracle_parse(gemm_text, "gemm");
   if (!g) return;
   int nk;
   int32_t *plan = evtc_plan_greedy(g, NULL, NULL, &nk);
@@ -133,7 +126,7 @@ static void test_epilogue_fused(void) {
  * (absolute: 1 + erf(x) cancels for large negative x, as with libm). */
 static void test_erf_ulp(void) {
   enum { N = 1 << 18 };
-  evtc_graph *g = parse("graph e {\n  %x = input() : f32[262144]\n  %y = erf(%x) : f32[262144]\n"
+  evtc_graph *g = oracle_parse("graph e {\n  %x = input() : f32[262144]\n  %y = erf(%x) : f32[262144]\n"
                         "  %z = gelu(%x) : f32[262144]\n  %ex = input() : f32[262144]\n  %e = exp(%ex) : f32[262144]\n"
                         "  output %y\n  output %z\n  output %e\n}\n", "erf");
   if (!g) return;

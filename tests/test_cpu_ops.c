@@ -57,15 +57,8 @@ static const char ops_text[] =
     "  output %r3\n  output %r4\n  output %sm1\n  output %ce1\n"
     "}\n";
 
-static evtc_graph *parse(const char *text, const char *name) {
-  char err[512];
-  evtc_graph *g = evtc_graph_parse_string(text, name, err, sizeof err);
-  CHECK(g != NULL, "%s: %s", name, err);
-  return g;
-}
-
 static void test_ops(void) {
-  evtc_graph *g = parse(ops_text, "ops");
+  evtc_graph *g = oracle_parse(ops_text, "ops");
   if (!g) return;
   evtc_program *p = cpu_compare(g, NULL, 0, TOL, 3, "ops");
   if (p) {
@@ -88,7 +81,7 @@ static void test_ops(void) {
   evtc_kernel_free(k);
   evtc_graph_free(g);
 
-  g = parse("graph r {\n  %x = input() : f32[3,4,5]\n  %e = exp(%x) : f32[3,4,5]\n"
+  g = oracle_parse("graph r {\n  %x = input() : f32[3,4,5]\n  %e = exp(%x) : f32[3,4,5]\n"
             "  %s = reduce_sum(%e) {axes=[1]} : f32[3,5]\n  output %s\n}\n", "refuse");
   if (!g) return;
   ids[0] = evtc_graph_find(g, "e")->id;
@@ -109,7 +102,7 @@ static void test_index_errors(void) {
       "graph e3 {\n  %u = input() : f32[5,3]\n  %i = input() : i64[5]\n  %y = scatter_add(%u, %i) {size=4} : f32[4,3]\n"
       "  output %y\n}\n"};
   for (int t = 0; t < 3; t++) {
-    evtc_graph *g = parse(texts[t], "index");
+    evtc_graph *g = oracle_parse(texts[t], "index");
     if (!g) continue;
     evtc_program_free(cpu_compare(g, NULL, 0, TOL, 1000000, "index out of range"));
     evtc_graph_free(g);
@@ -139,7 +132,7 @@ static void plans_of(const evtc_graph *g, const char *what, int64_t int_hi) {
 }
 
 static void test_partitioner_plans(const char *src_dir) {
-  evtc_graph *g = parse(ops_text, "ops");
+  evtc_graph *g = oracle_parse(ops_text, "ops");
   if (g) plans_of(g, "ops", 3);
   evtc_graph_free(g);
   char path[1024], err[512];

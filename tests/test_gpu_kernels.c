@@ -73,16 +73,9 @@ static const char block_text[] =
     "  %loss = cross_entropy(%z, %y) : f32[]\n  output %loss\n  loss %loss\n"
     "}\n";
 
-static evtc_graph *parse(const char *text, const char *name) {
-  char err[512];
-  evtc_graph *g = evtc_graph_parse_string(text, name, err, sizeof err);
-  CHECK(g != NULL, "%s: %s", name, err);
-  return g;
-}
-
 /* g on the GPU vs the interpreter; want_interpreted: kernels allowed to fall back. */
 static void compare(const char *text, const char *name, int64_t int_hi, double tol) {
-  evtc_graph *g = parse(text, name);
+  evtc_graph *g = oracle_parse(text, name);
   if (!g) return;
   evtc_program *p = cpu_compare(g, NULL, 0, tol, int_hi, name);
   if (p) {
@@ -105,7 +98,7 @@ static void train(evtc_graph *fwd, evtc_optimizer kind, int64_t int_hi, const ch
 
 /* A label out of range raises the kernel's error flag; the message names the kernel. */
 static void test_error_flag(void) {
-  evtc_graph *g = parse(ROWS_TEXT(8, 40), "bad-label");
+  evtc_graph *g = oracle_parse(ROWS_TEXT(8, 40), "bad-label");
   if (!g) return;
   evtc_diag d = {0};
   evtc_program *p = evtc_program_new(g, NULL, 0, oracle_be, NULL, &d);
@@ -149,7 +142,7 @@ int main(int argc, char **argv) {
     train(mlp, EVTC_OPTIM_ADAMW, 10, "mlp.evt with adamw");
     evtc_graph_free(mlp);
   }
-  evtc_graph *blk = parse(block_text, "block");
+  evtc_graph *blk = oracle_parse(block_text, "block");
   if (blk) {
     train(blk, EVTC_OPTIM_SGD, 10, "dropout+residual+layernorm block with sgd");
     evtc_graph_free(blk);

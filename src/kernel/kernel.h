@@ -150,6 +150,10 @@ void evtc_kernel_free(evtc_kernel *k);
  * stored by every row.  When not, a short reason in why (cap bytes). */
 bool evtc_kernel_visitor_fits(const evtc_kernel *k, char *why, size_t cap);
 
+/* In a module source where each kernel starts with a "/" "* kernel NAME:"
+ * comment, the kernel whose source holds 1-based line `line`, or NULL. */
+const evtc_kernel *evtc_kernel_at_line(const char *src, const evtc_kernel *const *kernels, int n, long line);
+
 /* True when the kernel has a REDUCE vnode of class c (ROW, COL, SCALAR). */
 bool evtc_kernel_has_reduce(const evtc_kernel *k, evtc_vclass c);
 

@@ -470,6 +470,24 @@ bool evtc_kernel_visitor_fits(const evtc_kernel *k, char *why, size_t cap) {
   return true;
 }
 
+const evtc_kernel *evtc_kernel_at_line(const char *src, const evtc_kernel *const *kernels, int n, long line) {
+  const evtc_kernel *best = NULL;
+  long best_line = 0;
+  for (int i = 0; i < n; i++) {
+    char marker[96];
+    snprintf(marker, sizeof marker, "/* kernel %s:", kernels[i]->name);
+    const char *at = strstr(src, marker);
+    if (!at) continue;
+    long l = 1;
+    for (const char *p = src; p < at; p++) l += *p == '\n';
+    if (l <= line && l >= best_line) {
+      best = kernels[i];
+      best_line = l;
+    }
+  }
+  return best;
+}
+
 bool evtc_kernel_has_reduce(const evtc_kernel *k, evtc_vclass c) {
   for (int i = 0; i < k->n_v; i++)
     if (k->v[i].kind == EVTC_V_REDUCE && k->v[i].cls == c) return true;

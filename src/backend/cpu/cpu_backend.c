@@ -111,25 +111,6 @@ static const char *cc_version(void) {
 
 bool evtc_cpu_cache_dir(char *buf, size_t cap) { return evtc_cache_dir(NULL, buf, cap); }
 
-/* The kernel whose source lines hold `line` (1-based), by each kernel's first line. */
-static const evtc_kernel *kernel_at_line(const char *src, const evtc_kernel *const *kernels, int n, long line) {
-  const evtc_kernel *best = NULL;
-  long best_line = 0;
-  for (int i = 0; i < n; i++) {
-    char marker[96];
-    snprintf(marker, sizeof marker, "/* kernel %s:", kernels[i]->name);
-    const char *at = strstr(src, marker);
-    if (!at) continue;
-    long l = 1;
-    for (const char *p = src; p < at; p++) l += *p == '\n';
-    if (l <= line && l >= best_line) {
-      best = kernels[i];
-      best_line = l;
-    }
-  }
-  return best;
-}
-
 /* The first "file:line:col: error: ..." line of the compiler's log, and its line number. */
 static void first_error(const char *log_path, char *msg, size_t cap, long *line) {
   msg[0] = 0;
@@ -188,7 +169,7 @@ static char *cpu_compile(const evtc_backend *be, const char *src, const evtc_ker
     char msg[600];
     long line;
     first_error(log, msg, sizeof msg, &line);
-    const evtc_kernel *k = kernel_at_line(src, kernels, n_kernels, line);
+    const evtc_kernel *k = evtc_kernel_at_line(src, kernels, n_kernels, line);
     evtc_diag_set(d, EVTC_ERR_RUNTIME, "the C compiler failed on generated file %s in kernel %s: %s (full log: %s)",
                   c_path, k ? k->name : "(module prelude)", msg[0] ? msg : "no message", log);
     unlink(tmp);

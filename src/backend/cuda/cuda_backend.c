@@ -132,25 +132,6 @@ static void cuda_emit(const evtc_backend *be, const evtc_kernel *k, char **src, 
   *len = b.len;
 }
 
-/* The kernel whose source starts last before 1-based line `line` of src (by its "kernel NAME:" comment). */
-static const char *kernel_at_line(const char *src, const evtc_kernel *const *kernels, int n, long line) {
-  const char *best = NULL;
-  long best_line = 0;
-  for (int i = 0; i < n; i++) {
-    char marker[96];
-    snprintf(marker, sizeof marker, "/* kernel %s:", kernels[i]->name);
-    const char *at = strstr(src, marker);
-    if (!at) continue;
-    long l = 1;
-    for (const char *p = src; p < at; p++) l += *p == '\n';
-    if (l <= line && l >= best_line) {
-      best = kernels[i]->name;
-      best_line = l;
-    }
-  }
-  return best;
-}
-
 static char *cuda_compile(const evtc_backend *be, const char *src, const evtc_kernel *const *kernels, int n_kernels,
                           evtc_diag *d) {
   cuda_ctx *c = ctx_of(be);
@@ -162,7 +143,8 @@ static char *cuda_compile(const evtc_backend *be, const char *src, const evtc_ke
   evtc_cuda_cubin cubin;
   if (evtc_cuda_compile(src, name, c->dev.arch, opts, 3, &cubin, d) != EVTC_OK) {
     const char *at = strstr(d->msg, ".cu(");       /* NVRTC's "FILE.cu(LINE): error" names the kernel at fault */
-    const char *k = at ? kernel_at_line(src, kernels, n_kernels, strtol(at + 4, NULL, 10)) : NULL;
+    const evtc_kernel *kk = at ? evtc_kernel_at_line(src, kernels, n_kernels, strtol(at + 4, NULL, 10)) : NULL;
+    const char *k = kk ? kk->name : NULL;
     if (k) {
       char msg[sizeof d->msg];
       int n = snprintf(msg, sizeof msg, "kernel %s: ", k);

@@ -21,9 +21,12 @@
  */
 #include "fusion/fusion_internal.h"
 
-/* True when no node outside the marked set lies on a path between two of
- * its nodes: (descendants of s) & (ancestors of s) must lie inside s. */
-static bool convex(const evtc_fusion_ctx *c, const int32_t *s, int n, int32_t cur) {
+/* Calls visit(c, v, arg) for every node v outside the marked set cur that
+ * lies on a path between two of its members ((descendants of s) &
+ * (ancestors of s) outside s); stops and returns false as soon as visit
+ * does, true otherwise. */
+static bool each_between(const evtc_fusion_ctx *c, const int32_t *s, int n, int32_t cur,
+                         bool (*visit)(const evtc_fusion_ctx *c, int32_t v, void *arg), void *arg) {
   size_t w = (size_t)c->words;
   for (size_t i = 0; i < w; i++) {
     uint64_t d = 0, a = 0;
@@ -33,9 +36,30 @@ static bool convex(const evtc_fusion_ctx *c, const int32_t *s, int n, int32_t cu
     }
     for (uint64_t x = d & a; x; x &= x - 1) {
       int32_t v = (int32_t)(i * 64 + (size_t)__builtin_ctzll(x));
-      if (c->stamp[v] != cur) return false;
+      if (c->stamp[v] != cur && !visit(c, v, arg)) return false;
     }
   }
+  return true;
+}
+
+static bool refuse_any(const evtc_fusion_ctx *c, int32_t v, void *arg) { return false; }
+
+/* True when no node outside the marked set lies on a path between two of its nodes. */
+static bool convex(const evtc_fusion_ctx *c, const int32_t *s, int n, int32_t cur) {
+  return each_between(c, s, n, cur, refuse_any, NULL);
+}
+
+/* Nodes that would have to join a set to make it convex. */
+typedef struct joiners {
+  int extra, extra_nuclei;
+} joiners;
+
+/* Counts a node that must join; false (hopeless) when it cannot be fused. */
+static bool count_joiner(const evtc_fusion_ctx *c, int32_t v, void *arg) {
+  joiners *j = arg;
+  if (c->cls[v] != EVTC_CLASS_FUSIBLE) return false;
+  j->extra++;
+  j->extra_nuclei += c->mainloop[v];
   return true;
 }
 
@@ -106,23 +130,9 @@ bool evtc_fusion_hopeless(evtc_fusion_ctx *c, const int32_t *s, int n) {
       return true;
   }
   /* nodes on paths between members must join: they must be able to */
-  size_t w = (size_t)c->words;
-  int extra = 0, extra_nuclei = 0;
-  for (size_t i = 0; i < w; i++) {
-    uint64_t d = 0, a = 0;
-    for (int k = 0; k < n; k++) {
-      d |= c->desc[(size_t)s[k] * w + i];
-      a |= c->anc[(size_t)s[k] * w + i];
-    }
-    for (uint64_t x = d & a; x; x &= x - 1) {
-      int32_t v = (int32_t)(i * 64 + (size_t)__builtin_ctzll(x));
-      if (c->stamp[v] == cur) continue;
-      if (c->cls[v] != EVTC_CLASS_FUSIBLE) return true;
-      extra++;
-      extra_nuclei += c->mainloop[v];
-    }
-  }
-  return n + extra > dev->max_nodes || extra_nuclei + (nucleus >= 0) > 1;
+  joiners j = {0, 0};
+  if (!each_between(c, s, n, cur, count_joiner, &j)) return true;
+  return n + j.extra > dev->max_nodes || j.extra_nuclei + (nucleus >= 0) > 1;
 }
 
 bool evtc_fusion_admissible(evtc_fusion_ctx *c, const int32_t *s, int n, evtc_kernel_kind *kind, double *time_us) {

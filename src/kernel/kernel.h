@@ -150,6 +150,11 @@ void evtc_kernel_free(evtc_kernel *k);
  * stored by every row.  When not, a short reason in why (cap bytes). */
 bool evtc_kernel_visitor_fits(const evtc_kernel *k, char *why, size_t cap);
 
+/* Whether the kernel runs as one flat pass over its domain: no reductions,
+ * and every store writes one value per element (or a scalar, or a vector
+ * whose other extent is 1).  Otherwise it needs the rows template. */
+bool evtc_kernel_flat_fits(const evtc_kernel *k);
+
 /* In a module source where each kernel starts with a "/" "* kernel NAME:"
  * comment, the kernel whose source holds 1-based line `line`, or NULL. */
 const evtc_kernel *evtc_kernel_at_line(const char *src, const evtc_kernel *const *kernels, int n, long line);

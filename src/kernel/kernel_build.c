@@ -470,6 +470,17 @@ bool evtc_kernel_visitor_fits(const evtc_kernel *k, char *why, size_t cap) {
   return true;
 }
 
+bool evtc_kernel_flat_fits(const evtc_kernel *k) {
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    if (v->kind == EVTC_V_REDUCE) return false;
+    if (v->kind == EVTC_V_STORE && !(v->cls == EVTC_VC_FULL || v->cls == EVTC_VC_SCALAR ||
+                                     (v->cls == EVTC_VC_ROW && k->rows == 1) || (v->cls == EVTC_VC_COL && k->cols == 1)))
+      return false;
+  }
+  return true;
+}
+
 const evtc_kernel *evtc_kernel_at_line(const char *src, const evtc_kernel *const *kernels, int n, long line) {
   const evtc_kernel *best = NULL;
   long best_line = 0;

@@ -66,18 +66,6 @@ static bool cpu_supports(const evtc_backend *be, const evtc_kernel *k, char *why
   return evtc_kernel_visitor_fits(k, why, cap);
 }
 
-/* Whether the flat elementwise template fits (no reductions, full stores). */
-static bool flat_fits(const evtc_kernel *k) {
-  for (int i = 0; i < k->n_v; i++) {
-    const evtc_vnode *v = &k->v[i];
-    if (v->kind == EVTC_V_REDUCE) return false;
-    if (v->kind == EVTC_V_STORE && !(v->cls == EVTC_VC_FULL || v->cls == EVTC_VC_SCALAR ||
-                                     (v->cls == EVTC_VC_ROW && k->rows == 1) || (v->cls == EVTC_VC_COL && k->cols == 1)))
-      return false;
-  }
-  return true;
-}
-
 static void cpu_emit(const evtc_backend *be, const evtc_kernel *k, char **src, size_t *len) {
   evtc_sb b = {.s = *src, .len = *len, .cap = *src ? *len + 1 : 0};
   if (!b.s) evtc_cpu_emit_prelude(&b);
@@ -85,7 +73,7 @@ static void cpu_emit(const evtc_backend *be, const evtc_kernel *k, char **src, s
                  k->main ? k->main->name : k->v[k->n_v - 1].node ? k->v[k->n_v - 1].node->name : "?");
   if (k->kind == EVTC_ML_OPAQUE) evtc_cpu_emit_opaque(&b, k);
   else if (k->kind == EVTC_ML_GEMM || k->kind == EVTC_ML_CONV) evtc_cpu_emit_gemm(&b, k);
-  else if (flat_fits(k)) evtc_cpu_emit_elementwise(&b, k);
+  else if (evtc_kernel_flat_fits(k)) evtc_cpu_emit_elementwise(&b, k);
   else evtc_cpu_emit_rows(&b, k);
   *src = b.s;
   *len = b.len;

@@ -122,7 +122,7 @@ static void cuda_emit(const evtc_backend *be, const evtc_kernel *k, char **src, 
   int out_arg;
   if (k->kind == EVTC_ML_GEMM) {
     if (!is_direct_gemm(k, &out_arg)) evtc_cuda_emit_elementwise(&b, k, evtc_cpu_ctype(k->gemm.dtype));
-  } else if (evtc_cuda_flat_fits(k)) {
+  } else if (evtc_kernel_flat_fits(k)) {
     evtc_cuda_emit_elementwise(&b, k, NULL);
   } else {
     evtc_cuda_rows_plan pl = plan_of(ctx_of(be), k);
@@ -251,7 +251,7 @@ static void *cuda_kernel(const evtc_backend *be, void *module, const evtc_kernel
   snprintf(c->err_names[h->err_slot], sizeof c->err_names[0], "%s", k->name);
   if (k->kind == EVTC_ML_GEMM) return gemm_handle(c, m, k, h, d) == EVTC_OK ? h : NULL;
   if (evtc_cuda_kernel_get(&c->dev, m->mod, h->name, &h->main, d)) return NULL;
-  if (evtc_cuda_flat_fits(k)) {
+  if (evtc_kernel_flat_fits(k)) {
     int64_t nn = k->rows * k->cols, tile = EVTC_CUDA_EW_THREADS * EVTC_CUDA_EW_PER_THREAD;
     h->grid = (unsigned)((nn + tile - 1) / tile);
     h->block = EVTC_CUDA_EW_THREADS;

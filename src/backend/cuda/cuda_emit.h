@@ -50,9 +50,6 @@ evtc_cuda_rows_plan evtc_cuda_rows_plan_of(const evtc_kernel *k, int sm_count, i
 /* Offset (in doubles) of REDUCE node i's partials in the scratch of plan pl. */
 int64_t evtc_cuda_reduce_offset(const evtc_kernel *k, const evtc_cuda_rows_plan *pl, int i);
 
-/* Whether the flat elementwise template fits (no reductions, full stores). */
-bool evtc_cuda_flat_fits(const evtc_kernel *k);
-
 /* evtc_cpu_emit_value with a cheaper one-hot (see cuda_emit_common.c). */
 void evtc_cuda_emit_value(const evtc_cpu_vctx *x, int i);
 

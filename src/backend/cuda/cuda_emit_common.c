@@ -72,17 +72,6 @@ void evtc_cuda_emit_head(evtc_sb *b, const evtc_kernel *k, const char *suffix, i
   evtc_cpu_emit_args(b, k);
 }
 
-bool evtc_cuda_flat_fits(const evtc_kernel *k) {
-  for (int i = 0; i < k->n_v; i++) {
-    const evtc_vnode *v = &k->v[i];
-    if (v->kind == EVTC_V_REDUCE) return false;
-    if (v->kind == EVTC_V_STORE && !(v->cls == EVTC_VC_FULL || v->cls == EVTC_VC_SCALAR ||
-                                     (v->cls == EVTC_VC_ROW && k->rows == 1) || (v->cls == EVTC_VC_COL && k->cols == 1)))
-      return false;
-  }
-  return true;
-}
-
 void evtc_cuda_emit_value(const evtc_cpu_vctx *x, int i) {
   const evtc_kernel *k = x->k;
   const evtc_vnode *v = &k->v[i];

@@ -98,7 +98,21 @@ def main():
         y_bad[5] = 12
         np.save(os.path.join(tmp, "ybad.npy"), y_bad)
         r = evtc("run", MODEL, "--input", args[1], "--input", "y=" + os.path.join(tmp, "ybad.npy"))
-        check(r.returncode == 2 and "cross_entropy" in r.stderr, f"label out of range: {r.stderr!r}")
+        check(r.returncode == 2 and "out of range" in r.stderr, f"label out of range: {r.stderr!r}")
+        r = evtc("run", MODEL, "--backend", "interp", "--input", args[1], "--input", "y=" + os.path.join(tmp, "ybad.npy"))
+        check(r.returncode == 2 and "cross_entropy" in r.stderr, f"interpreter, label out of range: {r.stderr!r}")
+        # the decomposed form keeps the check: one_hot {checked=1} (what cross_entropy becomes)
+        hot = os.path.join(tmp, "hot.evt")
+        with open(hot, "w") as f:
+            f.write("graph hot {\n  %y = input() : i64[32]\n  %h = one_hot(%y) {depth=10, checked=1} : f32[32,10]\n"
+                    "  output %h\n}\n")
+        for be in ("interp", "cpu"):
+            r = evtc("run", hot, "--backend", be, "--input", "y=" + os.path.join(tmp, "ybad.npy"))
+            check(r.returncode == 2 and "out of range" in r.stderr, f"{be}: checked one_hot: {r.stderr!r}")
+            r = evtc("run", hot, "--backend", be, "--input", args[3], "-o", os.path.join(tmp, "hot_" + be))
+            h = np.load(os.path.join(tmp, "hot_" + be, "h.npy")) if r.returncode == 0 else None
+            check(h is not None and np.array_equal(h, np.eye(10, dtype=np.float32)[v["y"]]),
+                  f"{be}: checked one_hot, labels in range: {r.stderr!r}")
     finally:
         shutil.rmtree(tmp)
     finish()

@@ -10,7 +10,8 @@
  * its values are rounded to the node's dtype.  Compiled kernels of --backend
  * (auto: CUDA when a GPU is usable, else CPU; or, with
  * --backend interp, the float64 interpreter) run the graph (--step is the
- * dropout offset) and every graph output is written
+ * dropout offset; compiled kernels run it after the target's default pass
+ * pipeline, as `evtc explain` shows it) and every graph output is written
  * to DIR/<name>.npy; the compiled run's kernels are grouped by --partitioner
  * (runtime/program_plan.h) and their count goes to stderr.  With --grads the joint graph of the loss's gradients
  * runs instead: its outputs add DIR/grad.<param>.npy and "loss: X" is printed;
@@ -198,7 +199,8 @@ int evtc_cmd_run(int argc, char **argv) {
   int rc = EVTC_EXIT_BAD_INPUT;
   evtc_graph *model = NULL, *joint = NULL;
   evtc_weights *weights = NULL;
-  const evtc_graph *g = NULL;        /* the graph that runs: model, or joint with --grads */
+  const evtc_graph *g = NULL;        /* the graph asked for: model, or joint with --grads */
+  evtc_graph *opt = NULL;            /* g after the target's passes: what compiled kernels run */
   double **values = NULL;
   evtc_interp *it = NULL;
   evtc_program *prog = NULL;
@@ -227,8 +229,9 @@ int evtc_cmd_run(int argc, char **argv) {
     int nk = 0;
     const char *pname = o.partitioner ? o.partitioner : "ilp";
     const evtc_backend *be = evtc_backend_by_name(o.backend ? o.backend : "auto", &d);
-    int32_t *plan = be ? evtc_program_plan(g, pname, be, &nk, NULL, &d) : NULL;
-    if (d.status == EVTC_OK) prog = evtc_program_new(g, plan, nk, be, stderr, &d);
+    if (be) opt = evtc_program_optimize(g, be, &d);     /* the target's pass pipeline first */
+    int32_t *plan = opt ? evtc_program_plan(opt, pname, be, &nk, NULL, &d) : NULL;
+    if (d.status == EVTC_OK) prog = evtc_program_new(opt, plan, nk, be, stderr, &d);
     free(plan);
     if (!prog) {
       fprintf(stderr, "evtc: %s\n", d.msg);
@@ -237,8 +240,10 @@ int evtc_cmd_run(int argc, char **argv) {
     evtc_program_stats ps = evtc_program_get_stats(prog);
     fprintf(stderr, "evtc: %s: %d kernels (%d in the interpreter, %d planned kernels split), partitioner %s\n",
             be->name, ps.kernels, ps.interpreted, ps.splits, pname);
-    for (int32_t i = 0; i < g->n_nodes; i++)
-      if (values[i]) evtc_program_set(prog, g->nodes[i], values[i]);
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+      const evtc_node *leaf = values[i] ? evtc_graph_find(opt, g->nodes[i]->name) : NULL;
+      if (leaf) evtc_program_set(prog, leaf, values[i]);
+    }
   }
   if (prog ? evtc_program_run(prog, o.step, &d) != EVTC_OK : evtc_interp_run(it, o.step, &d) != EVTC_OK) {
     fprintf(stderr, "evtc: %s\n", d.msg);
@@ -249,13 +254,13 @@ int evtc_cmd_run(int argc, char **argv) {
     const evtc_node *n = g->outputs[k].node;
     int64_t numel = evtc_type_numel(&n->type);
     outs[k] = malloc(sizeof(double) * (size_t)(numel > 0 ? numel : 1));
-    if (prog) evtc_program_get(prog, n, outs[k]);
+    if (prog) evtc_program_get(prog, opt->outputs[k].node, outs[k]);
     else memcpy(outs[k], evtc_interp_value(it, n), sizeof(double) * (size_t)numel);
   }
   if (!write_outputs(g, outs, o.out_dir)) goto out;
   if (o.grads) {
     double loss = NAN;
-    if (prog) evtc_program_get(prog, g->loss, &loss);
+    if (prog) evtc_program_get(prog, opt->loss, &loss);
     else loss = evtc_interp_value(it, g->loss)[0];
     printf("loss: %.9g\n", loss);
   }
@@ -268,6 +273,7 @@ out:
   free(outs);
   evtc_program_free(prog);
   if (it) evtc_interp_free(it);
+  evtc_graph_free(opt);
   evtc_graph_free(joint);
   evtc_graph_free(model);
   evtc_weights_free(weights);

@@ -92,9 +92,10 @@ void evtc_vjp_cross_entropy(evtc_vjp *v) {
   evtc_node *logits = X(v, 0), *labels = X(v, 1);
   int64_t n = logits->type.shape[0], c = logits->type.shape[1];
   evtc_attr ax = evtc_attr_int("axis", 1);
-  evtc_attr oh[2] = {evtc_attr_int("depth", c), evtc_attr_dtype("dtype", logits->type.dtype)};
+  evtc_attr oh[3] = {evtc_attr_int("depth", c), evtc_attr_dtype("dtype", logits->type.dtype),
+                     evtc_attr_int("checked", 1)};   /* labels out of range are an error, as in the forward */
   evtc_node *sm = evtc_node_add(v->g, EVTC_OP_SOFTMAX, &logits, 1, &ax, 1, NULL);
-  evtc_node *hot = evtc_node_add(v->g, EVTC_OP_ONE_HOT, &labels, 1, oh, 2, NULL);
+  evtc_node *hot = evtc_node_add(v->g, EVTC_OP_ONE_HOT, &labels, 1, oh, 3, NULL);
   evtc_node *in[2] = {bin(v, EVTC_OP_SUB, sm, hot), bin(v, EVTC_OP_MUL, v->dy, evtc_vjp_const(v, 1.0 / (double)n))};
   evtc_vjp_set(v, 0, EVTC_OP_MUL, in, 2, NULL, 0);
 }

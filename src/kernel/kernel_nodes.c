@@ -368,7 +368,8 @@ evtc_status evtc_kb_node(evtc_kb *b, const evtc_node *n) {
       nv->vn = evtc_kb_add(b, (evtc_vnode){.kind = EVTC_V_ONE_HOT, .dtype = n->type.dtype, .n_args = 1, .args = {idx},
                                            .cls = evtc_kb_join(k->v[idx].cls, dim >= 0 ? evtc_kb_class(b, 1u << dim)
                                                                                          : EVTC_VC_SCALAR),
-                                           .dim = dim, .depth = evtc_node_int(n, "depth"), .node = n});
+                                           .dim = dim, .depth = evtc_node_int(n, "depth"),
+                                           .check = evtc_node_int(n, "checked") != 0, .node = n});
       return EVTC_OK;
     }
     default: break;

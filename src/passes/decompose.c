@@ -59,8 +59,9 @@ static evtc_node *cross_entropy(evtc_rewrite *rw, const evtc_node *n, evtc_node 
   char lsm_name[256];
   snprintf(lsm_name, sizeof lsm_name, "%.200s.lsm", n->name);
   evtc_node *lsm = softmax_parts(rw, in[0], 1, true, lsm_name);
-  evtc_attr oh[2] = {evtc_attr_int("depth", t->shape[1]), evtc_attr_dtype("dtype", t->dtype)};
-  evtc_node *hot = evtc_pat_op(rw, EVTC_OP_ONE_HOT, &in[1], 1, oh, 2, n->name, "onehot");
+  evtc_attr oh[3] = {evtc_attr_int("depth", t->shape[1]), evtc_attr_dtype("dtype", t->dtype),
+                     evtc_attr_int("checked", 1)};   /* a label out of range stays an error */
+  evtc_node *hot = evtc_pat_op(rw, EVTC_OP_ONE_HOT, &in[1], 1, oh, 3, n->name, "onehot");
   evtc_node *picked = evtc_pat_bin(rw, EVTC_OP_MUL, lsm, hot, n->name, "picked");
   evtc_node *sum = evtc_pat_reduce(rw, EVTC_OP_REDUCE_SUM, picked, 0, NULL, false, n->name, "sum");
   return evtc_pat_bin(rw, EVTC_OP_MUL, sum, scalar(rw, n, -1.0 / (double)t->shape[0], n->name, "scale"), n->name,

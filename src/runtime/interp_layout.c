@@ -164,8 +164,12 @@ evtc_status evtc_kernel_gather(const evtc_kernel_args *k) {
 
 evtc_status evtc_kernel_one_hot(const evtc_kernel_args *k) {
   int64_t depth = evtc_node_int(k->node, "depth"), m = evtc_type_numel(evtc_kernel_in_type(k, 0));
+  bool checked = evtc_node_int(k->node, "checked") != 0;
   for (int64_t j = 0; j < m; j++) {
     double v = k->in[0][j];
+    if (checked && !(v >= 0 && v < (double)depth))
+      return evtc_interp_fail(k, "label %.0f (element %lld) is out of range [0, %lld)", v, (long long)j,
+                              (long long)depth);
     for (int64_t c = 0; c < depth; c++) k->out[j * depth + c] = (v == (double)c) ? 1.0 : 0.0;
   }
   return EVTC_OK;

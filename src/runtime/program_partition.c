@@ -1,6 +1,7 @@
 /* program_partition.c -- a fusion partition as a program plan (program_plan.h).
  *
- * Runs the partitioner on the backend's device model (data/devices/cpu.txt,
+ * The graph a compiled run plans is the one the target's pass pipeline
+ * made (evtc_program_optimize).  The partitioner runs on the backend's device model (data/devices/cpu.txt,
  * or h200.txt for the CUDA backend) with the backend's veto (named by the
  * backend in the plan cache key) as its accept rule and the plan cache in the evtc cache
  * directory, then renumbers: scalar-chain nodes (kernel -1 but not leaves)
@@ -15,6 +16,7 @@
 #include <string.h>
 
 #include "fusion/partition.h"
+#include "passes/manager.h"
 #include "util/fs.h"
 
 /* The partition's assignment as a dense topologically numbered plan; *n_kernels set. */
@@ -81,7 +83,7 @@ int32_t *evtc_program_plan(const evtc_graph *g, const char *name, const evtc_bac
     return NULL;
   }
   evtc_device dev;
-  if (!evtc_device_load(be && strcmp(be->name, "cuda") == 0 ? "h200" : "cpu", &dev, d)) return NULL;
+  if (!evtc_device_load(evtc_program_target(be), &dev, d)) return NULL;
   char cache[4096];
   bool have_cache = evtc_cache_dir("fusion", cache, sizeof cache) && evtc_mkdirs(cache);
   evtc_fusion_options opt = {.cache_dir = have_cache ? cache : NULL, .accept = evtc_program_plan_accept,
@@ -95,4 +97,12 @@ int32_t *evtc_program_plan(const evtc_graph *g, const char *name, const evtc_bac
             p->ilp.cached ? " (cached plan)" : "", p->ilp.fallback ? " (fallback plan)" : "");
   evtc_partition_free(p);
   return plan;
+}
+
+const char *evtc_program_target(const evtc_backend *be) { return be && strcmp(be->name, "cuda") == 0 ? "h200" : "cpu"; }
+
+evtc_graph *evtc_program_optimize(const evtc_graph *g, const evtc_backend *be, evtc_diag *d) {
+  const evtc_pipeline *pl = evtc_pipeline_find(evtc_program_target(be));
+  EVTC_ASSERT(pl != NULL);
+  return evtc_pipeline_run(g, pl->passes, pl->n_passes, NULL, d);
 }

@@ -36,4 +36,15 @@ bool evtc_program_plan_accept(const evtc_graph *g, const int32_t *nodes, int n, 
 int32_t *evtc_program_plan(const evtc_graph *g, const char *name, const evtc_backend *be, int *n_kernels, FILE *info,
                            evtc_diag *d);
 
+/* The target a backend plans for, naming both its device model
+ * (data/devices/NAME.txt) and its default pass pipeline: "h200" for the
+ * CUDA backend, "cpu" otherwise. */
+const char *evtc_program_target(const evtc_backend *be);
+
+/* g after the default pass pipeline of be's target (docs/passes.md): a new
+ * graph with the same leaves, outputs and loss, by name; or NULL with the
+ * cause in d.  Compiled runs plan and run this graph, as `evtc explain`
+ * shows it. */
+evtc_graph *evtc_program_optimize(const evtc_graph *g, const evtc_backend *be, evtc_diag *d);
+
 #endif

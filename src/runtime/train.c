@@ -93,6 +93,12 @@ static evtc_status trainer_setup(trainer *t, const evtc_graph *model, const char
     return evtc_diag_set(d, EVTC_ERR_INVALID, "batch %lld is larger than the training set (%lld samples in %s/train)",
                          (long long)batch, (long long)t->train.n_samples, dir);
   if (!(t->joint = evtc_autodiff(t->fwd, NULL, 0, &o->optim, d))) return d->status;
+  if (o->backend) {              /* compiled kernels run the target's optimised joint graph */
+    evtc_graph *opt = evtc_program_optimize(t->joint, o->backend, d);
+    if (!opt) return d->status;
+    evtc_graph_free(t->joint);
+    t->joint = opt;
+  }
   t->loss = evtc_graph_find(t->joint, model->loss->name);
   EVTC_ASSERT(t->loss != NULL);
   if (o->backend) {

@@ -4,10 +4,12 @@
 #   bench/gpu.sh prepare   on the build machine: Release build in build-cuda2,
 #                          stages evtc, the GPU tests, the benchmark and the
 #                          shared libraries they need (beside libc) in .gpu-cuda2/
-#   bench/gpu.sh run       on the GPU machine, from the repo root: runs
-#                          test_gpu_kernels and test_cuda_runtime (checks
-#                          against the float64 interpreter), trains the digits
-#                          example with --backend cuda, then the benchmark:
+#   bench/gpu.sh run       on the GPU machine, from the repo root: runs the
+#                          CTest `gpu` tests' programs (test_gpu_kernels,
+#                          test_cuda_runtime: checks against the float64
+#                          interpreter; test_gpu_digits: the digits example
+#                          trained with --backend cuda reaches the CPU's
+#                          accuracy), then the benchmark:
 #                          evtc against PyTorch eager and torch.compile on the
 #                          same inputs, with the device-to-device copy
 #                          bandwidth measured in the same run; a table last.
@@ -39,18 +41,24 @@ prepare)
   ;;
 run)
   log=${OUT:-/tmp}/gpu.log
+  # one test program: its last lines and its exit code (0 passed, 77 skipped)
+  gpu_test() {
+    echo "== $*"
+    rc=0
+    "$@" >"${OUT:-/tmp}/test.out" 2>&1 || rc=$?
+    grep -E "FAIL|SKIP" "${OUT:-/tmp}/test.out" | head -20 || true
+    tail -2 "${OUT:-/tmp}/test.out"
+    echo "== exit code $rc"
+  }
   export LD_LIBRARY_PATH="$PWD/$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export XDG_CACHE_HOME=${XDG_CACHE_HOME:-/tmp/evtc-cache}
   export EVTC_DATA_DIR=${EVTC_DATA_DIR:-$PWD/data}
   {
     echo "== $(date -u +%Y-%m-%dT%H:%MZ) $(uname -r)"
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
-    echo "== test_gpu_kernels"
-    rc=0
-    "$stage/test_gpu_kernels" . "$stage/evtc" || rc=$?
-    echo "== test_gpu_kernels exit code $rc"
-    echo "== digits: evtc train examples/mlp.evt --data data/digits --backend cuda"
-    "$stage/evtc" train examples/mlp.evt --data data/digits --backend cuda 2>&1 | tail -4 || true
+    gpu_test "$stage/test_gpu_kernels" . "$stage/evtc"
+    gpu_test "$stage/test_cuda_runtime" . "$stage/evtc"
+    gpu_test python3 tests/test_gpu_digits.py . "$stage/evtc"   # digits: --backend cuda reaches the CPU's accuracy
     if [ -x "$stage/gpu_bench" ]; then
       echo "== benchmark"
       "$stage/gpu_bench" | tee "${OUT:-/tmp}/evtc_bench.txt"

@@ -2,7 +2,8 @@
  *
  * The hand-built graphs of tests/fusion/ (a diamond, a shared producer, a
  * fusion that would close a cycle, a forward activation reused by the
- * backward) are partitioned by none, greedy and the ILP.  Every plan goes
+ * backward, sibling readers of one input, a softmax whose rows do or do
+ * not fit on chip) are partitioned by none, greedy and the ILP.  Every plan goes
  * through the independent feasibility checker; the ILP must not be slower
  * than greedy; its kernels must be the known optimum, and for these small
  * graphs its modelled time must equal the minimum over EVERY set partition
@@ -127,6 +128,36 @@ static void test_known_optima(void) {
   evtc_partition_free(p);
   evtc_graph_free(g);
 
+  g = load("siblings.evt");
+  p = all_three(g);
+  CHECK(p && p->n_kernels == 2, "siblings: 2 kernels, got %d", p ? p->n_kernels : -1);
+  if (p) {
+    int k = kernel_of(p, "a");
+    CHECK(kernel_of(p, "e") == k && kernel_of(p, "s") == k && kernel_of(p, "w") != k,
+          "siblings: %%s joins the kernel of %%a and %%e, %%w stays alone");
+    CHECK(p->kernels[k].bytes == 2 * 256 * 256 * 4 + 2 * 256 * 4, "siblings: %%x read once: %.0f bytes",
+          p->kernels[k].bytes);
+  }
+  evtc_partition_free(p);
+  evtc_graph_free(g);
+
+  /* rows of 2 KiB: on the cpu target (512 KiB) %x is read once; on a target
+   * with 1 KiB on chip the one kernel is still admissible, and the model
+   * charges the two passes that read %x again */
+  g = load("row_cache.evt");
+  p = all_three(g);
+  CHECK(p && p->n_kernels == 1 && p->bytes == 2 * 64 * 512 * 4, "row cache: one kernel, %%x read once: %.0f bytes",
+        p ? p->bytes : -1);
+  evtc_partition_free(p);
+  evtc_device roomy = dev;
+  dev.smem_bytes = 1024;
+  p = all_three(g);
+  CHECK(p && p->n_kernels == 1 && p->bytes == 4 * 64 * 512 * 4,
+        "row cache over 1 KiB on chip: one kernel reading %%x three times: %.0f bytes", p ? p->bytes : -1);
+  evtc_partition_free(p);
+  dev = roomy;
+  evtc_graph_free(g);
+
   g = load("cycle.evt");
   p = all_three(g);
   if (p) {
@@ -167,6 +198,11 @@ static void test_checker_refuses(void) {
   /* x w g zero h a y mask gh gw: both GEMMs in one kernel */
   int32_t two[] = {-1, -1, -1, -1, 0, 0, 0, 0, 0, 0};
   expect_refused(g, two, "main loops");
+  evtc_graph_free(g);
+  g = load("siblings.evt");
+  /* x g y a e s w: %w shares no input with the siblings */
+  int32_t packed[] = {-1, -1, -1, 0, 0, 0, 0};
+  expect_refused(g, packed, "not connected");
   evtc_graph_free(g);
 }
 

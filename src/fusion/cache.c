@@ -2,10 +2,11 @@
  *
  * A plan is stored under a 64-bit FNV-1a hash of everything that decides
  * it: the graph's canonical text, the target's constants and limits, the
- * candidate budget and a format version.  Files are DIR/fusion-<hash>.plan,
- * written atomically (runtime/atomic_file.h); only proven-optimal plans are
- * stored.  A file that does not parse, or whose plan fails the feasibility
- * checker (partition.c does that check), is ignored.
+ * candidate budget, the file format and the version of the cost model and
+ * templates.  Files are DIR/fusion-<hash>.plan, written atomically
+ * (runtime/atomic_file.h); only proven-optimal plans are stored.  A file
+ * that does not parse, or whose plan fails the feasibility checker
+ * (partition.c does that check), is ignored.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -24,7 +25,9 @@ static uint64_t fnv(uint64_t h, const char *s, size_t n) {
 
 uint64_t evtc_fusion_cache_key(const evtc_fusion_ctx *c, const evtc_fusion_options *opt) {
   char *text = evtc_graph_to_string(c->g);
-  uint64_t h = fnv(0xcbf29ce484222325ull, "evtc-fusion-plan 1\n", 19);
+  /* "model 2": re-reads of multi-pass kernels priced, sibling kernels -- plans of before are no optimum now */
+  static const char version[] = "evtc-fusion-plan 1 model 2\n";
+  uint64_t h = fnv(0xcbf29ce484222325ull, version, sizeof version - 1);
   h = fnv(h, text, strlen(text));
   free(text);
   const evtc_device *dev = c->dev;

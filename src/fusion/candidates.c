@@ -1,19 +1,23 @@
 /* candidates.c -- candidate kernels of one component, for the ILP.
  *
  * Every connected, convex node set of the component (connected through
- * direct producer-consumer edges; convex: no path leaves it and returns)
- * that is admissible (template.c) is a candidate, priced by the cost model.
- * Only convex sets can be kernels, so only they are generated: breadth
- * first from the single nodes, a set S grows by one neighbour u to the
- * convex hull of S + u (S + u + every node on a path between them), and a
- * hash table drops sets met before.  This reaches every convex connected
- * set T: T always has a source or sink t whose removal leaves a convex
- * connected set (a non-cut vertex of a leaf block of T), and the hull of
- * (T - t) + t is T.  Sets for which evtc_fusion_hopeless proves that no
- * superset is admissible are not grown.  After max_cand candidates (or 20
- * times as many sets seen) enumeration stops and the set is marked
- * truncated: the ILP is then optimal over the candidates it has, which
- * always include every single node.
+ * producer-consumer edges and sibling links -- nodes reading one tensor
+ * over the same iteration space, fusion_internal.h; convex: no path leaves
+ * it and returns) that is admissible (template.c) is a candidate, priced
+ * by the cost model.  Only convex sets can be kernels, so only they are
+ * generated: breadth first from the single nodes, a set S grows by one
+ * neighbour u (an input, consumer or sibling of a member) to the convex
+ * hull of S + u (S + u + every node on a path between them), and a hash
+ * table drops sets met before.  This reaches every convex connected set T:
+ * T always has a source or sink t whose removal leaves a convex connected
+ * set (the first or last node, in topological order, of a leaf block of T
+ * that is not its cut vertex: all its links stay inside the block, so it
+ * has no producer or no consumer in T), and the hull of (T - t) + t is T.
+ * Sets for which evtc_fusion_hopeless proves that no superset is
+ * admissible are not grown.  After max_cand candidates (or 20 times as
+ * many sets seen) enumeration stops and the set is marked truncated: the
+ * ILP is then optimal over the candidates it has, which always include
+ * every single node.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -147,9 +151,12 @@ void evtc_fusion_enumerate(evtc_fusion_ctx *c, const int32_t *comp, int32_t m, l
     int32_t cur = evtc_fusion_mark(c, set, n);
     for (int k = 0; k < n && !out->truncated; k++) {
       const evtc_node *nd = c->g->nodes[set[k]];
-      int32_t n_nb = nd->n_inputs + c->user_start[set[k] + 1] - c->user_start[set[k]];
+      int32_t n_in = nd->n_inputs, n_users = c->user_start[set[k] + 1] - c->user_start[set[k]];
+      int32_t n_nb = n_in + n_users + c->sib_start[set[k] + 1] - c->sib_start[set[k]];
       for (int32_t j = 0; j < n_nb && !out->truncated; j++) {
-        int32_t u = j < nd->n_inputs ? nd->inputs[j]->id : c->users[c->user_start[set[k]] + j - nd->n_inputs];
+        int32_t u = j < n_in ? nd->inputs[j]->id
+                    : j < n_in + n_users ? c->users[c->user_start[set[k]] + j - n_in]
+                    : c->sibs[c->sib_start[set[k]] + j - n_in - n_users];
         if (c->cls[u] != EVTC_CLASS_FUSIBLE || c->stamp[u] == cur || tried[u] == idx + 1) continue;
         tried[u] = idx + 1;
         int g = hull(c, set, n, u, bits, grown);

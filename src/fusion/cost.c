@@ -8,6 +8,17 @@
  * for everything else (a reduction: per input element).  Time in
  * microseconds: launch + max(bytes / copy_bw, gemm_flops / gemm_peak +
  * other_flops / vector_peak) -- a roofline per kernel, kernels in sequence.
+ *
+ * Multi-pass kernels.  A kernel whose row reductions are read inside it
+ * runs in phases, one pass over each row per phase (kernel/kernel.h: a
+ * value's phase is the number of such reductions on its longest path from
+ * the loads).  The emitters keep every full-size kernel input that more
+ * than one pass reads on chip for the row's lifetime -- registers or
+ * shared memory, (row length x element size) bytes each, rounded up to 16
+ * -- and read it from memory once.  When those rows together exceed the
+ * target's smem_bytes they are read again in every later pass that needs
+ * them (cuda_emit_rows.c without a row cache; the CPU template re-reads
+ * from its caches in any case), and the model charges those re-reads.
  */
 #include "fusion/fusion_internal.h"
 
@@ -51,6 +62,73 @@ static double node_flops(const evtc_node *n, bool *gemm) {
   }
 }
 
+/* True when member v of the marked set cur is read outside it or is a graph output. */
+static bool escapes(const evtc_fusion_ctx *c, int32_t v, int32_t cur) {
+  if (c->is_output[v]) return true;
+  for (int32_t k = c->user_start[v]; k < c->user_start[v + 1]; k++)
+    if (c->stamp[c->users[k]] != cur) return true;
+  return false;
+}
+
+enum { COUNTED = 63 };    /* a bit of c->passes: the input's rows were counted */
+
+/* Bytes that kernel s (ascending ids, members marked cur) reads again
+ * because the full-size inputs several passes read do not fit on chip
+ * (see the top of this file); 0 for single-pass kernels. */
+static double reread_bytes(evtc_fusion_ctx *c, const int32_t *s, int n, int32_t cur) {
+  int64_t D = 0, rows = 0;
+  int last = 0;
+  for (int i = 0; i < n; i++) {                 /* phases, in topological order */
+    int32_t v = s[i];
+    const evtc_node *nd = c->g->nodes[v];
+    int ph = 0;
+    for (int32_t k = 0; k < nd->n_inputs; k++) {
+      int32_t u = nd->inputs[k]->id;
+      if (c->stamp[u] != cur) {
+        c->passes[u] = 0;
+        continue;
+      }
+      int after = c->phase[u] + (c->red[u] != EVTC_RED_NONE);
+      if (after > ph) ph = after;
+      if (c->red[u] != EVTC_RED_NONE && rows == 0) rows = c->numel[u];
+    }
+    c->phase[v] = (uint8_t)(ph < COUNTED - 1 ? ph : COUNTED - 1);
+    c->passes[v] = 0;
+    if (ph > last) last = ph;
+    int64_t work = c->mainloop[v] ? c->numel[v] : c->iter[v];
+    if (work > D) D = work;
+  }
+  if (last == 0 || rows <= 0) return 0;
+  for (int i = n - 1; i >= 0; i--) {            /* passes that need each full-size value */
+    int32_t v = s[i];
+    uint64_t need;
+    if (c->red[v] != EVTC_RED_NONE) need = 1ull << c->phase[v];
+    else if (c->numel[v] == D) need = c->passes[v] | (escapes(c, v, cur) ? 1ull << c->phase[v] : 0);
+    else continue;
+    const evtc_node *nd = c->g->nodes[v];
+    for (int32_t k = 0; k < nd->n_inputs; k++) {
+      int32_t u = nd->inputs[k]->id;
+      bool member = c->stamp[u] == cur;
+      if (c->numel[u] == D && (!member || c->red[u] == EVTC_RED_NONE)) c->passes[u] |= need;
+    }
+  }
+  double on_chip = 0, again = 0;
+  int64_t cols = D / rows;
+  for (int i = 0; i < n; i++) {
+    const evtc_node *nd = c->g->nodes[s[i]];
+    for (int32_t k = 0; k < nd->n_inputs; k++) {
+      int32_t u = nd->inputs[k]->id;
+      if (c->stamp[u] == cur || c->numel[u] != D || (c->passes[u] >> COUNTED & 1)) continue;
+      int reads = __builtin_popcountll(c->passes[u]);
+      c->passes[u] |= 1ull << COUNTED;
+      if (reads < 2) continue;
+      on_chip += (double)((cols * (int64_t)evtc_dtype_size(nd->inputs[k]->type.dtype) + 15) / 16 * 16);
+      again += (reads - 1) * tensor_bytes(nd->inputs[k]);
+    }
+  }
+  return on_chip > c->dev->smem_bytes ? again : 0;
+}
+
 double evtc_fusion_cost(evtc_fusion_ctx *c, const int32_t *s, int n, double *bytes, double *flops, int *io) {
   int32_t cur = evtc_fusion_mark(c, s, n);
   double rd = 0, wr = 0, gemm = 0, vec = 0;
@@ -64,10 +142,7 @@ double evtc_fusion_cost(evtc_fusion_ctx *c, const int32_t *s, int n, double *byt
       rd += tensor_bytes(nd->inputs[k]);
       count++;
     }
-    bool escapes = c->is_output[s[i]];
-    for (int32_t k = c->user_start[s[i]]; k < c->user_start[s[i] + 1] && !escapes; k++)
-      escapes = c->stamp[c->users[k]] != cur;
-    if (escapes) {
+    if (escapes(c, s[i], cur)) {
       wr += tensor_bytes(nd);
       count++;
     }
@@ -76,6 +151,7 @@ double evtc_fusion_cost(evtc_fusion_ctx *c, const int32_t *s, int n, double *byt
     if (on_gemm) gemm += f;
     else vec += f;
   }
+  rd += reread_bytes(c, s, n, cur);
   const evtc_device *dev = c->dev;
   double mem_s = (rd + wr) / dev->copy_bw, cmp_s = gemm / dev->gemm_flops + vec / dev->vector_flops;
   if (bytes) *bytes = rd + wr;

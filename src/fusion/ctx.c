@@ -2,9 +2,10 @@
  *
  * evtc_fusion_ctx_init classifies every node (leaf, scalar chain, opaque,
  * fusible), records its element counts and reduction kind, builds the
- * consumer lists and the strict ancestor / descendant bitsets used by the
- * convexity test.  evtc_fusion_assign_fixed places the nodes no partitioner
- * chooses anything about: opaque ops alone, scalar-chain outputs together.
+ * consumer and sibling lists and the strict ancestor / descendant bitsets
+ * used by the convexity test.  evtc_fusion_assign_fixed places the nodes
+ * no partitioner chooses anything about: opaque ops alone, scalar-chain
+ * outputs together.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,49 @@ static evtc_reduce_kind reduce_kind(const evtc_node *n) {
   return suffix ? EVTC_RED_ROW : prefix ? EVTC_RED_COL : EVTC_RED_OTHER;
 }
 
+/* True when node r reads tensor t whole as an elementwise or reduction
+ * step over t's own element count, and t is a leaf, an opaque op's output
+ * or a main loop's: r may share t's load with a sibling.  Readers of a
+ * value that elementwise, reduction or layout nodes compute are linked
+ * through that node already (it can join their kernel); linking them
+ * directly too multiplies the candidate sets (ResNet-18's batch-norm
+ * backward regions) for little gain. */
+static bool full_reader(const evtc_fusion_ctx *c, int32_t r, int32_t t) {
+  bool shared = c->cls[t] != EVTC_CLASS_FUSIBLE || c->mainloop[t];
+  return shared && c->cls[r] == EVTC_CLASS_FUSIBLE && !c->mainloop[r] && c->numel[t] > 1 && c->iter[r] == c->numel[t];
+}
+
+/* The sibling lists (fusion_internal.h): for every node v, the nodes other
+ * than v that read one of v's inputs as full readers, as v does. */
+static void build_siblings(evtc_fusion_ctx *c) {
+  int32_t n = c->n;
+  int32_t *mark = xcalloc((size_t)n, sizeof(int32_t));
+  c->sib_start = xcalloc((size_t)n + 1, sizeof(int32_t));
+  for (int pass = 0; pass < 2; pass++) {       /* 0: count, 1: fill */
+    for (int32_t v = 0; v < n; v++) mark[v] = -1;
+    for (int32_t v = 0; v < n; v++) {
+      int32_t at = pass ? c->sib_start[v] : 0;
+      const evtc_node *nd = c->g->nodes[v];
+      for (int32_t k = 0; k < nd->n_inputs; k++) {
+        int32_t t = nd->inputs[k]->id;
+        if (!full_reader(c, v, t)) continue;
+        for (int32_t j = c->user_start[t]; j < c->user_start[t + 1]; j++) {
+          int32_t r = c->users[j];
+          if (r == v || mark[r] == v || !full_reader(c, r, t)) continue;
+          mark[r] = v;
+          if (pass) c->sibs[at++] = r;
+          else c->sib_start[v + 1]++;
+        }
+      }
+    }
+    if (pass == 0) {
+      for (int32_t v = 0; v < n; v++) c->sib_start[v + 1] += c->sib_start[v];
+      c->sibs = xcalloc((size_t)c->sib_start[n], sizeof(int32_t));
+    }
+  }
+  free(mark);
+}
+
 bool evtc_fusion_ctx_init(evtc_fusion_ctx *c, const evtc_graph *g, const evtc_device *dev) {
   memset(c, 0, sizeof *c);
   c->g = g;
@@ -55,6 +99,8 @@ bool evtc_fusion_ctx_init(evtc_fusion_ctx *c, const evtc_graph *g, const evtc_de
   c->numel = xcalloc((size_t)n, sizeof(int64_t));
   c->iter = xcalloc((size_t)n, sizeof(int64_t));
   c->stamp = xcalloc((size_t)n, sizeof(int32_t));
+  c->phase = xcalloc((size_t)n, 1);
+  c->passes = xcalloc((size_t)n, sizeof(uint64_t));
   for (int32_t i = 0; i < g->n_outputs; i++) c->is_output[g->outputs[i].node->id] = true;
   int32_t *count = xcalloc((size_t)n + 1, sizeof(int32_t));
   for (int32_t v = 0; v < n; v++) {
@@ -100,6 +146,7 @@ bool evtc_fusion_ctx_init(evtc_fusion_ctx *c, const evtc_graph *g, const evtc_de
     }
   }
   free(fill);
+  build_siblings(c);
   c->words = (n + 63) / 64;
   size_t w = (size_t)c->words;
   c->anc = xcalloc((size_t)n * w, sizeof(uint64_t));
@@ -135,6 +182,10 @@ void evtc_fusion_ctx_free(evtc_fusion_ctx *c) {
   free(c->iter);
   free(c->user_start);
   free(c->users);
+  free(c->sib_start);
+  free(c->sibs);
+  free(c->phase);
+  free(c->passes);
   free(c->anc);
   free(c->desc);
   free(c->stamp);

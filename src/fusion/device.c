@@ -2,7 +2,8 @@
  *
  * data/devices/<name>.txt holds "key value" lines ('#' comments): name,
  * copy_bw (bytes/s), gemm_flops, vector_flops (FLOP/s), launch_us, the
- * template limits max_nodes, max_reductions, max_io, smem_bytes, and an
+ * template limits max_nodes, max_reductions, max_io, the on-chip bytes
+ * smem_bytes of the cost model's multi-pass rows (cost.c), and an
  * optional "calibrated ..." line saying where the numbers came from.  The
  * directory is $EVTC_DATA_DIR/devices, else the source tree's
  * data/devices (EVTC_DATA_DIR is compiled in by CMake).

@@ -9,14 +9,18 @@
  *     only (its readers recompute it) and not a graph output; kernel ids in
  *     range and each kernel's node list consistent with kernel_of;
  *   - at most one main loop per kernel; an opaque op alone; a fused kernel
- *     connected through its own producer-consumer edges (horizontal
- *     packing of independent ops is not a template), unless it holds only
- *     stored rank-0 values;
+ *     connected through its own producer-consumer edges and sibling links
+ *     (two members other than main loops that read one common tensor, of
+ *     more than one element, over that tensor's own element count: they
+ *     share its load), unless it holds only stored rank-0 values; packing
+ *     ops that share nothing is not a template;
  *   - each fused kernel fits its template (see template.c for the rules:
  *     prologue layouts feeding the nucleus, epilogue over the output space,
  *     reductions read inside only as equal-row row reductions of a kernel
  *     without a nucleus, nothing shrinks a full-size value except a
- *     reduction) and the target's limits, and carries the right kind;
+ *     reduction) and the target's limits (nodes, reductions, tensors read
+ *     and written; how much of a row stays on chip is a cost, not a
+ *     limit), and carries the right kind;
  *   - the kernel graph is acyclic (which also makes every kernel convex).
  */
 #include <stdarg.h>
@@ -85,7 +89,26 @@ static bool is_output(const evtc_graph *g, const evtc_node *n) {
   return false;
 }
 
-/* True when kernel K's nodes are connected through edges between them. */
+/* The elements node n works over: its input's for a reduction, else its own. */
+static int64_t work_of(const evtc_node *n) {
+  return fkind(n) == EVTC_FUSE_REDUCE ? elems(n->inputs[0]) : elems(n);
+}
+
+/* True when a and b (kernel members) are siblings: neither a main loop,
+ * both reading some tensor of more than one element over its own element
+ * count. */
+static bool siblings(const evtc_node *a, const evtc_node *b) {
+  if (fkind(a) == EVTC_FUSE_MAINLOOP || fkind(b) == EVTC_FUSE_MAINLOOP) return false;
+  for (int32_t i = 0; i < a->n_inputs; i++) {
+    const evtc_node *t = a->inputs[i];
+    if (elems(t) <= 1 || work_of(a) != elems(t) || work_of(b) != elems(t)) continue;
+    for (int32_t j = 0; j < b->n_inputs; j++)
+      if (b->inputs[j] == t) return true;
+  }
+  return false;
+}
+
+/* True when kernel K's nodes are connected through edges and sibling links between them. */
 static bool connected(const chk *k, const evtc_fusion_kernel *K) {
   bool *reached = calloc((size_t)K->n_nodes, sizeof(bool));
   EVTC_ASSERT(reached != NULL);
@@ -100,7 +123,7 @@ static bool connected(const chk *k, const evtc_fusion_kernel *K) {
         bool edge = false;
         for (int32_t q = 0; q < a->n_inputs && !edge; q++) edge = a->inputs[q] == b;
         for (int32_t q = 0; q < b->n_inputs && !edge; q++) edge = b->inputs[q] == a;
-        if (edge) reached[i] = reached[j] = true, count++, grew = true;
+        if (edge || siblings(a, b)) reached[i] = reached[j] = true, count++, grew = true;
       }
   }
   free(reached);
@@ -116,15 +139,14 @@ static bool check_fused(chk *k, const evtc_fusion_kernel *K, int32_t kid, const 
   for (int32_t i = 0; i < K->n_nodes; i++) {
     const evtc_node *n = g->nodes[K->nodes[i]];
     if (fkind(n) == EVTC_FUSE_MAINLOOP) nucleus = n->id;
-    int64_t work = fkind(n) == EVTC_FUSE_REDUCE ? elems(n->inputs[0]) : elems(n);
-    if (work > space) space = work;
+    if (work_of(n) > space) space = work_of(n);
   }
   if (nucleus >= 0) space = elems(g->nodes[nucleus]);
   bool single = K->n_nodes == 1, scalars = true;
   for (int32_t i = 0; i < K->n_nodes; i++) scalars &= k->recompute[K->nodes[i]];
   if (!single && !scalars && !connected(k, K)) return fail(k, "kernel %d is not connected", kid);
   if (!single && K->n_nodes > dev->max_nodes) return fail(k, "kernel %d: %d nodes, more than %d", kid, K->n_nodes, dev->max_nodes);
-  int reductions = 0, kept_rows = 0;
+  int reductions = 0;
   int64_t rows = 0;
   for (int32_t i = 0; i < K->n_nodes; i++) {
     const evtc_node *n = g->nodes[K->nodes[i]];
@@ -153,7 +175,6 @@ static bool check_fused(chk *k, const evtc_fusion_kernel *K, int32_t kid, const 
           return fail(k, "kernel %d: %%%s is read inside the kernel but is not a row reduction of it", kid, n->name);
         if (rows && rows != elems(n)) return fail(k, "kernel %d: row reductions of different row counts", kid);
         rows = elems(n);
-        kept_rows++;
       }
     } else {
       if (elems(n) > space) return fail(k, "kernel %d: %%%s is larger than the kernel's space", kid, n->name);
@@ -164,8 +185,6 @@ static bool check_fused(chk *k, const evtc_fusion_kernel *K, int32_t kid, const 
   if (single) reductions = fkind(g->nodes[K->nodes[0]]) == EVTC_FUSE_REDUCE;
   if (!single && reductions > dev->max_reductions)
     return fail(k, "kernel %d: %d reductions, more than %d", kid, reductions, dev->max_reductions);
-  if (kept_rows && (double)(space / rows) * 4.0 * kept_rows > dev->smem_bytes)
-    return fail(k, "kernel %d: its rows do not fit in %.0f bytes on chip", kid, dev->smem_bytes);
   /* tensors read from and written to memory */
   int io = 0;
   for (int32_t i = 0; i < K->n_nodes; i++) {

@@ -2,11 +2,22 @@
  *
  * An evtc_fusion_ctx holds per-node facts computed once per graph: the
  * node's class (leaf, scalar chain, opaque, fusible), its consumers, its
- * element counts, the kind of reduction it is, and reachability bitsets
- * (ancestors and descendants) for convexity tests.  On top of it: kernel
- * admission and pricing (candidates.c, cost.c), the kernel graph and its
- * cycles (graph.c), candidate enumeration, greedy and ILP partitioners.
- * feasible.c deliberately includes none of this.
+ * siblings (see below), its element counts, the kind of reduction it is,
+ * and reachability bitsets (ancestors and descendants) for convexity tests.
+ *
+ * Siblings: two fusible nodes other than main loops that read one common
+ * tensor t over the same iteration space (t's element count equals the
+ * iteration space of both, t larger than a scalar), where t is a leaf, an
+ * opaque op's output or a main loop's (ctx.c says why not others).  A
+ * kernel may hold siblings without a producer-consumer path between them
+ * (horizontal, multi-output fusion, as XLA's sibling fusion and AStitch's
+ * packing do): t is then read once instead of once per kernel.  Candidate
+ * kernels are connected through producer-consumer edges and sibling links
+ * together.
+ *
+ * On top of it: kernel admission and pricing (template.c, cost.c), the
+ * kernel graph and its cycles (graph.c), candidate enumeration, greedy and
+ * ILP partitioners.  feasible.c deliberately includes none of this.
  */
 #ifndef EVTC_FUSION_INTERNAL_H
 #define EVTC_FUSION_INTERNAL_H
@@ -40,10 +51,14 @@ typedef struct evtc_fusion_ctx {
   int64_t *iter;          /* iteration space: input elements for reductions */
   int32_t *user_start;    /* CSR of distinct consumers: users[user_start[v] .. user_start[v+1]) */
   int32_t *users;
+  int32_t *sib_start;     /* CSR of siblings: sibs[sib_start[v] .. sib_start[v+1]) */
+  int32_t *sibs;
   int32_t words;          /* 64-bit words per bitset row */
   uint64_t *anc, *desc;   /* strict ancestors / descendants, n rows */
   int32_t *stamp;         /* membership marks for set tests */
   int32_t cur;
+  uint8_t *phase;         /* cost.c scratch, by node id: a member's pass */
+  uint64_t *passes;       /* cost.c scratch, by node id: passes that need a value */
   const evtc_fusion_options *opt;   /* accept (may be NULL): a target's veto on node sets */
 } evtc_fusion_ctx;
 
@@ -52,9 +67,9 @@ void evtc_fusion_ctx_free(evtc_fusion_ctx *c);
 /* Marks the nodes of set s (stamp = a fresh value) and returns that value. */
 int32_t evtc_fusion_mark(evtc_fusion_ctx *c, const int32_t *s, int n);
 
-/* Modelled cost of running node set s as one kernel (cost.c): bytes,
- * flops and the number of distinct tensors read + written (io).  Returns
- * the time in microseconds. */
+/* Modelled cost of running node set s (ascending ids) as one kernel
+ * (cost.c): bytes, flops and the number of distinct tensors read + written
+ * (io).  Returns the time in microseconds. */
 double evtc_fusion_cost(evtc_fusion_ctx *c, const int32_t *s, int n, double *bytes, double *flops, int *io);
 
 /* True when node set s (fusible nodes) can be one kernel: template,

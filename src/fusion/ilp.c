@@ -2,7 +2,8 @@
  * kernels, solved with CBC, acyclicity by lazy cycle cuts.
  *
  * Fusible nodes split into connected components (producer-consumer edges
- * between fusible nodes; leaves, scalar chains and opaque ops cut them).
+ * between fusible nodes and sibling links, fusion_internal.h; leaves,
+ * scalar chains and opaque ops cut the edges).
  * For each component the candidates (candidates.c: every admissible
  * connected node set, priced by the cost model) become binary columns x_c
  * with cost t_c, and every node a row: sum of x_c over the candidates
@@ -259,7 +260,8 @@ static void solve_group(ilp_state *s, int32_t root) {
   free(start_idx);
 }
 
-/* Connected components of fusible nodes, numbered by their smallest node. */
+/* Connected components of fusible nodes (producer-consumer edges and
+ * sibling links), numbered by their smallest node. */
 static int32_t find_components(const evtc_fusion_ctx *c, comp_info **out) {
   int32_t *parent = malloc(sizeof(int32_t) * (size_t)(c->n + 1)), *id = malloc(sizeof(int32_t) * (size_t)(c->n + 1));
   EVTC_ASSERT(parent && id);
@@ -269,6 +271,7 @@ static int32_t find_components(const evtc_fusion_ctx *c, comp_info **out) {
     const evtc_node *nd = c->g->nodes[v];
     for (int32_t k = 0; k < nd->n_inputs; k++)
       if (c->cls[nd->inputs[k]->id] == EVTC_CLASS_FUSIBLE) uf_union(parent, v, nd->inputs[k]->id);
+    for (int32_t k = c->sib_start[v]; k < c->sib_start[v + 1]; k++) uf_union(parent, v, c->sibs[k]);
   }
   int32_t n = 0;
   for (int32_t v = 0; v < c->n; v++) id[v] = -1;

@@ -16,7 +16,8 @@
  *               stored at the end, layout ops folded into loads/stores);
  *   STITCHED    a memory-intensive group with reductions: reduce-then-apply
  *               chains (softmax, layernorm, their backwards), rows kept on
- *               chip (FusionStitching/AStitch regional stitching);
+ *               chip (FusionStitching/AStitch regional stitching), and
+ *               sibling reductions of the same inputs (multi-output);
  *   ELEMENTWISE a plain loop over one iteration space;
  *   OPAQUE      one op that no template covers (gather, pooling, ...).
  *
@@ -55,7 +56,7 @@ typedef struct evtc_device {
   int max_nodes;          /* nodes per fused kernel */
   int max_reductions;     /* reduction nodes per kernel */
   int max_io;             /* distinct tensors read + written per kernel */
-  double smem_bytes;      /* on-chip bytes for the rows a stitched kernel keeps */
+  double smem_bytes;      /* on-chip bytes for the rows a multi-pass kernel keeps; beyond: re-read (cost.c) */
   char calibration[160];  /* the file's "calibrated" line, or "" */
 } evtc_device;
 

@@ -11,13 +11,16 @@
  *     that are stored at the end (no reader inside the kernel).
  *   STITCHED / ELEMENTWISE: no main loop; D is the largest iteration
  *     space.  Reductions read inside the kernel must be row reductions of
- *     D-sized values, all with the same row count R (reduce-then-apply);
- *     the kernel keeps (D/R) elements per row on chip for each of them,
- *     within the target's smem_bytes.  Other reductions are final stores.
+ *     D-sized values, all with the same row count R (reduce-then-apply:
+ *     one pass over a row per phase).  Other reductions are final stores.
+ *     How much of a row stays on chip between passes is a matter of cost,
+ *     not of admission: inputs that do not fit are read again (cost.c).
  *   Everywhere: only a reduction may take a D-sized value inside the kernel
  *     to a smaller one; nothing exceeds D; at most max_nodes nodes,
  *     max_reductions reductions, max_io tensors read + written.
- * feasible.c checks the same rules with its own code.
+ * Members need not be linked by producer-consumer edges: siblings
+ * (fusion_internal.h) share their common input's load.  feasible.c checks
+ * the same rules with its own code.
  */
 #include "fusion/fusion_internal.h"
 
@@ -150,7 +153,7 @@ bool evtc_fusion_admissible(evtc_fusion_ctx *c, const int32_t *s, int n, evtc_ke
   }
   if (nucleus >= 0) D = c->numel[nucleus];
   int32_t cur = evtc_fusion_mark(c, s, n);
-  int nred = 0, nrow = 0;
+  int nred = 0;
   int64_t rows = -1;
   const evtc_node *nuc = nucleus >= 0 ? c->g->nodes[nucleus] : NULL;
   for (int i = 0; i < n && n > 1; i++) {
@@ -170,7 +173,6 @@ bool evtc_fusion_admissible(evtc_fusion_ctx *c, const int32_t *s, int n, evtc_ke
         if (nuc || c->red[v] != EVTC_RED_ROW || c->iter[v] != D) return false;
         if (rows >= 0 && rows != c->numel[v]) return false;
         rows = c->numel[v];
-        nrow++;
       }
     } else {
       if (c->numel[v] > D) return false;
@@ -179,7 +181,6 @@ bool evtc_fusion_admissible(evtc_fusion_ctx *c, const int32_t *s, int n, evtc_ke
   }
   if (n > 1) {
     if (nred > dev->max_reductions) return false;
-    if (nrow > 0 && (double)(D / rows) * 4.0 * nrow > dev->smem_bytes) return false;
     if (!convex(c, s, n, cur)) return false;
   }
   int io;

@@ -156,9 +156,9 @@ int evtc_tm_emit(const evtc_task_map *m, const char *worker, const char *var, bo
                  char *loops, size_t loops_cap, char coord[][EVTC_TM_EXPR]) {
   char digit[EVTC_TM_MAX_LEVELS][EVTC_TM_EXPR];
   size_t ll = 0;
-  int opened = 0;
+  int opened = 0, n_levels = m->n_levels < EVTC_TM_MAX_LEVELS ? m->n_levels : EVTC_TM_MAX_LEVELS;
   if (loops_cap) loops[0] = 0;
-  for (int k = 0; k < m->n_levels; k++) {
+  for (int k = 0; k < n_levels; k++) {
     int64_t p = level_extent(m, k);
     size_t dl = 0;
     digit[k][0] = 0;
@@ -185,7 +185,7 @@ int evtc_tm_emit(const evtc_task_map *m, const char *worker, const char *var, bo
     size_t len = 0;
     bool first = true;
     coord[d][0] = 0;
-    for (int k = 0; k < m->n_levels; k++)
+    for (int k = 0; k < n_levels; k++)
       if (digit[k][0] && !put_term(m, k, d, digit[k], coord[d], &len, &first)) return -1;
     if (first && !put(coord[d], EVTC_TM_EXPR, &len, "0")) return -1;
   }

@@ -61,6 +61,7 @@ static const sym_spec driver_syms[] = {
     DRV(cuEventDestroy, "cuEventDestroy_v2", NULL),
     DRV(cuGetErrorName, "cuGetErrorName", NULL),
     DRV(cuGetErrorString, "cuGetErrorString", NULL),
+    DRV(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled", NULL),
 };
 #undef DRV
 

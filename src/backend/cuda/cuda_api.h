@@ -86,6 +86,11 @@ typedef struct evtc_cuda_driver {
   CUresult (*cuEventDestroy)(CUevent e);                                      /* _v2 */
   CUresult (*cuGetErrorName)(CUresult r, const char **name);
   CUresult (*cuGetErrorString)(CUresult r, const char **text);
+  /* TMA descriptors (CUDA 12+): enum arguments as int; the map is 128 opaque bytes, 64-byte aligned */
+  CUresult (*cuTensorMapEncodeTiled)(void *tensor_map, int data_type, unsigned rank, void *global_address,
+                                     const unsigned long long *global_dim, const unsigned long long *global_strides,
+                                     const unsigned *box_dim, const unsigned *element_strides, int interleave,
+                                     int swizzle, int l2_promotion, int oob_fill);
 } evtc_cuda_driver;
 
 /* ---- NVRTC (nvrtc.h) ---- */
@@ -127,12 +132,14 @@ typedef struct {                        /* cublasLtMatmulHeuristicResult_t */
 } evtc_cublasLtHeuristic;
 
 /* cudaDataType_t, cublasComputeType_t, cublasOperation_t and attribute ids. */
-enum { EVTC_CUDA_R_32F = 0, EVTC_CUDA_R_64F = 1 };
+enum { EVTC_CUDA_R_32F = 0, EVTC_CUDA_R_64F = 1, EVTC_CUDA_R_16F = 2, EVTC_CUDA_R_16BF = 14 };
 enum { EVTC_CUBLAS_COMPUTE_32F = 68, EVTC_CUBLAS_COMPUTE_64F = 70 };
 enum { EVTC_CUBLAS_OP_N = 0, EVTC_CUBLAS_OP_T = 1 };
 enum { EVTC_CUBLASLT_MATMUL_DESC_TRANSA = 3, EVTC_CUBLASLT_MATMUL_DESC_TRANSB = 4 };
 enum { EVTC_CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5, EVTC_CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = 6 };
 enum { EVTC_CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1 };
+enum { EVTC_CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5, EVTC_CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6,
+       EVTC_CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7, EVTC_CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8 };
 
 typedef struct evtc_cuda_cublaslt {
   size_t (*cublasLtGetVersion)(void);

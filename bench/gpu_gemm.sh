@@ -1,0 +1,76 @@
+#!/bin/sh
+# gpu_gemm.sh -- evtc's sm_90a GEMM on a GPU: builds here, runs there.
+#
+#   bench/gpu_gemm.sh prepare   on the build machine: a build (in
+#                               $EVTC_BUILD, default build-gpu-gemm; type
+#                               $EVTC_BUILD_TYPE, default Release), stages
+#                               test_gpu_gemm, gpu_gemm_bench and the shared
+#                               libraries they need (beside libc) in .gpu-gemm/,
+#                               and compiles every kernel through NVRTC into
+#                               .gpu-gemm/cache (the GPU machine then loads the
+#                               CUBINs from that cache: same NVRTC version and
+#                               source, same key) and the bench's source into
+#                               .gpu-gemm/gpu_gemm_bench.cu
+#   bench/gpu_gemm.sh run       on the GPU machine, from the repo root: the
+#                               correctness test (float64 host reference), the
+#                               SASS of the bench kernels (HGMMA count), then
+#                               the benchmark against cuBLASLt twice (the spread
+#                               is the noise), its table last.
+#
+# In this workplace: add /.gpu-gemm/ to .git/info/exclude and
+# run(command="sh bench/gpu_gemm.sh run", carry=[".gpu-gemm"]).
+set -eu
+stage=.gpu-gemm
+
+case "${1:-}" in
+prepare)
+  build=${EVTC_BUILD:-build-gpu-gemm}
+  cmake -S . -B "$build" -DEVTC_WERROR=ON -DCMAKE_BUILD_TYPE="${EVTC_BUILD_TYPE:-Release}" >/dev/null
+  cmake --build "$build" -j2 --target evtc test_gpu_gemm >/dev/null
+  rm -rf "$stage" && mkdir -p "$stage/lib" "$stage/cache"
+  cp "$build/tests/test_gpu_gemm" "$stage/"
+  cc -O2 -std=gnu11 -fopenmp -Iinclude -Isrc bench/gpu_gemm_bench.c "$build/libevtc.a" \
+    $(pkg-config --libs libprotobuf-c cbc) -lm -ldl -lpthread -o "$stage/gpu_gemm_bench"
+  for b in "$stage"/test_gpu_gemm "$stage"/gpu_gemm_bench; do
+    strip "$b"
+    ldd "$b" | awk '/=> \// {print $3}' | grep -v -E '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
+      while read -r lib; do cp -L "$lib" "$stage/lib/"; done
+  done
+  rc=0
+  XDG_CACHE_HOME="$PWD/$stage/cache" "$stage/test_gpu_gemm" || rc=$?
+  [ "$rc" = 0 ] || [ "$rc" = 77 ] || { echo "test_gpu_gemm failed here ($rc)" >&2; exit 1; }
+  XDG_CACHE_HOME="$PWD/$stage/cache" "$stage/gpu_gemm_bench" --compile-only --dump "$stage"
+  du -sh "$stage"
+  ;;
+run)
+  out=${OUT:-/tmp}
+  export LD_LIBRARY_PATH="$PWD/$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export XDG_CACHE_HOME="$PWD/$stage/cache"
+  {
+    echo "== $(date -u +%Y-%m-%dT%H:%MZ) $(uname -r)"
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
+    echo "== test_gpu_gemm"
+    rc=0
+    timeout "${GEMM_TEST_TIMEOUT:-90}" "$stage/test_gpu_gemm" || rc=$?
+    echo "== test_gpu_gemm exit code $rc"
+    if command -v cuobjdump >/dev/null; then
+      echo "== SASS of the bench kernels"
+      for c in "$stage"/cache/evtc/cuda/*.cubin; do
+        cuobjdump --dump-sass "$c" >/tmp/sass.txt 2>&1 || continue
+        grep -q bench_gemm /tmp/sass.txt || continue
+        echo "$(grep -c HGMMA /tmp/sass.txt) HGMMA, $(grep -c -E 'LDL|STL' /tmp/sass.txt) local loads/stores in $c"
+      done
+    fi
+    for pass in 1 2; do   # twice: the spread between passes is the noise
+      echo "== gpu_gemm_bench, pass $pass"
+      rc=0
+      timeout "${GEMM_BENCH_TIMEOUT:-100}" "$stage/gpu_gemm_bench" || rc=$?
+      echo "== gpu_gemm_bench exit code $rc"
+    done
+  } 2>&1 | tee "$out/gpu_gemm.log"
+  ;;
+*)
+  echo "usage: $0 prepare|run" >&2
+  exit 2
+  ;;
+esac

@@ -1,0 +1,620 @@
+/* cuda_emit_gemm.c -- the sm_90a GEMM template: config -> CUDA C, and the
+ * host side of a launch (TMA descriptors, grid).  See cuda_emit_gemm.h.
+ *
+ * The pipeline.  A CTA has 1 + C warpgroups (C = consumers).  Warpgroup 0
+ * gives most of its registers away (setmaxnreg.dec) and one of its threads
+ * produces: for every tile the CTA owns and every k-block of 64, it waits
+ * until ring stage s is empty, announces the stage's byte count on the
+ * stage's `full` mbarrier (arrive.expect_tx) and issues the TMA copies of
+ * the A and B blocks into the stage; TMA completes the bytes on the same
+ * barrier.  Each consumer warpgroup (setmaxnreg.inc) owns tile_m / C rows
+ * of the tile as WM = tile_m / (64 C) wgmma atoms of 64 rows x tile_n: it
+ * waits on `full`, issues 4 k16 steps of wgmma per atom, commits them as
+ * one group, and once the group before it has completed (wait_group 1)
+ * each of its warps arrives on that stage's `empty` barrier (count 4 C).
+ * Stage and phase advance together in producer and consumers (s wraps at
+ * `stages`, flipping the parity); the producer's first pass waits on parity
+ * 1, which a fresh barrier reports as complete.  After a tile's last
+ * k-block (wait_group 0) the consumers run the epilogue from registers
+ * while the producer already fills the ring for their next tile; the
+ * built-in store hands D to asynchronous TMA stores through shared memory
+ * (emit_epilogue_store), so the consumers start the next tile's main loop
+ * while D is still being written.
+ *
+ * Tiles.  The grid is persistent (min(tiles, SMs) CTAs); CTA x takes tiles
+ * x, x + grid, ...  Tile t of batch b = t / (tiles_m tiles_n) is placed by a
+ * grouped raster: group_m tile rows form a group walked column by column,
+ * so the CTAs in flight read a few A row-panels and B column-panels.
+ *
+ * Shared memory.  The ring starts at the first 1024-byte boundary of the
+ * dynamic shared memory (the 128B swizzle repeats every 1024 bytes and TMA
+ * and wgmma must agree on where it starts: descriptor base offset 0).
+ * Stage s holds A (tile_m x 64 elements, 128 bytes per 64 elements) then B
+ * (tile_n x 64); after the ring come two 8 KiB output subtiles per consumer
+ * warpgroup (the staged store of D), then the 2 x stages mbarriers.
+ *   K-major operand (A M x K, B N x K): one TMA box {64 (k), rows} lands
+ *     row r at byte 128 r, its eight 16-byte chunks permuted by r mod 8
+ *     (SWIZZLE_128B).  wgmma descriptor: canonical K-major 128B layout,
+ *     ((8,m),(8,2)) : ((64 el, SBO), (1, 8 el)): SBO = 1024 (8 rows of 128
+ *     bytes), LBO unused (encoded 1); the k16 step kk starts 32 kk bytes in.
+ *   MN-major operand (A K x M, B K x N): boxes {64 (m or n), 64 (k)}, one
+ *     per 64-wide panel at 8192 bytes each, k-row j of a panel at 128 j.
+ *     Descriptor: canonical MN-major 128B layout, ((8,8,m),(8,k)) :
+ *     ((1,8,LBO),(64,SBO)): LBO = 8192 (panel to panel along m/n), SBO =
+ *     1024 (8 k-rows); the k16 step kk starts 2048 kk bytes in; the
+ *     instruction's imm-trans bit for that operand is 1.
+ *   Either way a 64-row atom of A starts 8192 bytes after the previous one.
+ * Descriptor bits: [0,14) start >> 4, [16,30) LBO >> 4, [32,46) SBO >> 4,
+ * [62,64) swizzle mode (1 = 128B).
+ *
+ * Accumulators.  m64nNk16 leaves N/2 floats per thread: for 8-column block
+ * j, lane l of warp w (in its warpgroup) holds rows 16 w + l/4 (+8) and
+ * columns 8 j + 2 (l%4) (+1), as d[4j + 2h + e] for row half h, column e.
+ * Only compile-time indices touch acc[][], so it stays in registers.
+ *
+ * Edges.  TMA fills out-of-bounds box elements with zeros (counting them
+ * in the transaction bytes), so k past K adds nothing and rows past M /
+ * columns past N hold values the epilogue never stores: the direct store
+ * checks bounds, the TMA store clips them (in 16-byte units along a row,
+ * hence the direct store for a column-edge tile whose edge is not 16-byte
+ * aligned).  MN-major panels that lie wholly outside M or N are not issued
+ * (their bytes are not expected either).
+ */
+#include "backend/cuda/cuda_emit_gemm.h"
+
+#include <stdio.h>
+#include <string.h>
+
+enum { K_BLOCK = 64, ATOM_M = 64, ROW_BYTES = 128, PANEL_BYTES = 64 * 128, SMEM_LIMIT = 227 * 1024 };
+enum { D_SUBTILE = 64 * 128 };   /* bytes of one staged output subtile: 64 rows x 128 bytes */
+
+evtc_cuda_gemm_config evtc_cuda_gemm_config_default(void) {
+  return (evtc_cuda_gemm_config){.tile_m = 128, .tile_n = 256, .tile_k = 64, .stages = 4, .consumers = 2,
+                                 .cluster_m = 1, .cluster_n = 1, .group_m = 8};
+}
+
+void evtc_cuda_gemm_config_name(const evtc_cuda_gemm_config *c, char *buf, size_t cap) {
+  snprintf(buf, cap, "%dx%dx%d s%d c%d g%d", c->tile_m, c->tile_n, c->tile_k, c->stages, c->consumers, c->group_m);
+}
+
+unsigned evtc_cuda_gemm_threads(const evtc_cuda_gemm_config *c) { return 128u * (unsigned)(1 + c->consumers); }
+
+static unsigned stage_bytes(const evtc_cuda_gemm_config *c) { return (unsigned)(c->tile_m + c->tile_n) * ROW_BYTES; }
+
+unsigned evtc_cuda_gemm_smem_bytes(const evtc_cuda_gemm_config *c) {
+  return (unsigned)c->stages * stage_bytes(c) + (unsigned)c->consumers * 2 * D_SUBTILE + 16u * (unsigned)c->stages +
+         1024u;
+}
+
+bool evtc_cuda_gemm_config_check(const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_variant *v, char *why,
+                                 size_t cap) {
+  if (v->in != EVTC_BF16 && v->in != EVTC_F16) {
+    snprintf(why, cap, "input type %s (bf16 or f16 only)", evtc_dtype_name(v->in));
+    return false;
+  }
+  if (v->out != EVTC_F32 && v->out != EVTC_BF16 && v->out != EVTC_F16) {
+    snprintf(why, cap, "output type %s (f32, bf16 or f16 only)", evtc_dtype_name(v->out));
+    return false;
+  }
+  if (c->tile_k != K_BLOCK) {
+    snprintf(why, cap, "tile_k %d (64 only: one 128-byte swizzle span of 16-bit elements)", c->tile_k);
+    return false;
+  }
+  if (c->consumers < 1 || c->consumers > 2) {
+    snprintf(why, cap, "%d consumer warpgroups (1 or 2)", c->consumers);
+    return false;
+  }
+  if (c->tile_m < ATOM_M * c->consumers || c->tile_m % (ATOM_M * c->consumers) || c->tile_m > 256) {
+    snprintf(why, cap, "tile_m %d (a multiple of 64 x consumers, at most 256)", c->tile_m);
+    return false;
+  }
+  if (c->tile_n < 64 || c->tile_n % 64 || c->tile_n > 256) {
+    snprintf(why, cap, "tile_n %d (64, 128, 192 or 256: wgmma n <= 256, 64-wide TMA panels)", c->tile_n);
+    return false;
+  }
+  int regs = c->tile_m / (ATOM_M * c->consumers) * c->tile_n / 2;
+  if (regs > 128) {
+    snprintf(why, cap, "%d accumulator registers per consumer thread (at most 128)", regs);
+    return false;
+  }
+  if (c->stages < 2 || c->stages > 16) {
+    snprintf(why, cap, "%d stages (2 to 16)", c->stages);
+    return false;
+  }
+  if (c->cluster_m != 1 || c->cluster_n != 1) {
+    snprintf(why, cap, "cluster %dx%d (only 1x1: TMA multicast is not written yet)", c->cluster_m, c->cluster_n);
+    return false;
+  }
+  if (c->group_m < 1) {
+    snprintf(why, cap, "group_m %d (at least 1)", c->group_m);
+    return false;
+  }
+  if (evtc_cuda_gemm_smem_bytes(c) > SMEM_LIMIT) {
+    snprintf(why, cap, "%u bytes of shared memory (at most %d)", evtc_cuda_gemm_smem_bytes(c), SMEM_LIMIT);
+    return false;
+  }
+  return true;
+}
+
+/* ---- device helpers, once per module ---- */
+
+static void emit_helpers(evtc_sb *b) {
+  evtc_sb_printf(b,
+    "#ifndef EVTC_SM90_GEMM_HELPERS\n#define EVTC_SM90_GEMM_HELPERS\n"
+    "/* sm_90a GEMM helpers (cuda_emit_gemm.c): TMA, mbarriers, wgmma descriptors, epilogue stores */\n"
+    "struct __align__(64) evtc_tmap { unsigned long long opaque[16]; };   /* a CUtensorMap */\n"
+    "struct evtc_gemm_dims { int M, N, K, batch, tma_store, reserved; long long ldc, c_bstride; };\n"
+    "struct __align__(8) evtc_f32x2 { float x, y; };\n"
+    "__device__ __forceinline__ unsigned evtc_smem_u32(const void *p) {\n"
+    "  unsigned a;\n"
+    "  asm(\"{ .reg .u64 t; cvta.to.shared.u64 t, %%1; cvt.u32.u64 %%0, t; }\" : \"=r\"(a) : \"l\"(p));\n"
+    "  return a;\n"
+    "}\n"
+    "__device__ __forceinline__ void evtc_mbar_init(unsigned bar, unsigned count) {\n"
+    "  asm volatile(\"mbarrier.init.shared::cta.b64 [%%0], %%1;\" :: \"r\"(bar), \"r\"(count) : \"memory\");\n"
+    "}\n"
+    "__device__ __forceinline__ void evtc_mbar_expect_tx(unsigned bar, unsigned bytes) {\n"
+    "  asm volatile(\"{ .reg .b64 st; mbarrier.arrive.expect_tx.shared::cta.b64 st, [%%0], %%1; }\"\n"
+    "               :: \"r\"(bar), \"r\"(bytes) : \"memory\");\n"
+    "}\n"
+    "__device__ __forceinline__ void evtc_mbar_arrive(unsigned bar) {\n"
+    "  asm volatile(\"{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [%%0]; }\" :: \"r\"(bar) : \"memory\");\n"
+    "}\n"
+    "/* Waits until the phase of `parity` completed; traps after 2^26 polls (a hang, not a slow GPU).  The loop is\n"
+    " * inside the asm: a C loop would be a divergent path to ptxas, which then serialises the wgmma pipeline. */\n"
+    "__device__ __forceinline__ void evtc_mbar_wait(unsigned bar, unsigned parity) {\n"
+    "  asm volatile(\"{ .reg .pred p; .reg .u32 n; mov.u32 n, 0;\\n\"\n"
+    "               \"EVTC_WAIT: mbarrier.try_wait.parity.shared::cta.b64 p, [%%0], %%1;\\n\"\n"
+    "               \"@p bra EVTC_DONE;\\nadd.u32 n, n, 1;\\nsetp.lt.u32 p, n, 67108864;\\n@p bra EVTC_WAIT;\\ntrap;\\n\"\n"
+    "               \"EVTC_DONE: }\" :: \"r\"(bar), \"r\"(parity) : \"memory\");\n"
+    "}\n"
+    "/* TMA: box at coordinates (c0 innermost, c1, c2) of map into shared address dst, bytes completing on bar. */\n"
+    "__device__ __forceinline__ void evtc_tma_load(unsigned dst, const evtc_tmap *map, unsigned bar, int c0, int c1,\n"
+    "                                              int c2) {\n"
+    "  asm volatile(\"cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes\"\n"
+    "               \" [%%0], [%%1, {%%3, %%4, %%5}], [%%2];\"\n"
+    "               :: \"r\"(dst), \"l\"(map), \"r\"(bar), \"r\"(c0), \"r\"(c1), \"r\"(c2) : \"memory\");\n"
+    "}\n"
+    "/* TMA store of the box at (c0, c1, c2) of map from shared address src, as one bulk group. */\n"
+    "__device__ __forceinline__ void evtc_tma_store(const evtc_tmap *map, unsigned src, int c0, int c1, int c2) {\n"
+    "  asm volatile(\"cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [%%0, {%%2, %%3, %%4}], [%%1];\"\n"
+    "               :: \"l\"(map), \"r\"(src), \"r\"(c0), \"r\"(c1), \"r\"(c2) : \"memory\");\n"
+    "  asm volatile(\"cp.async.bulk.commit_group;\" ::: \"memory\");\n"
+    "}\n"
+    "/* Until at most one bulk store group still reads shared memory; until all are done. */\n"
+    "__device__ __forceinline__ void evtc_bulk_wait_read1() { asm volatile(\"cp.async.bulk.wait_group.read 1;\" ::: \"memory\"); }\n"
+    "__device__ __forceinline__ void evtc_bulk_wait_all() { asm volatile(\"cp.async.bulk.wait_group 0;\" ::: \"memory\"); }\n"
+    "/* Generic-proxy shared-memory writes visible to the async proxy (TMA), then a warpgroup barrier. */\n"
+    "__device__ __forceinline__ void evtc_fence_smem_async() { asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\"); }\n"
+    "__device__ __forceinline__ void evtc_wg_sync(unsigned id) { asm volatile(\"bar.sync %%0, 128;\" :: \"r\"(id) : \"memory\"); }\n"
+    "/* wgmma shared-memory descriptor, 128B swizzle (see cuda_emit_gemm.c). */\n"
+    "__device__ __forceinline__ unsigned long long evtc_wgmma_desc(unsigned addr, unsigned lbo, unsigned sbo) {\n"
+    "  return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |\n"
+    "         ((unsigned long long)(sbo >> 4) << 32) | (1ull << 62);\n"
+    "}\n"
+    "__device__ __forceinline__ void evtc_wgmma_fence() { asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\"); }\n"
+    "__device__ __forceinline__ void evtc_wgmma_commit() {\n"
+    "  asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");\n"
+    "}\n"
+    "template <int N> __device__ __forceinline__ void evtc_wgmma_wait() {\n"
+    "  asm volatile(\"wgmma.wait_group.sync.aligned %%0;\" :: \"n\"(N) : \"memory\");\n"
+    "}\n"
+    "/* Grouped raster: tile t -> batch, first row, first column. */\n"
+    "__device__ __forceinline__ void evtc_gemm_tile(int t, int tiles_m, int tiles_n, int group_m, int tm, int tn,\n"
+    "                                               int *bat, int *m0, int *n0) {\n"
+    "  const int per = tiles_m * tiles_n, b = t / per, rem = t - b * per;\n"
+    "  const int span = group_m * tiles_n, g = rem / span, first = g * group_m;\n"
+    "  const int gm = tiles_m - first < group_m ? tiles_m - first : group_m, in = rem - g * span;\n"
+    "  *bat = b;\n  *m0 = (first + in %% gm) * tm;\n  *n0 = (in / gm) * tn;\n"
+    "}\n"
+    "/* Epilogue stores of one or two adjacent elements (cvt.rn: round to nearest even). */\n"
+    "__device__ __forceinline__ void evtc_st1_f32(char *p, float v) { *(float *)p = v; }\n"
+    "__device__ __forceinline__ void evtc_st2_f32(char *p, float v0, float v1) {\n"
+    "  evtc_f32x2 t; t.x = v0; t.y = v1; *(evtc_f32x2 *)p = t;\n"
+    "}\n"
+    "__device__ __forceinline__ void evtc_sts2_f32(unsigned a, float v0, float v1) {\n"
+    "  asm volatile(\"st.shared.v2.f32 [%%0], {%%1, %%2};\" :: \"r\"(a), \"f\"(v0), \"f\"(v1) : \"memory\");\n"
+    "}\n");
+  static const char *const half[2] = {"bf16", "f16"};
+  for (int i = 0; i < 2; i++)
+    evtc_sb_printf(b,
+      "__device__ __forceinline__ void evtc_sts2_%s(unsigned a, float v0, float v1) {\n"
+      "  unsigned w;\n  asm(\"cvt.rn.%sx2.f32 %%0, %%1, %%2;\" : \"=r\"(w) : \"f\"(v1), \"f\"(v0));\n"
+      "  asm volatile(\"st.shared.b32 [%%0], %%1;\" :: \"r\"(a), \"r\"(w) : \"memory\");\n"
+      "}\n"
+      "__device__ __forceinline__ void evtc_st1_%s(char *p, float v) {\n"
+      "  unsigned short h;\n  asm(\"cvt.rn.%s.f32 %%0, %%1;\" : \"=h\"(h) : \"f\"(v));\n  *(unsigned short *)p = h;\n"
+      "}\n"
+      "__device__ __forceinline__ void evtc_st2_%s(char *p, float v0, float v1) {\n"
+      "  unsigned w;\n  asm(\"cvt.rn.%sx2.f32 %%0, %%1, %%2;\" : \"=r\"(w) : \"f\"(v1), \"f\"(v0));   /* v0 low, v1 high */\n"
+      "  *(unsigned *)p = w;\n"
+      "}\n",
+      half[i], half[i], half[i], half[i], half[i], half[i]);
+  evtc_sb_printf(b, "#endif\n\n");
+}
+
+/* ---- per-kernel pieces ---- */
+
+/* NAME_mma: one wgmma m64nNk16 into d[N/2] (scale-d 1: D += A B), and NAME_pin, which tells the compiler that
+ * asm touched every accumulator (it must not move reads or writes of d across the wgmma fences and waits). */
+static void emit_mma(evtc_sb *b, const char *name, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_variant *v) {
+  const int n = c->tile_n, regs = n / 2;
+  const char *t = v->in == EVTC_BF16 ? "bf16" : "f16";
+  evtc_sb_printf(b, "__device__ __forceinline__ void %s_mma(float (&d)[%d], unsigned long long da, unsigned long long db) {\n",
+                 name, regs);
+  evtc_sb_printf(b, "  asm volatile(\"{ .reg .pred p; setp.ne.b32 p, %%%d, 0;\\n\"\n", regs + 2);
+  evtc_sb_printf(b, "    \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {", n, t, t);
+  for (int i = 0; i < regs; i++) evtc_sb_printf(b, "%s%%%d", i ? ", " : "", i);
+  evtc_sb_printf(b, "}, %%%d, %%%d, p, 1, 1, %d, %d; }\"\n    :", regs, regs + 1, v->a_kmajor ? 0 : 1,
+                 v->b_kmajor ? 0 : 1);
+  for (int i = 0; i < regs; i++) evtc_sb_printf(b, "%s\"+f\"(d[%d])", i ? (i % 8 ? ", " : ",\n      ") : " ", i);
+  evtc_sb_printf(b, "\n    : \"l\"(da), \"l\"(db), \"r\"(1));\n}\n");
+  evtc_sb_printf(b, "__device__ __forceinline__ void %s_pin(float (&d)[%d]) {\n#pragma unroll\n"
+                    "  for (int i = 0; i < %d; i++) asm volatile(\"\" : \"+f\"(d[i]) :: \"memory\");\n}\n",
+                 name, regs, regs);
+}
+
+/* The producer thread's loop: TMA copies of every k-block of every tile into the ring. */
+static void emit_producer(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_variant *v) {
+  const int S = c->stages;
+  const unsigned a_bytes = (unsigned)c->tile_m * ROW_BYTES;
+  evtc_sb_printf(b,
+    "    if (threadIdx.x == 0) {\n"
+    "      unsigned s = 0, ph = 0;\n"
+    "      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {\n"
+    "        int bat, m0, n0;\n"
+    "        evtc_gemm_tile(t, tiles_m, tiles_n, %d, %d, %d, &bat, &m0, &n0);\n",
+    c->group_m, c->tile_m, c->tile_n);
+  /* bytes per stage: whole boxes, skipping MN-major panels wholly past M or N */
+  if (v->a_kmajor)
+    evtc_sb_printf(b, "        unsigned bytes = %uu;\n", a_bytes);
+  else
+    evtc_sb_printf(b, "        const int pa = (dims.M - m0 + 63) / 64;\n"
+                      "        unsigned bytes = (unsigned)(pa < %d ? pa : %d) * %du;\n",
+                   c->tile_m / 64, c->tile_m / 64, PANEL_BYTES);
+  if (v->b_kmajor)
+    evtc_sb_printf(b, "        bytes += %uu;\n", (unsigned)c->tile_n * ROW_BYTES);
+  else
+    evtc_sb_printf(b, "        const int pb = (dims.N - n0 + 63) / 64;\n"
+                      "        bytes += (unsigned)(pb < %d ? pb : %d) * %du;\n",
+                   c->tile_n / 64, c->tile_n / 64, PANEL_BYTES);
+  evtc_sb_printf(b,
+    "        for (int kb = 0; kb < kblocks; kb++) {\n"
+    "          evtc_mbar_wait(bar0 + 8u * (%d + s), ph ^ 1u);             /* stage s empty */\n"
+    "          const unsigned full = bar0 + 8u * s, sa = ring + s * %uu, sb = sa + %uu;\n"
+    "          evtc_mbar_expect_tx(full, bytes);\n",
+    S, stage_bytes(c), a_bytes);
+  if (v->a_kmajor)
+    evtc_sb_printf(b, "          evtc_tma_load(sa, &tma_a, full, kb * 64, m0, bat);\n");
+  else
+    evtc_sb_printf(b, "#pragma unroll\n"
+                      "          for (int p = 0; p < %d; p++)\n"
+                      "            if (m0 + 64 * p < dims.M) evtc_tma_load(sa + p * %du, &tma_a, full, m0 + 64 * p, kb * 64, bat);\n",
+                   c->tile_m / 64, PANEL_BYTES);
+  if (v->b_kmajor)
+    evtc_sb_printf(b, "          evtc_tma_load(sb, &tma_b, full, kb * 64, n0, bat);\n");
+  else
+    evtc_sb_printf(b, "#pragma unroll\n"
+                      "          for (int p = 0; p < %d; p++)\n"
+                      "            if (n0 + 64 * p < dims.N) evtc_tma_load(sb + p * %du, &tma_b, full, n0 + 64 * p, kb * 64, bat);\n",
+                   c->tile_n / 64, PANEL_BYTES);
+  evtc_sb_printf(b,
+    "          if (++s == %d) { s = 0; ph ^= 1u; }\n"
+    "        }\n"
+    "      }\n"
+    "    }\n",
+    S);
+}
+
+/* The epilogue hook: every accumulator element inside the bounds, with r, c (and bat) in scope. */
+static void emit_epilogue_hook(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_epilogue *epi) {
+  const int wm = c->tile_m / (ATOM_M * c->consumers), nj = c->tile_n / 8;
+  evtc_sb_printf(b,
+    "#pragma unroll\n"
+    "      for (int i = 0; i < %d; i++) {\n"
+    "#pragma unroll\n"
+    "        for (int h = 0; h < 2; h++) {\n"
+    "          const long long r = m0 + (cw * %d + i) * 64 + warp * 16 + h * 8 + (lane >> 2);\n"
+    "          if (r < dims.M) {\n"
+    "#pragma unroll\n"
+    "            for (int j = 0; j < %d; j++) {\n"
+    "#pragma unroll\n"
+    "              for (int e = 0; e < 2; e++) {\n"
+    "                const long long c = n0 + j * 8 + (lane & 3) * 2 + e;\n"
+    "                if (c < dims.N) {\n"
+    "                  const float acc_v = acc[i][4 * j + 2 * h + e];\n",
+    wm, wm, nj);
+  epi->emit_element(b, "                  ", "acc_v", epi->ctx);
+  evtc_sb_printf(b, "                }\n              }\n            }\n          }\n        }\n      }\n");
+}
+
+/* The built-in store of D.  Staged (dims.tma_store, when D's strides suit TMA): per 64-row atom and per
+ * subtile of 128 bytes of columns, the warpgroup converts its accumulators into one of its two 8 KiB
+ * buffers in the 128B-swizzled layout of a TMA box {128 bytes, 64 rows} (row r at 128 r, 16-byte chunk k
+ * at k ^ (r % 8): the 8 rows x 4 lanes of one store instruction hit 32 different banks), fences it for the
+ * async proxy and one thread issues the TMA store, which clips rows past M and columns past N (in whole
+ * 16-byte units: measured on an H200, a row's last partial unit is written whole, so a tile holding a
+ * column edge that is not 16-byte aligned takes the direct path) and runs while the warpgroup moves on; a buffer is rewritten only once its previous store has read it
+ * (wait_group.read 1 before each subtile, the running subtile count dq picking the buffer).  Direct
+ * otherwise: each thread stores its pairs of columns, with bounds checks. */
+static void emit_epilogue_store(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_variant *v) {
+  const int wm = c->tile_m / (ATOM_M * c->consumers), nj = c->tile_n / 8;
+  const char *t = v->out == EVTC_F32 ? "f32" : v->out == EVTC_BF16 ? "bf16" : "f16";
+  const size_t es = evtc_dtype_size(v->out);
+  const int sub_cols = ROW_BYTES / (int)es, nsub = c->tile_n / sub_cols;
+  evtc_sb_printf(b,
+    "      /* TMA writes whole 16-byte units along a row: a tile whose last column ends inside one stores directly */\n"
+    "      if (dims.tma_store && (n0 + %d <= dims.N || (dims.N * %zu) %% 16 == 0)) {\n"
+    "#pragma unroll\n"
+    "        for (int i = 0; i < %d; i++) {\n"
+    "#pragma unroll\n"
+    "          for (int q = 0; q < %d; q++, dq++) {        /* subtile: 64 rows x %d columns */\n"
+    "            const unsigned buf = stage_d + (dq & 1u) * %uu;\n"
+    "            if (leader) evtc_bulk_wait_read1();\n"
+    "            evtc_wg_sync(1 + cw);\n"
+    "#pragma unroll\n"
+    "            for (int jj = 0; jj < %d; jj++) {\n"
+    "#pragma unroll\n"
+    "              for (int h = 0; h < 2; h++) {\n"
+    "                const unsigned row = warp * 16 + h * 8 + (lane >> 2), byte = (jj * 8 + (lane & 3) * 2) * %zuu;\n"
+    "                evtc_sts2_%s(buf + row * 128u + ((((byte >> 4) ^ row) & 7u) << 4) + (byte & 15u),\n"
+    "                             acc[i][4 * (q * %d + jj) + 2 * h], acc[i][4 * (q * %d + jj) + 2 * h + 1]);\n"
+    "              }\n"
+    "            }\n"
+    "            evtc_fence_smem_async();\n"
+    "            evtc_wg_sync(1 + cw);\n"
+    "            if (leader) evtc_tma_store(&tma_d, buf, n0 + q * %d, m0 + (cw * %d + i) * 64, bat);\n"
+    "          }\n"
+    "        }\n"
+    "      } else {\n"
+    "        char *const out_base = (char *)out_ptr + (long long)bat * dims.c_bstride * %zu;\n"
+    "#pragma unroll\n"
+    "        for (int i = 0; i < %d; i++) {\n"
+    "#pragma unroll\n"
+    "          for (int h = 0; h < 2; h++) {\n"
+    "            const long long r = m0 + (cw * %d + i) * 64 + warp * 16 + h * 8 + (lane >> 2);\n"
+    "            if (r < dims.M) {\n"
+    "              char *const row = out_base + r * dims.ldc * %zu;\n"
+    "#pragma unroll\n"
+    "              for (int j = 0; j < %d; j++) {\n"
+    "                const long long c = n0 + j * 8 + (lane & 3) * 2;\n"
+    "                const float v0 = acc[i][4 * j + 2 * h], v1 = acc[i][4 * j + 2 * h + 1];\n"
+    "                if (pairs && c + 1 < dims.N) {\n"
+    "                  evtc_st2_%s(row + c * %zu, v0, v1);\n"
+    "                } else {\n"
+    "                  if (c < dims.N) evtc_st1_%s(row + c * %zu, v0);\n"
+    "                  if (c + 1 < dims.N) evtc_st1_%s(row + (c + 1) * %zu, v1);\n"
+    "                }\n"
+    "              }\n"
+    "            }\n"
+    "          }\n"
+    "        }\n"
+    "      }\n",
+    c->tile_n, es, wm, nsub, sub_cols, (unsigned)D_SUBTILE, sub_cols / 8, es, t, sub_cols / 8, sub_cols / 8, sub_cols, wm, es, wm, wm,
+    es, nj, t, es, t, es, t, es);
+}
+
+/* A consumer warpgroup: main loop over the ring, then the epilogue, tile after tile. */
+static void emit_consumer(evtc_sb *b, const char *name, const evtc_cuda_gemm_config *c,
+                          const evtc_cuda_gemm_variant *v, const evtc_cuda_gemm_epilogue *epi) {
+  const int S = c->stages, wm = c->tile_m / (ATOM_M * c->consumers), regs = c->tile_n / 2;
+  const unsigned a_bytes = (unsigned)c->tile_m * ROW_BYTES;
+  /* k16 step within the 64-wide block: 32 bytes along a K-major row, 16 k-rows (2048 bytes) for MN-major */
+  const unsigned a_step = v->a_kmajor ? 32 : 2048, b_step = v->b_kmajor ? 32 : 2048;
+  const unsigned a_lbo = v->a_kmajor ? 16 : PANEL_BYTES, b_lbo = v->b_kmajor ? 16 : PANEL_BYTES;
+  evtc_sb_printf(b, "    const int cw = (threadIdx.x >> 7) - 1, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;\n"
+                    "    (void)warp;\n");
+  if (epi && epi->emit_setup) epi->emit_setup(b, "    ", epi->ctx);
+  if (!(epi && epi->emit_element)) {
+    size_t es = evtc_dtype_size(v->out);
+    evtc_sb_printf(b, "    /* direct stores: two columns at a time when every row and batch start keeps them %zu-byte aligned */\n"
+                      "    const bool pairs = ((dims.ldc | dims.c_bstride) & 1) == 0 && ((unsigned long long)out_ptr & %zu) == 0;\n"
+                      "    /* staged stores: this warpgroup's two subtile buffers, its TMA-issuing thread */\n"
+                      "    const unsigned stage_d = dbuf + (unsigned)cw * %uu;\n"
+                      "    const bool leader = (threadIdx.x & 127) == 0;\n"
+                      "    unsigned dq = 0;\n",
+                   2 * es, 2 * es - 1, 2u * D_SUBTILE);
+  }
+  evtc_sb_printf(b,
+    "    float acc[%d][%d];\n"
+    "    unsigned s = 0, ph = 0;\n"
+    "    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {\n"
+    "      int bat, m0, n0;\n"
+    "      evtc_gemm_tile(t, tiles_m, tiles_n, %d, %d, %d, &bat, &m0, &n0);\n"
+    "#pragma unroll\n"
+    "      for (int i = 0; i < %d; i++) {\n"
+    "#pragma unroll\n"
+    "        for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n"
+    "        %s_pin(acc[i]);\n"
+    "      }\n"
+    "      unsigned prev = 0;\n"
+    "      for (int kb = 0; kb < kblocks; kb++) {\n"
+    "        evtc_mbar_wait(bar0 + 8u * s, ph);                      /* stage s full */\n"
+    "        const unsigned sa = ring + s * %uu + (unsigned)cw * %uu, sb = ring + s * %uu + %uu;\n"
+    "        evtc_wgmma_fence();\n"
+    "#pragma unroll\n"
+    "        for (int kk = 0; kk < 4; kk++) {\n"
+    "          const unsigned long long db = evtc_wgmma_desc(sb + kk * %uu, %uu, 1024u);\n"
+    "#pragma unroll\n"
+    "          for (int i = 0; i < %d; i++)\n"
+    "            %s_mma(acc[i], evtc_wgmma_desc(sa + i * %uu + kk * %uu, %uu, 1024u), db);\n"
+    "        }\n"
+    "        evtc_wgmma_commit();\n"
+    "        if (kb > 0) {                        /* the previous k-block's group is done: free its stage */\n"
+    "          evtc_wgmma_wait<1>();\n"
+    "          if (lane == 0) evtc_mbar_arrive(bar0 + 8u * (%d + prev));\n"
+    "        }\n"
+    "        prev = s;\n"
+    "        if (++s == %d) { s = 0; ph ^= 1u; }\n"
+    "      }\n"
+    "      evtc_wgmma_wait<0>();               /* unconditional: ptxas must see every path drained */\n"
+    "      if (kblocks > 0 && lane == 0) evtc_mbar_arrive(bar0 + 8u * (%d + prev));\n"
+    "#pragma unroll\n"
+    "      for (int i = 0; i < %d; i++) %s_pin(acc[i]);\n",
+    wm, regs, c->group_m, c->tile_m, c->tile_n, wm, regs, name, stage_bytes(c), (unsigned)wm * PANEL_BYTES,
+    stage_bytes(c), a_bytes, b_step, b_lbo, wm, name, (unsigned)PANEL_BYTES, a_step, a_lbo, S, S, S, wm, name);
+  if (epi && epi->emit_element) {
+    emit_epilogue_hook(b, c, epi);
+    evtc_sb_printf(b, "    }\n");
+  } else {
+    emit_epilogue_store(b, c, v);
+    evtc_sb_printf(b, "    }\n    if (leader) evtc_bulk_wait_all();   /* shared memory must outlive the last store */\n");
+  }
+}
+
+void evtc_cuda_gemm_emit(evtc_sb *b, const char *name, const evtc_cuda_gemm_config *c,
+                         const evtc_cuda_gemm_variant *v, const evtc_cuda_gemm_epilogue *epi) {
+  char why[160];
+  EVTC_ASSERT(evtc_cuda_gemm_config_check(c, v, why, sizeof why));
+  const int S = c->stages;
+  emit_helpers(b);
+  char cfg[64];
+  evtc_cuda_gemm_config_name(c, cfg, sizeof cfg);
+  evtc_sb_printf(b, "/* GEMM %s: %s x %s -> %s, A %s, B %s, tile %s */\n", name, evtc_dtype_name(v->in),
+                 evtc_dtype_name(v->in), evtc_dtype_name(v->out), v->a_kmajor ? "M x K" : "K x M",
+                 v->b_kmajor ? "N x K" : "K x N", cfg);
+  emit_mma(b, name, c, v);
+  evtc_sb_printf(b,
+    "extern \"C\" __global__ void __launch_bounds__(%u, 1)\n"
+    "%s(const __grid_constant__ evtc_tmap tma_a, const __grid_constant__ evtc_tmap tma_b,\n"
+    "   const __grid_constant__ evtc_tmap tma_d, void *out_ptr, const evtc_gemm_dims dims",
+    evtc_cuda_gemm_threads(c), name);
+  if (epi && epi->emit_params) epi->emit_params(b, epi->ctx);
+  evtc_sb_printf(b,
+    ") {\n"
+    "  extern __shared__ __align__(1024) unsigned char evtc_smem[];\n"
+    "  const unsigned ring = (evtc_smem_u32(evtc_smem) + 1023u) & ~1023u;   /* 128B swizzle atoms start at 1024 B */\n"
+    "  const unsigned dbuf = ring + %uu;     /* two staged-output subtiles per consumer warpgroup */\n"
+    "  const unsigned bar0 = dbuf + %uu;     /* full[s] at bar0 + 8 s, empty[s] at bar0 + 8 (%d + s) */\n"
+    "  (void)dbuf;\n"
+    "  const int tiles_m = (dims.M + %d) / %d, tiles_n = (dims.N + %d) / %d;\n"
+    "  const int tiles = tiles_m * tiles_n * dims.batch, kblocks = (dims.K + 63) / 64;\n"
+    "  if (threadIdx.x == 0) {\n"
+    "    for (int s = 0; s < %d; s++) {\n"
+    "      evtc_mbar_init(bar0 + 8u * s, 1u);            /* the producer's expect_tx (+ TMA bytes) */\n"
+    "      evtc_mbar_init(bar0 + 8u * (%d + s), %du);    /* one arrive per consumer warp */\n"
+    "    }\n"
+    "    asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");\n"
+    "  }\n"
+    "  __syncthreads();\n"
+    "  if (threadIdx.x < 128) {                /* producer warpgroup */\n",
+    (unsigned)S * stage_bytes(c), (unsigned)(c->consumers * 2 * D_SUBTILE), S, c->tile_m - 1, c->tile_m, c->tile_n - 1, c->tile_n, S, S, 4 * c->consumers);
+  if (c->consumers == 2) evtc_sb_printf(b, "    asm volatile(\"setmaxnreg.dec.sync.aligned.u32 40;\");\n");
+  emit_producer(b, c, v);
+  evtc_sb_printf(b, "  } else {                                /* consumer warpgroups */\n");
+  if (c->consumers == 2) evtc_sb_printf(b, "    asm volatile(\"setmaxnreg.inc.sync.aligned.u32 232;\");\n");
+  emit_consumer(b, name, c, v, epi);
+  evtc_sb_printf(b, "  }\n}\n\n");
+}
+
+/* ---- host side ---- */
+
+enum { TMAP_F16 = 6, TMAP_F32 = 7, TMAP_BF16 = 9, SWIZZLE_128B = 3, L2_256B = 3 };
+
+bool evtc_cuda_gemm_problem_check(const evtc_cuda_gemm_variant *v, const evtc_cuda_gemm_problem *p, CUdeviceptr a,
+                                  CUdeviceptr b, char *why, size_t cap) {
+  const int64_t lim = INT32_MAX;
+  if (p->M < 1 || p->N < 1 || p->K < 0 || p->batch < 1) {
+    snprintf(why, cap, "empty GEMM %lldx%lldx%lld, batch %lld", (long long)p->M, (long long)p->N, (long long)p->K,
+             (long long)p->batch);
+    return false;
+  }
+  if (p->M > lim || p->N > lim || p->K > lim || p->batch > lim) {
+    snprintf(why, cap, "GEMM sizes past 2^31");
+    return false;
+  }
+  if (((p->M + 63) / 64) * ((p->N + 63) / 64) * p->batch > lim) {
+    snprintf(why, cap, "more than 2^31 output tiles");
+    return false;
+  }
+  struct {
+    const char *name, *ld_name;
+    int64_t ld, bstride, min_ld;
+    CUdeviceptr base;
+  } ops[2] = {{"A", "lda", p->lda, p->a_bstride, v->a_kmajor ? p->K : p->M, a},
+              {"B", "ldb", p->ldb, p->b_bstride, v->b_kmajor ? p->K : p->N, b}};
+  for (int i = 0; i < 2; i++) {
+    if (ops[i].base % 16) {
+      snprintf(why, cap, "operand %s is not 16-byte aligned (TMA)", ops[i].name);
+      return false;
+    }
+    if (ops[i].ld < ops[i].min_ld || ops[i].ld % 8) {
+      snprintf(why, cap, "operand %s: row stride %s = %lld (needs >= %lld and a multiple of 8 elements for TMA)",
+               ops[i].name, ops[i].ld_name, (long long)ops[i].ld, (long long)ops[i].min_ld);
+      return false;
+    }
+    if (p->batch > 1 && (ops[i].bstride <= 0 || ops[i].bstride % 8)) {
+      snprintf(why, cap, "operand %s: batch stride %lld (needs > 0 and a multiple of 8 elements for TMA)", ops[i].name,
+               (long long)ops[i].bstride);
+      return false;
+    }
+  }
+  if (p->ldc < p->N || (p->batch > 1 && p->c_bstride < 0)) {
+    snprintf(why, cap, "output strides ldc %lld, batch %lld for N = %lld", (long long)p->ldc,
+             (long long)p->c_bstride, (long long)p->N);
+    return false;
+  }
+  return true;
+}
+
+/* The 3-D map {inner, outer, batch} of one matrix of type t with boxes {128 bytes, box_outer, 1}. */
+static evtc_status encode(const evtc_cuda_driver *drv, evtc_cuda_tensor_map *m, evtc_dtype t, CUdeviceptr base,
+                          int64_t inner, int64_t outer, int64_t ld, int64_t bstride, int64_t batch,
+                          unsigned box_outer, const char *what, evtc_diag *d) {
+  const unsigned long long es = evtc_dtype_size(t);
+  unsigned long long dim[3] = {(unsigned long long)(inner > 0 ? inner : 1), (unsigned long long)outer,
+                               (unsigned long long)batch};
+  /* a batch stride only matters when batch > 1; otherwise the packed size keeps the driver's checks happy */
+  unsigned long long stride[2] = {(unsigned long long)ld * es,
+                                  (unsigned long long)(batch > 1 ? bstride : ld * outer) * es};
+  unsigned box[3] = {(unsigned)(ROW_BYTES / es), box_outer, 1}, estride[3] = {1, 1, 1};
+  int type = t == EVTC_BF16 ? TMAP_BF16 : t == EVTC_F16 ? TMAP_F16 : TMAP_F32;
+  CUresult r = drv->cuTensorMapEncodeTiled(m, type, 3, (void *)(uintptr_t)base, dim, stride, box, estride, 0,
+                                           SWIZZLE_128B, L2_256B, 0);
+  char where[160];
+  snprintf(where, sizeof where, "cuTensorMapEncodeTiled (GEMM operand %s: %llu x %llu x %llu, strides %llu, %llu bytes)",
+           what, dim[0], dim[1], dim[2], stride[0], stride[1]);
+  return evtc_cuda_fail(drv, r, where, EVTC_ERR_RUNTIME, d);
+}
+
+evtc_status evtc_cuda_gemm_launch_init(evtc_cuda_gemm_launch *L, const evtc_cuda_driver *drv,
+                                       const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_variant *v,
+                                       const evtc_cuda_gemm_problem *p, CUdeviceptr a, CUdeviceptr b,
+                                       CUdeviceptr out, int sm_count, evtc_diag *d) {
+  char why[256];
+  memset(L, 0, sizeof *L);
+  if (!evtc_cuda_gemm_config_check(c, v, why, sizeof why) || !evtc_cuda_gemm_problem_check(v, p, a, b, why, sizeof why))
+    return evtc_diag_set(d, EVTC_ERR_INVALID, "sm90 GEMM %lldx%lldx%lld: %s", (long long)p->M, (long long)p->N,
+                         (long long)p->K, why);
+  const int64_t k1 = p->K > 0 ? p->K : 1;
+  evtc_status s = v->a_kmajor ? encode(drv, &L->map_a, v->in, a, p->K, p->M, p->lda, p->a_bstride, p->batch,
+                                       (unsigned)c->tile_m, "A", d)
+                              : encode(drv, &L->map_a, v->in, a, p->M, k1, p->lda, p->a_bstride, p->batch, 64, "A", d);
+  if (s != EVTC_OK) return s;
+  s = v->b_kmajor ? encode(drv, &L->map_b, v->in, b, p->K, p->N, p->ldb, p->b_bstride, p->batch,
+                           (unsigned)c->tile_n, "B", d)
+                  : encode(drv, &L->map_b, v->in, b, p->N, k1, p->ldb, p->b_bstride, p->batch, 64, "B", d);
+  if (s != EVTC_OK) return s;
+  /* D through TMA stores when its base and strides are 16-byte aligned; the kernel stores directly otherwise */
+  const int64_t es = (int64_t)evtc_dtype_size(v->out);
+  bool tma_store = out % 16 == 0 && p->ldc * es % 16 == 0 && (p->batch == 1 || p->c_bstride * es % 16 == 0) &&
+                   p->c_bstride * es < ((int64_t)1 << 40);
+  if (tma_store && encode(drv, &L->map_d, v->out, out, p->N, p->M, p->ldc, p->c_bstride, p->batch, 64, "D", d))
+    return d->status;
+  L->out = out;
+  L->dims = (evtc_cuda_gemm_dims){.M = (int32_t)p->M, .N = (int32_t)p->N, .K = (int32_t)p->K,
+                                  .batch = (int32_t)p->batch, .tma_store = tma_store, .ldc = p->ldc,
+                                  .c_bstride = p->c_bstride};
+  int64_t tiles = ((p->M + c->tile_m - 1) / c->tile_m) * ((p->N + c->tile_n - 1) / c->tile_n) * p->batch;
+  L->grid[0] = (unsigned)(tiles < sm_count ? tiles : sm_count);
+  L->grid[1] = L->grid[2] = 1;
+  L->block[0] = evtc_cuda_gemm_threads(c);
+  L->block[1] = L->block[2] = 1;
+  L->smem = evtc_cuda_gemm_smem_bytes(c);
+  L->params[0] = &L->map_a;
+  L->params[1] = &L->map_b;
+  L->params[2] = &L->map_d;
+  L->params[3] = &L->out;
+  L->params[4] = &L->dims;
+  return EVTC_OK;
+}

@@ -1,0 +1,155 @@
+/* cuda_emit_gemm.h -- evtc's own GEMM for Hopper (sm_90a), emitted as CUDA C.
+ *
+ * D[b] = A[b] * B[b] for b < batch, A M x K, B K x N, bf16 or f16 inputs,
+ * fp32 accumulation, D f32, bf16 or f16 (converted in the epilogue).  A is
+ * stored M x K (K-major) or K x M (M-major), B N x K (K-major) or K x N
+ * (N-major), each with its own row stride and batch stride; any M, N, K.
+ *
+ * The kernel (cuda_emit_gemm.c has the full story):
+ *   - a persistent grid, one CTA per SM, walking the output tiles of all
+ *     batches in a grouped raster order (group_m tile rows at a time, so
+ *     that CTAs running together share A rows and B columns in L2);
+ *   - warp specialisation: warpgroup 0 is the producer (one thread issues
+ *     TMA bulk tensor copies), warpgroups 1..consumers issue wgmma;
+ *   - a ring of `stages` shared-memory buffers, each holding one k-block
+ *     (tile_k = 64 elements = one 128-byte swizzle span) of A and of B,
+ *     handed over with two mbarriers per stage (full: TMA bytes landed;
+ *     empty: every consumer warp is done reading);
+ *   - TMA's out-of-bounds fill supplies zeros past M, N and K, so edges need
+ *     no code in the main loop; the epilogue stores only r < M, c < N.
+ *
+ * The epilogue is a separate emitted piece (evtc_cuda_gemm_epilogue): the
+ * kernel hands it every accumulator element inside the output bounds with
+ * its row, column and batch index.  Without one, the built-in epilogue
+ * stores D converted to the output type: staged through shared memory and
+ * written by asynchronous TMA stores when D's base and strides are 16-byte
+ * aligned (the consumers go on with their next tile meanwhile; the tile
+ * holding a column edge that is not 16-byte aligned excepted), else by
+ * direct stores of two columns (or one) per thread.
+ *
+ * Operand constraints (TMA): base addresses 16-byte aligned, row strides
+ * and batch strides multiples of 16 bytes (8 elements), so a packed K x N
+ * operand needs N % 8 == 0; evtc_cuda_gemm_problem_check says which one
+ * fails.  Compilation needs NVRTC only; running needs an sm_90a device.
+ */
+#ifndef EVTC_CUDA_EMIT_GEMM_H
+#define EVTC_CUDA_EMIT_GEMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/cpu/cpu_emit.h"
+#include "backend/cuda/cuda_api.h"
+#include "ir/ir.h"
+
+/* The tunable side: what the future tuner searches (independent of the
+ * problem size).  Valid ranges in evtc_cuda_gemm_config_check. */
+typedef struct evtc_cuda_gemm_config {
+  int tile_m, tile_n;        /* output tile of one CTA */
+  int tile_k;                /* k-block per stage: 64 (128 bytes of bf16/f16, the 128B swizzle span) */
+  int stages;                /* shared-memory ring depth */
+  int consumers;             /* consumer warpgroups (1 or 2); each owns tile_m / consumers rows */
+  int cluster_m, cluster_n;  /* thread-block cluster shape: 1 x 1 only for now (no TMA multicast yet) */
+  int group_m;               /* tile rows per raster group of the tile scheduler */
+} evtc_cuda_gemm_config;
+
+/* What the kernel's code depends on besides the config: element types and operand majorness. */
+typedef struct evtc_cuda_gemm_variant {
+  evtc_dtype in;             /* EVTC_BF16 or EVTC_F16 (A and B) */
+  evtc_dtype out;            /* EVTC_F32, EVTC_BF16 or EVTC_F16 (D of the built-in epilogue) */
+  bool a_kmajor;             /* A stored M x K (true) or K x M (false) */
+  bool b_kmajor;             /* B stored N x K (true) or K x N (false) */
+} evtc_cuda_gemm_variant;
+
+/* One launch's sizes and strides, in elements. */
+typedef struct evtc_cuda_gemm_problem {
+  int64_t M, N, K, batch;
+  int64_t lda, ldb, ldc;     /* row strides of A, B, D as stored (A M x K: lda >= K; A K x M: lda >= M; ...) */
+  int64_t a_bstride, b_bstride, c_bstride;   /* batch strides (ignored when batch == 1) */
+} evtc_cuda_gemm_problem;
+
+/* The epilogue hook (where the visitor DAG goes).  emit_element writes
+ * statements for one accumulator element; in scope are `long long r, c`
+ * (row and column of D, r < M, c < N), `int bat` (batch index), `const
+ * evtc_gemm_dims dims` (M, N, K, batch, ldc, c_bstride as passed), `void
+ * *out_ptr` and the float named by `acc`.  Its stores are direct (per
+ * element; the staged TMA store is the built-in epilogue's only).  emit_params appends kernel parameters (", T name, ...") after
+ * the fixed ones, emit_setup declares what every element needs, once per
+ * consumer thread.  Each callback may be NULL; a NULL hook (or a NULL
+ * emit_element) means the built-in store of D. */
+typedef struct evtc_cuda_gemm_epilogue {
+  void (*emit_params)(evtc_sb *b, void *ctx);
+  void (*emit_setup)(evtc_sb *b, const char *ind, void *ctx);
+  void (*emit_element)(evtc_sb *b, const char *ind, const char *acc, void *ctx);
+  void *ctx;
+} evtc_cuda_gemm_epilogue;
+/* A kernel with a hook takes its parameters after the fixed five
+ * (evtc_cuda_gemm_launch.params); the D tensor map is then unused. */
+
+/* Kernel parameter block after the three tensor maps and the output pointer
+ * (the generated evtc_gemm_dims has the same layout).  tma_store: D's
+ * strides suit TMA and the built-in epilogue stores through shared memory. */
+typedef struct evtc_cuda_gemm_dims {
+  int32_t M, N, K, batch, tma_store, reserved;
+  int64_t ldc, c_bstride;
+} evtc_cuda_gemm_dims;
+
+/* A CUtensorMap: 128 opaque bytes (cuda.h aligns it to 128 since CUDA 13). */
+typedef struct evtc_cuda_tensor_map {
+  _Alignas(128) unsigned long long opaque[16];
+} evtc_cuda_tensor_map;
+
+/* Everything one launch needs; params[] points into the struct itself, so
+ * keep it in place (no copies) between evtc_cuda_gemm_launch_init and the
+ * launch, and 128-byte aligned (a local variable is; the driver wants the
+ * tensor maps 64-byte aligned, which malloc does not promise). */
+typedef struct evtc_cuda_gemm_launch {
+  evtc_cuda_tensor_map map_a, map_b, map_d;
+  CUdeviceptr out;
+  evtc_cuda_gemm_dims dims;
+  unsigned grid[3], block[3], smem;
+  void *params[5];           /* &map_a, &map_b, &map_d, &out, &dims: the fixed kernel parameters */
+} evtc_cuda_gemm_launch;
+
+/* 128x256x64, 4 stages, 2 consumer warpgroups, 1x1 cluster, group_m 8. */
+evtc_cuda_gemm_config evtc_cuda_gemm_config_default(void);
+/* "128x256x64 s4 c2 g8" into buf. */
+void evtc_cuda_gemm_config_name(const evtc_cuda_gemm_config *cfg, char *buf, size_t cap);
+
+/* Whether cfg is buildable for variant v: false with the reason in why.
+ * Checks tile shapes against wgmma (m64, n <= 256) and TMA (boxes <= 256),
+ * the accumulator registers per consumer thread (<= 128) and the shared
+ * memory (<= 227 KiB). */
+bool evtc_cuda_gemm_config_check(const evtc_cuda_gemm_config *cfg, const evtc_cuda_gemm_variant *v, char *why,
+                                 size_t cap);
+/* Dynamic shared memory of cfg's kernel in bytes: the ring, two 8 KiB output subtiles per consumer
+ * warpgroup, the barriers and 1 KiB of alignment slack. */
+unsigned evtc_cuda_gemm_smem_bytes(const evtc_cuda_gemm_config *cfg);
+/* Threads per CTA: 128 * (1 + consumers). */
+unsigned evtc_cuda_gemm_threads(const evtc_cuda_gemm_config *cfg);
+
+/* Appends kernel `name` (extern "C") for cfg and v with epilogue epi (NULL:
+ * the built-in store) to b, preceded by the shared helpers (guarded, so a
+ * module may hold several GEMM kernels).  cfg must pass config_check. */
+void evtc_cuda_gemm_emit(evtc_sb *b, const char *name, const evtc_cuda_gemm_config *cfg,
+                         const evtc_cuda_gemm_variant *v, const evtc_cuda_gemm_epilogue *epi);
+
+/* Whether problem p with operands at device addresses a, b (and D at out)
+ * can run: sizes in int32 range, TMA's 16-byte alignments.  False with the
+ * reason (naming the operand and the stride) in why. */
+bool evtc_cuda_gemm_problem_check(const evtc_cuda_gemm_variant *v, const evtc_cuda_gemm_problem *p, CUdeviceptr a,
+                                  CUdeviceptr b, char *why, size_t cap);
+
+/* Fills L for one launch: the TMA descriptors of A, B and (when its
+ * alignment allows; dims.tma_store says) D, through the driver's
+ * cuTensorMapEncodeTiled, the parameter block, the persistent grid
+ * (min(tiles, sm_count) CTAs), block and shared memory.  Runs
+ * evtc_cuda_gemm_problem_check first (EVTC_ERR_INVALID with its reason);
+ * a descriptor the driver rejects is EVTC_ERR_RUNTIME naming the operand. */
+evtc_status evtc_cuda_gemm_launch_init(evtc_cuda_gemm_launch *L, const evtc_cuda_driver *drv,
+                                       const evtc_cuda_gemm_config *cfg, const evtc_cuda_gemm_variant *v,
+                                       const evtc_cuda_gemm_problem *p, CUdeviceptr a, CUdeviceptr b,
+                                       CUdeviceptr out, int sm_count, evtc_diag *d);
+
+#endif

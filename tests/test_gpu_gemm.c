@@ -1,0 +1,418 @@
+/* test_gpu_gemm.c -- evtc's sm_90a GEMM (cuda_emit_gemm.c) against a float64
+ * host reference.
+ *
+ * Every case runs one emitted kernel on fresh random inputs (uniform in
+ * [-1, 1], rounded to bf16 or f16) with the output buffer poisoned with NaN
+ * bits: odd sizes (2039x1x17, 1x1x1, 129x257x65, 3x300x1000), tile
+ * multiples, all four operand layouts (A M x K or K x M, B N x K or K x N),
+ * batches, bf16 and f16 inputs, f32, bf16 and f16 outputs, padded row and
+ * batch strides (the padding holds random values the kernel must not read,
+ * and the output's padding must stay poisoned), both stores of D (staged
+ * through shared memory and TMA when D's row stride is a multiple of 16
+ * bytes, direct when it is odd, and both when only the column-edge tile
+ * cannot use TMA), and four tile configs
+ * (including more tiles than SMs, so the persistent scheduler wraps),
+ * and the epilogue hook (a kernel parameter, D = alpha acc + r - 2c).
+ * Each element must satisfy |d - ref| <= K 2^-22 sum|a b| (fp32
+ * accumulation in any order, with margin) + |ref| ulp(out) (the output
+ * rounding) and must not be NaN.  The host-side checks of configs and
+ * problems (rejected strides name the operand) run everywhere.
+ *
+ * Without a GPU the kernels are still compiled through NVRTC when it is
+ * there (the emitted CUDA C must build without headers; this also fills
+ * the disk cache that bench/gpu_gemm.sh carries to the GPU machine), then
+ * the test prints SKIPPED and exits 77.  On a device other than sm_90 it
+ * skips as well (wgmma and TMA need sm_90a).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_device.h"
+#include "backend/cuda/cuda_emit_gemm.h"
+#include "check.h"
+
+static const evtc_cuda_gemm_config cfgs[] = {
+    {128, 256, 64, 4, 2, 1, 1, 8},   /* the default: 64x256 per consumer warpgroup */
+    {128, 128, 64, 6, 2, 1, 1, 8},
+    {256, 128, 64, 4, 2, 1, 1, 4},   /* two 64-row atoms per consumer */
+    {128, 128, 64, 5, 1, 1, 1, 2},   /* one consumer warpgroup (no register reallocation) */
+};
+enum { N_CFG = sizeof cfgs / sizeof cfgs[0] };
+/* (input, output) types: 0 bf16->f32, 1 bf16->bf16, 2 f16->f16, 3 f16->f32 */
+static const evtc_dtype in_of[4] = {EVTC_BF16, EVTC_BF16, EVTC_F16, EVTC_F16};
+static const evtc_dtype out_of[4] = {EVTC_F32, EVTC_BF16, EVTC_F16, EVTC_F32};
+
+typedef struct gcase {
+  int64_t M, N, K, batch;
+  int layout;   /* bit 0: A stored K x M; bit 1: B stored K x N */
+  int types;    /* index into in_of / out_of */
+  int cfg;
+  int pad;      /* padded strides */
+  int epi;      /* the test epilogue (test_epilogue) instead of the built-in store; f32 output */
+} gcase;
+
+#define MAX_CASES 64
+static gcase cases[MAX_CASES];
+static int n_cases;
+
+static void add_case(int64_t M, int64_t N, int64_t K, int64_t batch, int layout, int types, int cfg, int pad,
+                     int epi) {
+  if (n_cases < MAX_CASES) cases[n_cases++] = (gcase){M, N, K, batch, layout, types & 3, cfg, pad, epi};
+}
+
+static void add(int64_t M, int64_t N, int64_t K, int64_t batch, int layout, int types, int cfg, int pad) {
+  add_case(M, N, K, batch, layout, types, cfg, pad, 0);
+}
+
+static void make_cases(void) {
+  for (int l = 0; l < 4; l++)
+    for (int t = 0; t < 4; t++) add(129, 257, 65, 1, l, t, 0, (l + t) & 1);
+  for (int l = 0; l < 4; l++) {
+    add(2039, 1, 17, 1, l, l, 0, 0);
+    add(1, 1, 1, 1, l, l + 1, 0, 1);
+    add(256, 512, 128, 1, l, l + 2, 0, 0);
+    add(100, 200, 70, 3, l, l + 3, 0, 1);
+    add(3, 300, 1000, 1, l, l, 0, l & 1);
+  }
+  for (int c = 1; c < N_CFG; c++) {
+    add(2048, 1280, 160, 1, 0, 1, c, 0);   /* 160+ tiles of 128x128: the scheduler wraps */
+    add(129, 257, 65, 2, 3, 2, c, 1);
+    add(300, 7, 129, 1, 1, 0, c, 0);
+  }
+  add(77, 100, 130, 4, 1, 3, 0, 0);   /* batched, staged f32 stores */
+  add(129, 264, 65, 2, 2, 1, 2, 0);   /* batched, staged bf16 stores, two atoms per consumer */
+  add_case(129, 257, 65, 2, 0, 0, 0, 1, 1);
+  add_case(200, 100, 300, 1, 3, 3, 3, 0, 1);
+}
+
+/* The epilogue hook with a parameter: D = alpha acc + (r - 2 c), stored as f32 by hand. */
+static const float ALPHA = 0.5f;
+static void epi_params(evtc_sb *b, void *ctx) { evtc_sb_printf(b, ", float alpha"); }
+static void epi_setup(evtc_sb *b, const char *ind, void *ctx) {
+  evtc_sb_printf(b, "%sfloat *const out_f = (float *)out_ptr;\n", ind);
+}
+static void epi_element(evtc_sb *b, const char *ind, const char *acc, void *ctx) {
+  evtc_sb_printf(b, "%sout_f[bat * dims.c_bstride + r * dims.ldc + c] = %s * alpha + (float)(r - 2 * c);\n", ind, acc);
+}
+static const evtc_cuda_gemm_epilogue test_epilogue = {epi_params, epi_setup, epi_element, NULL};
+
+static evtc_cuda_gemm_variant variant_of(const gcase *g) {
+  return (evtc_cuda_gemm_variant){.in = in_of[g->types], .out = g->epi ? EVTC_F32 : out_of[g->types],
+                                  .a_kmajor = !(g->layout & 1), .b_kmajor = !(g->layout & 2)};
+}
+
+static void kernel_name(const gcase *g, char *buf, size_t cap) {
+  snprintf(buf, cap, "gemm_c%d_t%d_l%d%s", g->cfg, g->types, g->layout, g->epi ? "_epi" : "");
+}
+
+/* One module holding every distinct kernel of the cases. */
+static char *module_source(void) {
+  evtc_sb b = {0};
+  for (int i = 0; i < n_cases; i++) {
+    int first = 1;
+    for (int j = 0; j < i && first; j++)
+      first = !(cases[j].cfg == cases[i].cfg && cases[j].types == cases[i].types &&
+                cases[j].layout == cases[i].layout && cases[j].epi == cases[i].epi);
+    if (!first) continue;
+    char name[64];
+    kernel_name(&cases[i], name, sizeof name);
+    evtc_cuda_gemm_variant v = variant_of(&cases[i]);
+    evtc_cuda_gemm_emit(&b, name, &cfgs[cases[i].cfg], &v, cases[i].epi ? &test_epilogue : NULL);
+  }
+  return b.s;
+}
+
+/* ---- 16-bit floats on the host ---- */
+
+static uint32_t f32_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+
+static uint16_t bf16_of(float f) {   /* round to nearest even (no NaN here) */
+  uint32_t u = f32_bits(f);
+  return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+static double bf16_val(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static uint16_t f16_of(float f) {   /* round to nearest even; |f| < 65504 */
+  uint16_t sign = (uint16_t)((f32_bits(f) >> 16) & 0x8000u);
+  float a = fabsf(f);
+  if (a < 0x1p-14f) return (uint16_t)(sign | (uint16_t)lrintf(a * 0x1p24f));   /* subnormal (1024: the least normal) */
+  int e;
+  float m = frexpf(a, &e);                                  /* a = m 2^e, m in [0.5, 1) */
+  long mant = lrintf((2 * m - 1) * 1024), ex = e - 1 + 15;
+  if (mant == 1024) mant = 0, ex++;
+  return (uint16_t)(sign | (uint16_t)(ex << 10) | (uint16_t)mant);
+}
+
+static double f16_val(uint16_t h) {
+  int ex = (h >> 10) & 31, mant = h & 1023;
+  double v = ex == 0 ? ldexp(mant, -24) : ex == 31 ? (mant ? NAN : INFINITY) : ldexp(1024 + mant, ex - 25);
+  return h & 0x8000 ? -v : v;
+}
+
+/* ---- one case ---- */
+
+typedef struct operand {
+  int64_t rows, cols, ld, bstride;   /* as stored, per batch */
+  size_t elems;
+  uint16_t *bits;
+  double *val;
+} operand;
+
+static void operand_make(operand *o, int64_t rows, int64_t cols, int64_t batch, int pad, evtc_dtype t) {
+  o->rows = rows;
+  o->cols = cols;
+  o->ld = (cols + 7) / 8 * 8 + (pad ? 8 : 0);
+  o->bstride = rows * o->ld + (pad ? 24 : 0);
+  o->elems = (size_t)(o->bstride * (batch - 1) + rows * o->ld);
+  o->bits = malloc(o->elems * 2);
+  o->val = malloc(o->elems * sizeof(double));
+  for (size_t i = 0; i < o->elems; i++) {   /* padding too: values the kernel must not read */
+    float x = (float)(check_urand() * 2 - 1);
+    o->bits[i] = t == EVTC_BF16 ? bf16_of(x) : f16_of(x);
+    o->val[i] = t == EVTC_BF16 ? bf16_val(o->bits[i]) : f16_val(o->bits[i]);
+  }
+}
+
+static void operand_free(operand *o) {
+  free(o->bits);
+  free(o->val);
+}
+
+static double out_val(const void *buf, size_t i, evtc_dtype t, int *poisoned) {
+  if (t == EVTC_F32) {
+    uint32_t u;
+    memcpy(&u, (const char *)buf + i * 4, 4);
+    *poisoned = u == 0xFFFFFFFFu;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+  }
+  uint16_t h;
+  memcpy(&h, (const char *)buf + i * 2, 2);
+  *poisoned = h == 0xFFFFu;
+  return t == EVTC_BF16 ? bf16_val(h) : f16_val(h);
+}
+
+/* Runs case g with kernel k; false when the device is unusable afterwards (a fault). */
+static bool run_case(evtc_cuda_device *dev, evtc_cuda_kernel *k, const gcase *g) {
+  const evtc_cuda_driver *drv = dev->drv;
+  evtc_cuda_gemm_variant v = variant_of(g);
+  operand A, B;
+  operand_make(&A, v.a_kmajor ? g->M : g->K, v.a_kmajor ? g->K : g->M, g->batch, g->pad, v.in);
+  operand_make(&B, v.b_kmajor ? g->N : g->K, v.b_kmajor ? g->K : g->N, g->batch, g->pad, v.in);
+  /* D: rows of N rounded up to 8 (16-byte aligned: the staged TMA store), or padded to odd strides (direct stores) */
+  evtc_cuda_gemm_problem p = {.M = g->M, .N = g->N, .K = g->K, .batch = g->batch, .lda = A.ld, .ldb = B.ld,
+                              .ldc = g->pad ? g->N + 3 : (g->N + 7) / 8 * 8, .a_bstride = A.bstride,
+                              .b_bstride = B.bstride};
+  p.c_bstride = g->M * p.ldc + (g->pad ? 5 : 0);
+  size_t es = evtc_dtype_size(v.out), c_elems = (size_t)(p.c_bstride * (g->batch - 1) + g->M * p.ldc);
+  size_t c_bytes = (c_elems * es + 3) / 4 * 4;
+  char label[160];
+  snprintf(label, sizeof label, "%lldx%lldx%lld batch %lld, %s->%s, A %s, B %s, cfg %d%s%s", (long long)g->M,
+           (long long)g->N, (long long)g->K, (long long)g->batch, evtc_dtype_name(v.in), evtc_dtype_name(v.out),
+           v.a_kmajor ? "MxK" : "KxM", v.b_kmajor ? "NxK" : "KxN", g->cfg, g->pad ? ", padded" : "",
+           g->epi ? ", hook" : "");
+
+  CUdeviceptr da = 0, db = 0, dc = 0;
+  evtc_diag d = {0};
+  bool alive = true;
+  evtc_cuda_gemm_launch L;
+  if (drv->cuMemAlloc(&da, A.elems * 2) || drv->cuMemAlloc(&db, B.elems * 2) || drv->cuMemAlloc(&dc, c_bytes)) {
+    CHECK(0, "%s: cuMemAlloc failed", label);
+    goto out;
+  }
+  if (evtc_cuda_copy_htod(dev, da, A.bits, A.elems * 2, &d) || evtc_cuda_copy_htod(dev, db, B.bits, B.elems * 2, &d) ||
+      evtc_cuda_fill32(dev, dc, 0xFFFFFFFFu, c_bytes / 4, &d) ||
+      evtc_cuda_gemm_launch_init(&L, drv, &cfgs[g->cfg], &v, &p, da, db, dc, dev->sm_count, &d)) {
+    CHECK(0, "%s: %s", label, d.msg);
+    goto out;
+  }
+  float alpha = ALPHA;
+  void *params[6] = {L.params[0], L.params[1], L.params[2], L.params[3], L.params[4], &alpha};
+  if (evtc_cuda_launch(dev, k, L.grid, L.block, L.smem, params, &d) || evtc_cuda_sync(dev, label, &d)) {
+    CHECK(0, "%s: %s", label, d.msg);
+    alive = false;   /* a fault (or a trapped hang) leaves the context unusable */
+    goto out;
+  }
+  void *host = malloc(c_bytes);
+  if (evtc_cuda_copy_dtoh(dev, host, dc, c_bytes, &d)) {
+    CHECK(0, "%s: %s", label, d.msg);
+    free(host);
+    alive = false;
+    goto out;
+  }
+  /* dense float64 copies: At[r][k], Bt[c][k] of one batch */
+  double *At = malloc(sizeof(double) * (size_t)(g->M * (g->K ? g->K : 1)));
+  double *Bt = malloc(sizeof(double) * (size_t)(g->N * (g->K ? g->K : 1)));
+  const double ulp = v.out == EVTC_F32 ? 0x1p-23 : v.out == EVTC_BF16 ? 0x1p-7 : 0x1p-10;
+  int64_t bad = 0, unpoisoned = 0, checked = 0;
+  double worst = 0;
+  for (int64_t bt = 0; bt < g->batch; bt++) {
+    for (int64_t r = 0; r < g->M; r++)
+      for (int64_t kk = 0; kk < g->K; kk++)
+        At[r * g->K + kk] = A.val[bt * A.bstride + (v.a_kmajor ? r * A.ld + kk : kk * A.ld + r)];
+    for (int64_t c = 0; c < g->N; c++)
+      for (int64_t kk = 0; kk < g->K; kk++)
+        Bt[c * g->K + kk] = B.val[bt * B.bstride + (v.b_kmajor ? c * B.ld + kk : kk * B.ld + c)];
+    for (int64_t r = 0; r < g->M; r++)
+      for (int64_t c = 0; c < p.ldc; c++) {
+        size_t at = (size_t)(bt * p.c_bstride + r * p.ldc + c);
+        int poisoned;
+        double got = out_val(host, at, v.out, &poisoned);
+        if (c >= g->N) {   /* row padding: never written */
+          unpoisoned += !poisoned;
+          continue;
+        }
+        double ref = 0, mag = 0;
+        for (int64_t kk = 0; kk < g->K; kk++) {
+          double t = At[r * g->K + kk] * Bt[c * g->K + kk];
+          ref += t;
+          mag += fabs(t);
+        }
+        double tol = (double)g->K * 0x1p-22 * mag + fabs(ref) * ulp + 1e-30;
+        if (g->epi) {   /* alpha ref + (r - 2c), rounded twice in f32 */
+          tol = ALPHA * tol + (fabs(ALPHA * ref) + fabs((double)(r - 2 * c))) * 0x1p-22;
+          ref = ALPHA * ref + (double)(r - 2 * c);
+        }
+        double err = fabs(got - ref);
+        checked++;
+        if (!(err <= tol)) {
+          if (bad < 3)
+            fprintf(stderr, "  %s: D[%lld][%lld][%lld] = %.9g, expected %.9g (tol %.3g)\n", label, (long long)bt,
+                    (long long)r, (long long)c, got, ref, tol);
+          bad++;
+        } else if (err / (tol + 1e-300) > worst) {
+          worst = err / tol;
+        }
+      }
+    if (bt + 1 < g->batch)   /* the batch-stride gap after this batch: never written */
+      for (int64_t e = g->M * p.ldc; e < p.c_bstride; e++) {
+        int poisoned;
+        out_val(host, (size_t)(bt * p.c_bstride + e), v.out, &poisoned);
+        unpoisoned += !poisoned;
+      }
+  }
+  CHECK(bad == 0, "%s: %lld of %lld elements outside the bound", label, (long long)bad, (long long)checked);
+  CHECK(unpoisoned == 0, "%s: %lld padding elements written", label, (long long)unpoisoned);
+  const char *path = g->epi                                   ? "hook"
+                     : !L.dims.tma_store                       ? "direct"
+                     : g->N * (int64_t)es % 16 == 0              ? "staged"
+                                                               : "mixed";   /* the column-edge tile direct */
+  printf("ok   %-72s %-6s worst err/tol %.3f\n", label, path, worst);
+  free(At);
+  free(Bt);
+  free(host);
+out:
+  if (da) drv->cuMemFree(da);
+  if (db) drv->cuMemFree(db);
+  if (dc) drv->cuMemFree(dc);
+  operand_free(&A);
+  operand_free(&B);
+  return alive;
+}
+
+/* ---- host-side checks (no GPU needed) ---- */
+
+static void check_host_side(void) {
+  char why[256];
+  evtc_cuda_gemm_variant v = {.in = EVTC_BF16, .out = EVTC_F32, .a_kmajor = true, .b_kmajor = false};
+  for (int c = 0; c < N_CFG; c++) CHECK(evtc_cuda_gemm_config_check(&cfgs[c], &v, why, sizeof why), "cfg %d: %s", c, why);
+  evtc_cuda_gemm_config bad = cfgs[0];
+  bad.tile_n = 96;
+  CHECK(!evtc_cuda_gemm_config_check(&bad, &v, why, sizeof why) && strstr(why, "tile_n"), "tile_n 96 refused: %s", why);
+  bad = cfgs[0];
+  bad.stages = 6;   /* 6 x 48 KiB */
+  CHECK(!evtc_cuda_gemm_config_check(&bad, &v, why, sizeof why) && strstr(why, "shared memory"), "smem refused: %s",
+        why);
+  bad = cfgs[2];
+  bad.consumers = 1;   /* 2 x 256 / 2 = 256 accumulators per thread */
+  CHECK(!evtc_cuda_gemm_config_check(&bad, &v, why, sizeof why) && strstr(why, "registers"), "regs refused: %s", why);
+  evtc_cuda_gemm_variant f64 = v;
+  f64.in = EVTC_F64;
+  CHECK(!evtc_cuda_gemm_config_check(&cfgs[0], &f64, why, sizeof why), "f64 input refused");
+
+  evtc_cuda_gemm_problem p = {.M = 2039, .N = 1, .K = 17, .batch = 1, .lda = 17, .ldb = 8, .ldc = 1};
+  CHECK(!evtc_cuda_gemm_problem_check(&v, &p, 256, 512, why, sizeof why) && strstr(why, "lda"),
+        "packed K = 17 refused naming lda: %s", why);
+  p.lda = 24;
+  CHECK(evtc_cuda_gemm_problem_check(&v, &p, 256, 512, why, sizeof why), "padded lda accepted: %s", why);
+  CHECK(!evtc_cuda_gemm_problem_check(&v, &p, 256, 520, why, sizeof why) && strstr(why, "operand B"),
+        "misaligned B refused: %s", why);
+  p.batch = 2;
+  p.a_bstride = 2039 * 24;
+  p.b_bstride = 12;
+  CHECK(!evtc_cuda_gemm_problem_check(&v, &p, 256, 512, why, sizeof why) && strstr(why, "batch stride"),
+        "odd batch stride refused: %s", why);
+  p.N = 0;
+  CHECK(!evtc_cuda_gemm_problem_check(&v, &p, 256, 512, why, sizeof why), "empty GEMM refused");
+}
+
+int main(void) {
+  check_rng = 0x5DEECE66Dull;
+  make_cases();
+  check_host_side();
+  char *src = module_source();
+  evtc_diag d = {0};
+  evtc_cuda_device dev;
+  bool have_gpu = evtc_cuda_device_open(&dev, 0, &d) == EVTC_OK;
+  const char *arch = have_gpu ? dev.arch : "sm_90a";
+  evtc_cuda_cubin cubin;
+  static const char *const opts[] = {"--std=c++17", "-lineinfo"};
+  evtc_diag cd = {0};
+  evtc_status cs = evtc_cuda_compile(src, "sm90 GEMM test kernels", "sm_90a", opts, 2, &cubin, &cd);
+  if (cs == EVTC_ERR_UNSUPPORTED && !have_gpu) {
+    printf("SKIPPED: no NVRTC and no GPU (%s)\n", cd.msg);
+    free(src);
+    int rc = check_summary();
+    return rc ? rc : 77;
+  }
+  CHECK(cs == EVTC_OK, "NVRTC: %s", cd.msg);
+  if (cs == EVTC_OK) printf("compiled %d cases' kernels (%s)\n", n_cases, cubin.cache_hit ? "cache hit" : "NVRTC");
+  if (!have_gpu || strcmp(arch, "sm_90a") != 0 || cs != EVTC_OK) {
+    if (have_gpu) evtc_cuda_device_close(&dev);
+    if (cs == EVTC_OK) evtc_cuda_cubin_free(&cubin);
+    free(src);
+    int rc = check_summary();
+    if (rc) return rc;
+    printf("SKIPPED: %s\n", have_gpu ? "the GPU is not sm_90 (wgmma and TMA need sm_90a)" : d.msg);
+    return 77;
+  }
+  printf("device %s, %d SMs\n", dev.name, dev.sm_count);
+  CUmodule mod;
+  if (evtc_cuda_module_load(&dev, &cubin, "sm90 GEMM test kernels", &mod, &d) == EVTC_OK) {
+    for (int i = 0; i < n_cases; i++) {
+      char name[64];
+      kernel_name(&cases[i], name, sizeof name);
+      evtc_cuda_kernel k;
+      if (evtc_cuda_kernel_get(&dev, mod, name, &k, &d) != EVTC_OK) {
+        CHECK(0, "%s", d.msg);
+        break;
+      }
+      if (!run_case(&dev, &k, &cases[i])) {
+        fprintf(stderr, "device fault: the remaining %d cases are not run\n", n_cases - i - 1);
+        check_failed++;
+        break;
+      }
+    }
+    evtc_cuda_module_unload(&dev, mod);
+  } else {
+    CHECK(0, "%s", d.msg);
+  }
+  evtc_cuda_cubin_free(&cubin);
+  evtc_cuda_device_close(&dev);
+  free(src);
+  return check_summary();
+}

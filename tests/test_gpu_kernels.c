@@ -10,8 +10,16 @@
  * cuBLASLt GEMMs (transposed operands, batches with broadcast, f64) with
  * epilogues; whole training steps (forward, backward, SGD / AdamW) of
  * examples/mlp.evt and a dropout + residual + layernorm block; and the
- * run-time error flag (a label out of range) naming its kernel.  Without a
- * GPU it prints SKIPPED and exits 77 (a CTest skip, label gpu).
+ * run-time error flag (a label out of range) naming its kernel.  f16 and
+ * bf16 storage (f32 math): the exact checks of half_oracle.h (set/get,
+ * every bit pattern, casts at ties), elementwise chains, rows kernels in
+ * every row scheme, cross-entropy forward + backward on bf16 logits cast to
+ * f32, bf16 / f16 GEMMs (cuBLASLt, f32 math) with epilogues; the
+ * interpreter rounds every op to bf16 while a kernel rounds at its stores,
+ * so those tolerances allow about four bf16 (f16) roundings.  Without a
+ * GPU the f16 / bf16 kernels' CUDA source is still compiled with NVRTC for
+ * sm_90a when NVRTC is there (as the backend would emit it for an H200),
+ * then the test prints SKIPPED and exits 77 (a CTest skip, label gpu).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,9 +27,16 @@
 #include <unistd.h>
 
 #include "autodiff/autodiff.h"
+#include "backend/cuda/cuda_compile.h"
+#include "backend/cuda/cuda_emit.h"
+#include "backend/cuda/cuda_gemm.h"
 #include "cpu_oracle.h"
+#include "half_oracle.h"
+#include "kernel/kernel.h"
 
 static const double TOL = 2e-5;
+/* about four roundings of bf16 (2^-8 relative each) and of f16 (2^-11) */
+static const double TOL_BF16 = 4.0 / 256, TOL_F16 = 4.0 / 2048;
 
 static const char ew_text[] =
     "graph ew {\n"
@@ -73,6 +88,136 @@ static const char block_text[] =
     "  %loss = cross_entropy(%z, %y) : f32[]\n  output %loss\n  loss %loss\n"
     "}\n";
 
+/* f16 / bf16 storage: elementwise with broadcasts, views, casts both ways (f64 and i64 included), where.
+ * The where compares loaded values: a comparison of a computed value would
+ * see f32 in the kernel and the rounded half in the interpreter, and flip. */
+#define HALF_EW_TEXT(T)                                                                                            \
+  "graph ew_" T " {\n  %a = input() : " T "[333,517]\n  %b = input() : " T "[517]\n  %c = input() : " T "[333,1]\n" \
+  "  %s = const() {value=0.3} : " T "[]\n"                                                                        \
+  "  %e1 = add(%a, %b) : " T "[333,517]\n  %e2 = mul(%e1, %c) : " T "[333,517]\n  %e3 = gelu(%e2) : " T "[333,517]\n" \
+  "  %e4 = mul(%e3, %s) : " T "[333,517]\n  %cmp = gt(%a, %b) : bool[333,517]\n"                                \
+  "  %wh = where(%cmp, %a, %e3) : " T "[333,517]\n  %pm = permute(%a) {perm=[1,0]} : " T "[517,333]\n"             \
+  "  %ex = exp(%pm) : " T "[517,333]\n  %f = cast(%e2) {dtype=f32} : f32[333,517]\n"                             \
+  "  %g = tanh(%f) : f32[333,517]\n  %back = cast(%g) {dtype=" T "} : " T "[333,517]\n"                           \
+  "  %d = input() : f64[1000]\n  %dh = cast(%d) {dtype=" T "} : " T "[1000]\n"                                    \
+  "  %i = input() : i64[1000]\n  %ih = cast(%i) {dtype=" T "} : " T "[1000]\n"                                    \
+  "  output %e4\n  output %wh\n  output %ex\n  output %g\n  output %back\n  output %dh\n  output %ih\n}\n"
+
+/* f16 / bf16 rows: softmax, log-softmax, layernorm, reductions over rows and columns. */
+#define HALF_ROWS_TEXT(T, R, C)                                                                                    \
+  "graph rows_" T " {\n  %a = input() : " T "[" #R "," #C "]\n  %g = input() : " T "[" #C "]\n"                  \
+  "  %be = input() : " T "[" #C "]\n"                                                                             \
+  "  %sm = softmax(%a) : " T "[" #R "," #C "]\n  %ls = log_softmax(%a) {axis=1} : " T "[" #R "," #C "]\n"          \
+  "  %ln = layernorm(%a, %g, %be) : " T "[" #R "," #C "]\n"                                                       \
+  "  %rs = reduce_sum(%a) {axes=[0]} : " T "[" #C "]\n  %rm = reduce_max(%a) {axes=[1]} : " T "[" #R "]\n"        \
+  "  %mean = reduce_mean(%a) : " T "[]\n"                                                                          \
+  "  output %sm\n  output %ls\n  output %ln\n  output %rs\n  output %rm\n  output %mean\n}\n"
+
+/* Cross-entropy on bf16 logits cast to f32 (the benchmark's workload, smaller); differentiated wrt %x. */
+static const char half_ce_text[] =
+    "graph ce_bf16 {\n  %x = input() : bf16[67,3000]\n  %lab = input() : i64[67]\n"
+    "  %xf = cast(%x) {dtype=f32} : f32[67,3000]\n  %loss = cross_entropy(%xf, %lab) : f32[]\n"
+    "  output %loss\n  loss %loss\n}\n";
+
+/* bf16 / f16 GEMMs (cuBLASLt, f32 math into f32 scratch, rounded by the epilogue). */
+static const char half_gemm_text[] =
+    "graph gemm_half {\n"
+    "  %x = input() : bf16[33,67]\n  %w = input() : bf16[67,129]\n  %b = input() : bf16[129]\n"
+    "  %h = matmul(%x, %w) : bf16[33,129]\n  %hb = add(%h, %b) : bf16[33,129]\n  %hr = relu(%hb) : bf16[33,129]\n"
+    "  %plain = matmul(%x, %w) : bf16[33,129]\n"
+    "  %p = input() : f16[2,1,5,7]\n  %q = input() : f16[3,7,9]\n  %pq = batch_matmul(%p, %q) : f16[2,3,5,9]\n"
+    "  %pf = cast(%pq) {dtype=f32} : f32[2,3,5,9]\n"
+    "  output %hr\n  output %plain\n  output %pf\n}\n";
+
+/* The joint graph of text differentiated wrt `wrt` (no optimizer), or NULL (a failed check). */
+static evtc_graph *differentiate(const char *text, const char *name, const char *wrt) {
+  evtc_graph *fwd = oracle_parse(text, name);
+  if (!fwd) return NULL;
+  evtc_optim_config none = evtc_optim_default(EVTC_OPTIM_NONE);
+  evtc_diag d = {0};
+  evtc_graph *g = evtc_autodiff(fwd, &wrt, 1, &none, &d);
+  CHECK(g != NULL, "%s: autodiff: %s", name, d.msg);
+  evtc_graph_free(fwd);
+  return g;
+}
+
+/* What the CUDA backend accepts as a kernel (mirrors cuda_backend.c's supports()). */
+static bool cuda_accepts(const evtc_kernel *k, void *ctx) {
+  char why[160];
+  (void)ctx;
+  if (k->kind == EVTC_ML_OPAQUE || k->kind == EVTC_ML_CONV || k->n_args > EVTC_CUDA_MAX_ARGS) return false;
+  if (k->kind == EVTC_ML_GEMM && !evtc_cuda_gemm_fits(k, why, sizeof why)) return false;
+  return evtc_kernel_visitor_fits(k, why, sizeof why);
+}
+
+/* Without a GPU: g's kernels under the greedy CUDA plan, emitted as cuda_backend.c's emit() does for an H200 (132
+ * SMs, 227 KiB of shared memory per block), compiled by NVRTC for sm_90a.  Every node must be in an accepted kernel. */
+static void compile_only(evtc_graph *g, const char *name) {
+  if (!g) return;
+  int nk = 0;
+  int32_t *plan = evtc_plan_greedy(g, cuda_accepts, NULL, &nk);
+  evtc_sb b = {0};
+  evtc_cuda_emit_prelude(&b);
+  int emitted = 0;
+  for (int t = 0; t < nk; t++) {
+    int32_t ids[512];
+    int n = 0;
+    for (int32_t i = 0; i < g->n_nodes && n < 512; i++)
+      if (plan[i] == t) ids[n++] = i;
+    evtc_diag d = {0};
+    evtc_kernel *k = evtc_kernel_build(g, ids, n, &d);
+    CHECK(k && cuda_accepts(k, NULL), "%s: kernel %d (%%%s) is refused: %s", name, t, g->nodes[ids[0]]->name, d.msg);
+    if (!k || !cuda_accepts(k, NULL)) {
+      evtc_kernel_free(k);
+      continue;
+    }
+    snprintf(k->name, sizeof k->name, "k%d", t);
+    evtc_sb_printf(&b, "/* kernel %s: %d node%s */\n", k->name, k->n_nodes, k->n_nodes == 1 ? "" : "s");
+    if (k->kind == EVTC_ML_GEMM) {
+      evtc_cuda_emit_elementwise(&b, k, evtc_cpu_ctype(k->gemm.dtype));   /* the epilogue reads f32 scratch */
+    } else if (evtc_kernel_flat_fits(k)) {
+      evtc_cuda_emit_elementwise(&b, k, NULL);
+    } else {
+      evtc_cuda_rows_plan pl = evtc_cuda_rows_plan_of(k, 132, 227 * 1024);
+      evtc_cuda_emit_rows(&b, k, &pl);
+    }
+    emitted++;
+    evtc_kernel_free(k);
+  }
+  static const char *const opts[] = {"--std=c++17", "-lineinfo", "--diag-suppress=177,550"};
+  evtc_cuda_cubin cubin = {0};
+  evtc_diag d = {0};
+  CHECK(evtc_cuda_compile(b.s, name, "sm_90a", opts, 3, &cubin, &d) == EVTC_OK && cubin.size > 0,
+        "%s: NVRTC: %s", name, d.msg);
+  printf("%s: %d kernels compiled for sm_90a (no GPU to run them)\n", name, emitted);
+  evtc_cuda_cubin_free(&cubin);
+  free(b.s);
+  free(plan);
+  evtc_graph_free(g);
+}
+
+static void half_compile_only(void) {
+  evtc_diag d = {0};
+  if (!evtc_cuda_nvrtc_get(&d)) {
+    printf("no NVRTC (%s): the f16 / bf16 CUDA source is not compiled\n", d.msg);
+    return;
+  }
+  char dir[] = "/tmp/evtc-gpu-kernels-XXXXXX";
+  if (!mkdtemp(dir)) return;
+  setenv("XDG_CACHE_HOME", dir, 1);
+  compile_only(oracle_parse(HALF_EW_TEXT("bf16"), "bf16 elementwise"), "bf16 elementwise");
+  compile_only(oracle_parse(HALF_EW_TEXT("f16"), "f16 elementwise"), "f16 elementwise");
+  compile_only(oracle_parse(HALF_ROWS_TEXT("bf16", 37, 300), "bf16 rows"), "bf16 rows-warp-300");
+  compile_only(oracle_parse(HALF_ROWS_TEXT("bf16", 29, 3000), "bf16 rows"), "bf16 rows-block-3000");
+  compile_only(oracle_parse(HALF_ROWS_TEXT("bf16", 5, 20000), "bf16 rows"), "bf16 rows-block-20000");
+  compile_only(oracle_parse(HALF_ROWS_TEXT("f16", 3, 70000), "f16 rows"), "f16 rows-block-70000");
+  compile_only(differentiate(half_ce_text, "bf16 cross-entropy", "x"), "bf16 cross-entropy fwd+bwd");
+  compile_only(oracle_parse(half_gemm_text, "half gemm"), "bf16 / f16 gemm epilogues");
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
 /* g on the GPU vs the interpreter; want_interpreted: kernels allowed to fall back. */
 static void compare(const char *text, const char *name, int64_t int_hi, double tol) {
   evtc_graph *g = oracle_parse(text, name);
@@ -85,6 +230,126 @@ static void compare(const char *text, const char *name, int64_t int_hi, double t
   }
   evtc_program_free(p);
   evtc_graph_free(g);
+}
+
+/* The memory-bound workloads of bench/gpu.sh, fewer rows: each forward + backward as ONE rows kernel (the
+ * planner's fused plan), so every column scheme meets kept values, several COL reductions per pass, ROW
+ * partials, a loss, dropout masks and one-hot labels at once. */
+static const char ln_text[] =
+    "graph ln {\n  %x = input() : f32[300,4096]\n  %dy = input() : f32[300,4096]\n"
+    "  %g = input() : f32[4096]\n  %b = input() : f32[4096]\n  %y = layernorm(%x, %g, %b) : f32[300,4096]\n"
+    "  %p = mul(%y, %dy) : f32[300,4096]\n  %loss = reduce_sum(%p) : f32[]\n  output %y\n  loss %loss\n}\n";
+static const char sm_text[] =
+    "graph sm {\n  %x = input() : f32[150,32000]\n  %y = softmax(%x) : f32[150,32000]\n  output %y\n}\n";
+static const char ce_text[] =
+    "graph ce {\n  %x = input() : f32[150,32000]\n  %lab = input() : i64[150]\n"
+    "  %loss = cross_entropy(%x, %lab) : f32[]\n  output %loss\n  loss %loss\n}\n";
+static const char ce_bf16_text[] =
+    "graph ce_bf16 {\n  %x = input() : bf16[150,32000]\n  %lab = input() : i64[150]\n"
+    "  %xf = cast(%x) {dtype=f32} : f32[150,32000]\n  %loss = cross_entropy(%xf, %lab) : f32[]\n"
+    "  output %loss\n  loss %loss\n}\n";
+static const char drl_text[] =
+    "graph drl {\n  %x = input() : f32[1500,1024]\n  %res = input() : f32[1500,1024]\n"
+    "  %dy = input() : f32[1500,1024]\n  %g = input() : f32[1024]\n  %b = input() : f32[1024]\n"
+    "  %d = dropout(%x) {p=0.1, seed=1} : f32[1500,1024]\n  %h = add(%d, %res) : f32[1500,1024]\n"
+    "  %y = layernorm(%h, %g, %b) : f32[1500,1024]\n  %p = mul(%y, %dy) : f32[1500,1024]\n"
+    "  %loss = reduce_sum(%p) : f32[]\n  output %y\n  loss %loss\n}\n";
+
+/* Views a vector access cannot take (offset 1) beside ones it can (offset 4, row stride 1032), in a rows and
+ * an elementwise kernel; a broadcast row, one-hot and dropout in the elementwise one. */
+static const char views_text[] =
+    "graph views {\n  %a = input() : f32[19,1032]\n  %b = input() : f32[19,1024]\n  %w = input() : f32[1024]\n"
+    "  %s1 = slice(%a) {axes=[1], starts=[1], ends=[1025], steps=[1]} : f32[19,1024]\n"
+    "  %s4 = slice(%a) {axes=[1], starts=[4], ends=[1028], steps=[1]} : f32[19,1024]\n"
+    "  %t = add(%s1, %b) : f32[19,1024]\n  %u = mul(%t, %s4) : f32[19,1024]\n  %sm = softmax(%u) : f32[19,1024]\n"
+    "  %v = add(%s4, %w) : f32[19,1024]\n  %ge = gelu(%v) : f32[19,1024]\n  %dp = dropout(%ge) {p=0.2, seed=3} : f32[19,1024]\n"
+    "  %lab = input() : i64[19]\n  %oh = one_hot(%lab) {depth=1024} : f32[19,1024]\n  %o = add(%dp, %oh) : f32[19,1024]\n"
+    "  output %sm\n  output %o\n}\n";
+
+/* text, differentiated wrt the comma-separated names in wrt (none: as is), run as one kernel (cpu_compare). */
+static void compare_fused(const char *text, const char *wrt, const char *name, int64_t int_hi, double tol) {
+  evtc_graph *g = oracle_parse(text, name);
+  if (!g) return;
+  if (wrt[0]) {
+    char buf[64];
+    const char *names[8];
+    int n = 0;
+    snprintf(buf, sizeof buf, "%s", wrt);
+    for (char *t = strtok(buf, ","); t && n < 8; t = strtok(NULL, ",")) names[n++] = t;
+    evtc_optim_config none = evtc_optim_default(EVTC_OPTIM_NONE);
+    evtc_diag d = {0};
+    evtc_graph *joint = evtc_autodiff(g, names, n, &none, &d);
+    CHECK(joint != NULL, "%s: autodiff: %s", name, d.msg);
+    evtc_graph_free(g);
+    if (!joint) return;
+    g = joint;
+  }
+  int nk = 0;
+  int32_t *plan = evtc_plan_greedy(g, NULL, NULL, &nk);
+  for (int32_t i = 0; i < g->n_nodes; i++) plan[i] = plan[i] < 0 ? -1 : 0;
+  evtc_program *p = cpu_compare(g, plan, 1, tol, int_hi, name);
+  if (p) {
+    evtc_program_stats st = evtc_program_get_stats(p);
+    CHECK(st.compiled == 1 && st.interpreted == 0 && st.splits == 0, "%s: %d kernels (%d interpreted, %d split), want 1",
+          name, st.kernels, st.interpreted, st.splits);
+    printf("%s: one kernel on the GPU\n", name);
+  }
+  evtc_program_free(p);
+  free(plan);
+  evtc_graph_free(g);
+}
+
+/* The same with an environment variable of the CUDA row planner set (cuda_rows_plan.c). */
+static void compare_fused_env(const char *var, const char *value, const char *text, const char *wrt, const char *name,
+                              int64_t int_hi, double tol) {
+  char what[160];
+  snprintf(what, sizeof what, "%s with %s=%s", name, var, value);
+  setenv(var, value, 1);
+  compare_fused(text, wrt, what, int_hi, tol);
+  unsetenv(var);
+}
+
+/* Every column scheme of the rows template: vectors of 4, 2 and 1 columns at the widths around each
+ * threshold (a warp per row up to 512 columns, a block up to 1024 threads of 4 columns, clusters beyond),
+ * views that must stay scalar, kept values in registers / shared memory / recomputed, ROW partials in
+ * registers / shared memory / scratch, cluster sizes 2 to 8. */
+static void test_row_schemes(void) {
+  compare(ROWS_TEXT(7, 512), "rows-warp-vec4-512", 512, TOL);
+  compare(ROWS_TEXT(7, 516), "rows-block-vec4-516", 516, TOL);
+  compare(ROWS_TEXT(7, 514), "rows-block-vec2-514", 514, TOL);
+  compare(ROWS_TEXT(7, 513), "rows-block-scalar-513", 513, TOL);
+  compare(ROWS_TEXT(3, 16384), "rows-block-1024-threads-16384", 16384, 1e-4);
+  compare(ROWS_TEXT(3, 16388), "rows-cluster-16388", 16388, 1e-4);
+  compare(ROWS_TEXT(3, 16386), "rows-cluster-vec2-16386", 16386, 1e-4);
+  compare(views_text, "views", 1024, TOL);
+  compare_fused(ln_text, "x,g,b", "layernorm fwd+bwd 300x4096", 1, 1e-4);
+  compare_fused(sm_text, "", "softmax 150x32000", 1, 1e-4);
+  compare_fused(ce_text, "x", "cross-entropy fwd+bwd 150x32000", 32000, 1e-4);
+  compare_fused(drl_text, "x,res,g,b", "dropout+residual+layernorm fwd+bwd 1500x1024", 1, 1e-4);
+  compare_fused(ce_bf16_text, "x", "cross-entropy fwd+bwd on bf16 logits 150x32000", 32000, TOL_BF16);
+  compare_fused_env("EVTC_CUDA_PREFETCH", "0", ce_bf16_text, "x", "cross-entropy bf16", 32000, TOL_BF16);
+  compare_fused_env("EVTC_CUDA_ROW_COLS", "64", ce_bf16_text, "x", "cross-entropy bf16", 32000, TOL_BF16);
+  compare_fused_env("EVTC_CUDA_ROW_COLS", "64", sm_text, "", "softmax 150x32000", 1, 1e-4);
+  compare_fused_env("EVTC_CUDA_VEC", "0", ln_text, "x,g,b", "layernorm fwd+bwd 300x4096", 1, 1e-4);
+  compare_fused_env("EVTC_CUDA_VEC", "0", drl_text, "x,res,g,b", "dropout+residual+layernorm", 1, 1e-4);
+  compare_fused_env("EVTC_CUDA_ROW_PARTIALS", "regs", ln_text, "x,g,b", "layernorm fwd+bwd 300x4096", 1, 1e-4);
+  compare_fused_env("EVTC_CUDA_ROW_PARTIALS", "scratch", drl_text, "x,res,g,b", "dropout+residual+layernorm", 1, 1e-4);
+  compare_fused_env("EVTC_CUDA_THREAD_ACC", "f64", ln_text, "x,g,b", "layernorm fwd+bwd 300x4096", 1, 1e-4);
+  compare_fused_env("EVTC_CUDA_THREAD_ACC", "f64", ce_text, "x", "cross-entropy fwd+bwd 150x32000", 32000, 1e-4);
+  compare_fused_env("EVTC_CUDA_ROW_ACC", "f32", ln_text, "x,g,b", "layernorm fwd+bwd 300x4096", 1, 1e-4);
+  compare_fused_env("EVTC_CUDA_ROW_ACC", "f32", drl_text, "x,res,g,b", "dropout+residual+layernorm", 1, 1e-4);
+  compare_fused_env("EVTC_CUDA_PREFETCH", "0", ln_text, "x,g,b", "layernorm fwd+bwd 300x4096", 1, 1e-4);
+  compare_fused_env("EVTC_CUDA_PREFETCH", "1", sm_text, "", "softmax 150x32000", 1, 1e-4);
+  compare_fused_env("EVTC_CUDA_CLUSTER", "4", sm_text, "", "softmax 150x32000", 1, 1e-4);
+  compare_fused_env("EVTC_CUDA_ROW_CACHE", "smem", sm_text, "", "softmax 150x32000", 1, 1e-4);
+  compare_fused_env("EVTC_CUDA_ROW_COLS", "32", drl_text, "x,res,g,b", "dropout+residual+layernorm", 1, 1e-4);
+  compare_fused_env("EVTC_CUDA_ROW_COLS", "8", ln_text, "x,g,b", "layernorm fwd+bwd 300x4096", 1, 1e-4);
+  compare_fused_env("EVTC_CUDA_MIN_BLOCKS", "4", drl_text, "x,res,g,b", "dropout+residual+layernorm", 1, 1e-4);
+  compare_fused_env("EVTC_CUDA_CLUSTER", "2", ce_text, "x", "cross-entropy fwd+bwd 150x32000", 32000, 1e-4);
+  compare_fused_env("EVTC_CUDA_CLUSTER", "8", ce_text, "x", "cross-entropy fwd+bwd 150x32000", 32000, 1e-4);
+  setenv("EVTC_CUDA_SMEM_ROWS", "0", 1);
+  compare_fused_env("EVTC_CUDA_CLUSTER", "1", ce_text, "x", "cross-entropy fwd+bwd 150x32000 (re-read)", 32000, 1e-4);
+  unsetenv("EVTC_CUDA_SMEM_ROWS");
 }
 
 static void train(evtc_graph *fwd, evtc_optimizer kind, int64_t int_hi, const char *what) {
@@ -122,6 +387,8 @@ int main(int argc, char **argv) {
   evtc_diag d = {0};
   oracle_be = evtc_backend_cuda(&d);
   if (!oracle_be) {
+    half_compile_only();
+    if (check_failed) return check_summary();
     printf("SKIPPED: %s\n", d.msg);
     return 77;
   }
@@ -131,7 +398,23 @@ int main(int argc, char **argv) {
   compare(ROWS_TEXT(5, 20000), "rows-block-smem-20000", 20000, 1e-4);
   compare(ROWS_TEXT(3, 70000), "rows-block-reread-70000", 70000, 1e-4);
   compare(ROWS_TEXT(3000, 40), "rows-warp-many-40", 40, TOL);
+  test_row_schemes();
   compare(gemm_text, "gemm", 3, 1e-4);
+  half_exact_tests();
+  compare(HALF_EW_TEXT("bf16"), "bf16 elementwise", 1000, TOL_BF16);
+  compare(HALF_EW_TEXT("f16"), "f16 elementwise", 1000, TOL_F16);
+  compare(HALF_ROWS_TEXT("bf16", 37, 300), "bf16 rows-warp-300", 1, TOL_BF16);
+  compare(HALF_ROWS_TEXT("bf16", 29, 3000), "bf16 rows-block-regs-3000", 1, TOL_BF16);
+  compare(HALF_ROWS_TEXT("bf16", 5, 20000), "bf16 rows-block-smem-20000", 1, TOL_BF16);
+  compare(HALF_ROWS_TEXT("f16", 3, 70000), "f16 rows-block-reread-70000", 1, TOL_F16);
+  compare(half_gemm_text, "bf16 / f16 gemm", 1, TOL_BF16);
+  evtc_graph *ce = differentiate(half_ce_text, "bf16 cross-entropy", "x");
+  if (ce) {
+    evtc_program *p = cpu_compare(ce, NULL, 0, TOL_BF16, 3000, "bf16 cross-entropy fwd+bwd");
+    if (p) CHECK(evtc_program_get_stats(p).interpreted == 0, "bf16 cross-entropy: every kernel on the GPU");
+    evtc_program_free(p);
+    evtc_graph_free(ce);
+  }
   test_error_flag();
   char path[1024], err[512];
   snprintf(path, sizeof path, "%s/examples/mlp.evt", argc > 1 ? argv[1] : ".");

@@ -1,6 +1,12 @@
 /* program_fallback.c -- nodes without a template, run by the interpreter,
  * and the conversion of native buffers to and from doubles.
  *
+ * Buffers hold every dtype in its own size: f16 (IEEE binary16) and bf16
+ * (the top half of an f32) take 2 bytes, converted from doubles with one
+ * rounding to nearest even (subnormals kept, overflow to infinity, NaN
+ * stays a quiet NaN) by runtime/elements.c, exactly as the interpreter's
+ * evtc_round_to rounds.
+ *
  * A fallback node is copied into a graph of its own whose inputs are
  * INPUT leaves of the same types; each run converts the input buffers to
  * doubles, runs the interpreter (which rounds to every dtype, f16 and bf16
@@ -10,17 +16,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/elements.h"
 #include "runtime/precision.h"
 #include "runtime/program_internal.h"
 
-size_t evtc_buffer_elem_size(evtc_dtype t) { return t == EVTC_F16 || t == EVTC_BF16 ? 4 : evtc_dtype_size(t); }
+size_t evtc_buffer_elem_size(evtc_dtype t) { return evtc_dtype_size(t); }
 
 void evtc_buffer_to_double(evtc_dtype t, const void *src, int64_t n, double *dst) {
   switch (t) {
     case EVTC_F64: memcpy(dst, src, sizeof(double) * (size_t)n); break;
-    case EVTC_F32: case EVTC_F16: case EVTC_BF16:
-      for (int64_t i = 0; i < n; i++) dst[i] = ((const float *)src)[i];
-      break;
+    case EVTC_F32: for (int64_t i = 0; i < n; i++) dst[i] = ((const float *)src)[i]; break;
+    case EVTC_F16: for (int64_t i = 0; i < n; i++) dst[i] = evtc_f16_to_double(((const uint16_t *)src)[i]); break;
+    case EVTC_BF16: for (int64_t i = 0; i < n; i++) dst[i] = evtc_bf16_to_double(((const uint16_t *)src)[i]); break;
     case EVTC_I64: for (int64_t i = 0; i < n; i++) dst[i] = (double)((const int64_t *)src)[i]; break;
     case EVTC_I32: for (int64_t i = 0; i < n; i++) dst[i] = ((const int32_t *)src)[i]; break;
     case EVTC_BOOL: for (int64_t i = 0; i < n; i++) dst[i] = ((const uint8_t *)src)[i]; break;
@@ -29,11 +36,16 @@ void evtc_buffer_to_double(evtc_dtype t, const void *src, int64_t n, double *dst
 }
 
 void evtc_buffer_from_double(evtc_dtype t, const double *src, int64_t n, void *dst) {
+  switch (t) {        /* f16 and bf16: one rounding from the double, the same as evtc_round_to's */
+    case EVTC_F16: for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = evtc_double_to_f16(src[i]); return;
+    case EVTC_BF16: for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = evtc_double_to_bf16(src[i]); return;
+    default: break;
+  }
   for (int64_t i = 0; i < n; i++) {
     double x = evtc_round_to(t, src[i]);
     switch (t) {
       case EVTC_F64: ((double *)dst)[i] = x; break;
-      case EVTC_F32: case EVTC_F16: case EVTC_BF16: ((float *)dst)[i] = (float)x; break;
+      case EVTC_F32: ((float *)dst)[i] = (float)x; break;
       case EVTC_I64: ((int64_t *)dst)[i] = (int64_t)x; break;
       case EVTC_I32: ((int32_t *)dst)[i] = (int32_t)x; break;
       case EVTC_BOOL: ((uint8_t *)dst)[i] = x != 0; break;

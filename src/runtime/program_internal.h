@@ -10,7 +10,7 @@
 #include "ir/ir.h"
 #include "runtime/interp.h"
 
-/* Bytes per element of a buffer of dtype t (f16 and bf16 held as float). */
+/* Bytes per element of a buffer of dtype t (its dtype size: f16 and bf16 take 2). */
 size_t evtc_buffer_elem_size(evtc_dtype t);
 /* Buffer <-> doubles for n elements of dtype t. */
 void evtc_buffer_to_double(evtc_dtype t, const void *src, int64_t n, double *dst);

@@ -1,8 +1,13 @@
 /* cpu_backend.c -- the CPU backend: C source -> cc -> cached shared object -> dlopen.
  *
- * supports() accepts the kernels the C templates can run (f32, f64,
- * integer and bool values; no f16/bf16 yet; GEMM epilogues without
- * reductions; OPAQUE kernels of the ops cpu_emit_opaque.c covers).  emit() dispatches to the template of the kernel's family.
+ * supports() accepts the kernels the C templates can run: elementwise and
+ * rows kernels over every dtype (f16 and bf16 as 2-byte storage with f32
+ * math, cpu_visitor.c), f32 / f64 GEMMs whose epilogues have no
+ * reductions, OPAQUE kernels of the ops cpu_emit_opaque.c covers over
+ * f32 / f64 / integer values.  f16 / bf16 GEMMs and OPAQUE kernels touching
+ * f16 / bf16 are refused with that reason (the program then runs them in
+ * the interpreter and warns).  emit() dispatches to the template of the
+ * kernel's family.
  * compile() writes the module source and builds it with the system C
  * compiler (`cc -O3 -march=native -fno-math-errno -fno-trapping-math -fopenmp -shared -fPIC`) into
  * $XDG_CACHE_HOME/evtc (default ~/.cache/evtc), named by a 64-bit FNV-1a
@@ -33,7 +38,7 @@ static evtc_cpu_cache_stats stats;
 
 evtc_cpu_cache_stats evtc_cpu_cache_get_stats(void) { return stats; }
 
-static bool dtype_ok(evtc_dtype t) { return evtc_cpu_ctype(t) != NULL; }
+static bool is_half(evtc_dtype t) { return t == EVTC_F16 || t == EVTC_BF16; }
 
 static bool cpu_supports(const evtc_backend *be, const evtc_kernel *k, char *why, size_t cap) {
   if (k->kind == EVTC_ML_OPAQUE && !evtc_cpu_opaque_supported(k->main)) {
@@ -46,22 +51,17 @@ static bool cpu_supports(const evtc_backend *be, const evtc_kernel *k, char *why
     snprintf(why, cap, "an empty tensor");
     return false;
   }
-  for (int i = 0; i < k->n_args; i++)
-    if (!dtype_ok(k->args[i].node->type.dtype)) {
-      snprintf(why, cap, "%s values", evtc_dtype_name(k->args[i].node->type.dtype));
-      return false;
-    }
+  if (k->kind == EVTC_ML_OPAQUE)
+    for (int i = 0; i < k->n_args; i++)
+      if (is_half(k->args[i].node->type.dtype)) {
+        snprintf(why, cap, "%s values in %s (the CPU's templates of it are for f32, f64 and integers)",
+                 evtc_dtype_name(k->args[i].node->type.dtype), evtc_op_get(k->main->op)->name);
+        return false;
+      }
   bool gemm = k->kind == EVTC_ML_GEMM || k->kind == EVTC_ML_CONV;
   if (gemm && !(k->gemm.dtype == EVTC_F32 || k->gemm.dtype == EVTC_F64)) {
-    snprintf(why, cap, "%s GEMM", evtc_dtype_name(k->gemm.dtype));
+    snprintf(why, cap, "%s GEMM (the CPU GEMM is f32 and f64 only)", evtc_dtype_name(k->gemm.dtype));
     return false;
-  }
-  for (int i = 0; i < k->n_v; i++) {
-    const evtc_vnode *v = &k->v[i];
-    if (!dtype_ok(v->dtype)) {
-      snprintf(why, cap, "%s values", evtc_dtype_name(v->dtype));
-      return false;
-    }
   }
   return evtc_kernel_visitor_fits(k, why, cap);
 }

@@ -25,11 +25,25 @@ typedef struct evtc_sb {
 
 void evtc_sb_printf(evtc_sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* C type of a dtype in generated code ("float", "int64_t", "uint8_t"). */
+/* C type of a value of dtype t in generated code ("float", "int64_t",
+ * "uint8_t"): f16 and bf16 values are float (kernels compute in f32). */
 const char *evtc_cpu_ctype(evtc_dtype t);
+/* C type of an element of a buffer of dtype t: the value type, except
+ * "uint16_t" for f16 and bf16 (their bit patterns). */
+const char *evtc_cpu_storage_ctype(evtc_dtype t);
+/* The one place values meet storage.  Appends the value of dtype t whose
+ * stored element is the C expression `stored` (f16 / bf16: widened to
+ * float, exactly), and the stored form of value v<value> of dtype
+ * `value_type` in a buffer of dtype t (f16 / bf16: rounded to nearest even,
+ * NaN kept quiet, overflow to infinity; an f64 value is rounded to odd in
+ * f32 first, so that it is rounded once, as the interpreter does). */
+void evtc_cpu_emit_from_storage(evtc_sb *b, evtc_dtype t, const char *stored);
+void evtc_cpu_emit_to_storage(evtc_sb *b, evtc_dtype t, evtc_dtype value_type, int value);
 
 /* Writes the module prelude: includes, Philox4x32-10 (bit-compatible with
- * runtime/philox.c), NaN-aware max/min, saturating casts. */
+ * runtime/philox.c), NaN-aware max/min, saturating casts, and the f16 /
+ * bf16 conversions evtc_h2f, evtc_f2h, evtc_bf2f, evtc_f2bf, evtc_d2f_odd
+ * (portable bit operations). */
 void evtc_cpu_emit_prelude(evtc_sb *b);
 /* The entry point's first lines: typed pointers a<i> to every argument. */
 void evtc_cpu_emit_args(evtc_sb *b, const evtc_kernel *k);
@@ -42,6 +56,12 @@ typedef struct evtc_cpu_vctx {
   const char *ind;          /* indentation */
   bool flat;                /* `i` is in scope */
   const char *acc_expr;     /* GEMM: the accumulator element */
+  /* Optional: writes to buf the storage expression of LOAD or STORE node i
+   * (an element of the buffer's storage type; "a<arg>[index]" otherwise)
+   * and returns true, or returns false for the default.  The CUDA
+   * templates use it for elements of 16-byte vector accesses. */
+  bool (*storage)(const struct evtc_cpu_vctx *x, int i, char *buf, size_t cap);
+  const void *storage_ctx;
 } evtc_cpu_vctx;
 
 /* Emits "T v<i> = <expr>;" for compute-like node i (ACC, LOAD, IMM,

@@ -2,7 +2,12 @@
  *
  * Every value node becomes one local variable `v<i>` of its dtype's C
  * type, computed from earlier ones.  f32 math uses the float functions
- * (expf, ...), f64 the double ones; integer division by zero and
+ * (expf, ...), f64 the double ones.  f16 and bf16 are storage formats:
+ * their values are floats with f32 math, widened at loads and rounded to
+ * nearest even only at stores and casts (the interpreter rounds every op's
+ * output, so a fused kernel can differ by the roundings it skips; a cast
+ * or a load + store rounds exactly as the interpreter does).  Integer
+ * division by zero and
  * out-of-range labels raise the kernel's error flag instead of trapping.
  * Loads index their argument through the view's strides: a linear row
  * part and column part when the strides allow (the common case), else
@@ -16,6 +21,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_emit.h"
+#include "runtime/precision.h"
 
 void evtc_sb_printf(evtc_sb *b, const char *fmt, ...) {
   va_list ap;
@@ -35,12 +41,33 @@ void evtc_sb_printf(evtc_sb *b, const char *fmt, ...) {
 const char *evtc_cpu_ctype(evtc_dtype t) {
   switch (t) {
     case EVTC_F64: return "double";
-    case EVTC_F32: return "float";
+    case EVTC_F32: case EVTC_F16: case EVTC_BF16: return "float";
     case EVTC_I64: return "int64_t";
     case EVTC_I32: return "int32_t";
     case EVTC_BOOL: return "uint8_t";
-    default: return NULL;
+    default: EVTC_ASSERT(!"bad dtype"); return NULL;
   }
+}
+
+const char *evtc_cpu_storage_ctype(evtc_dtype t) {
+  return t == EVTC_F16 || t == EVTC_BF16 ? "uint16_t" : evtc_cpu_ctype(t);
+}
+
+static bool is_half(evtc_dtype t) { return t == EVTC_F16 || t == EVTC_BF16; }
+
+void evtc_cpu_emit_from_storage(evtc_sb *b, evtc_dtype t, const char *stored) {
+  if (is_half(t)) evtc_sb_printf(b, "%s(%s)", t == EVTC_F16 ? "evtc_h2f" : "evtc_bf2f", stored);
+  else evtc_sb_printf(b, "%s", stored);
+}
+
+void evtc_cpu_emit_to_storage(evtc_sb *b, evtc_dtype t, evtc_dtype value_type, int value) {
+  if (!is_half(t)) {
+    evtc_sb_printf(b, "(%s)v%d", evtc_cpu_ctype(t), value);
+    return;
+  }
+  const char *f = t == EVTC_F16 ? "evtc_f2h" : "evtc_f2bf";
+  if (value_type == EVTC_F32 || is_half(value_type)) evtc_sb_printf(b, "%s(v%d)", f, value);
+  else evtc_sb_printf(b, "%s(evtc_d2f_odd((double)v%d))", f, value);
 }
 
 void evtc_cpu_emit_prelude(evtc_sb *b) {
@@ -101,12 +128,43 @@ void evtc_cpu_emit_prelude(evtc_sb *b) {
     "}\n"
     "static inline int64_t evtc_f2i(double x, double lo, double hi) {\n"
     "  return x != x ? 0 : x <= lo ? (int64_t)lo : x >= hi ? (int64_t)hi : (int64_t)x;\n"
+    "}\n"
+    /* f16 / bf16 storage <-> float by bit operations (selects, so loops over them vectorise); rounding to
+     * nearest even, NaN stays a quiet NaN, overflow to infinity, f16 subnormals by adding 2^-1 (whose
+     * ulp is 2^-24, the f16 subnormal spacing) in the float unit's own round-to-nearest-even */
+    "typedef union { float f; uint32_t u; } evtc_fu;\n"
+    "static inline float evtc_bf2f(uint16_t h) { evtc_fu x = {.u = (uint32_t)h << 16}; return x.f; }\n"
+    "static inline uint16_t evtc_f2bf(float f) {\n"
+    "  const evtc_fu x = {.f = f};\n"
+    "  return (uint16_t)((x.u & 0x7fffffffu) > 0x7f800000u ? (x.u >> 16) | 0x40u : (x.u + 0x7fffu + ((x.u >> 16) & 1u)) >> 16);\n"
+    "}\n"
+    "static inline float evtc_h2f(uint16_t h) {\n"
+    "  const uint32_t a = h & 0x7fffu;\n"
+    "  const evtc_fu sub = {.f = (float)a * 5.9604644775390625e-08f};\n"
+    "  const evtc_fu x = {.u = (uint32_t)(h & 0x8000u) << 16 |\n"
+    "                          (a >= 0x7c00u ? a << 13 | 0x7f800000u : a >= 0x400u ? (a << 13) + 0x38000000u : sub.u)};\n"
+    "  return x.f;\n"
+    "}\n"
+    "static inline uint16_t evtc_f2h(float f) {\n"
+    "  const evtc_fu x = {.f = f}, sub = {.f = fabsf(f) + 0.5f};\n"
+    "  const uint32_t a = x.u & 0x7fffffffu;\n"
+    "  const uint32_t h = a > 0x7f800000u ? 0x7e00u : a >= 0x477ff000u ? 0x7c00u\n"
+    "                   : a >= 0x38800000u ? (a - 0x37fff001u + ((a >> 13) & 1u)) >> 13 : sub.u - 0x3f000000u;\n"
+    "  return (uint16_t)((x.u >> 16 & 0x8000u) | h);\n"
+    "}\n"
+    /* double -> float rounded to odd: rounding that to f16 / bf16 (8+ bits shorter) is the single rounding */
+    "static inline float evtc_d2f_odd(double d) {\n"
+    "  evtc_fu x = {.f = (float)d};\n"
+    "  if (x.f != x.f || (double)x.f == d) return x.f;\n"
+    "  if (fabs((double)x.f) > fabs(d)) x.u -= 1u;\n"
+    "  x.u |= 1u;\n"
+    "  return x.f;\n"
     "}\n\n");
 }
 
 void evtc_cpu_emit_args(evtc_sb *b, const evtc_kernel *k) {
   for (int i = 0; i < k->n_args; i++) {
-    const char *t = evtc_cpu_ctype(k->args[i].node->type.dtype);
+    const char *t = evtc_cpu_storage_ctype(k->args[i].node->type.dtype);
     evtc_sb_printf(b, "  %s%s *restrict a%d = (%s%s *)args[%d];\n", k->args[i].output ? "" : "const ", t, i,
                    k->args[i].output ? "" : "const ", t, i);
   }
@@ -228,8 +286,13 @@ static void subst(evtc_sb *sb, const char *pat, int a, int b) {
   }
 }
 
+/* A cast to f16 / bf16 is a float holding the rounded value: the round trip through storage. */
 static void emit_cast(evtc_sb *sb, evtc_dtype to, evtc_dtype from, int a) {
-  if (to == EVTC_BOOL) evtc_sb_printf(sb, "(uint8_t)(v%d != 0)", a);
+  if (is_half(to)) {
+    evtc_sb_printf(sb, "%s(", to == EVTC_F16 ? "evtc_h2f" : "evtc_bf2f");
+    evtc_cpu_emit_to_storage(sb, to, from, a);
+    evtc_sb_printf(sb, ")");
+  } else if (to == EVTC_BOOL) evtc_sb_printf(sb, "(uint8_t)(v%d != 0)", a);
   else if (evtc_dtype_is_int(to) && evtc_dtype_is_float(from))
     evtc_sb_printf(sb, "(%s)evtc_f2i((double)v%d, %s)", evtc_cpu_ctype(to), a,
                    to == EVTC_I32 ? "-2147483648.0, 2147483647.0" : "-9223372036854775808.0, 9223372036854775807.0");
@@ -241,20 +304,28 @@ void evtc_cpu_emit_value(const evtc_cpu_vctx *x, int i) {
   const evtc_vnode *v = &k->v[i];
   evtc_sb *sb = x->sb;
   const char *t = evtc_cpu_ctype(v->dtype);
-  bool f32 = v->dtype == EVTC_F32;
+  bool f32 = v->dtype == EVTC_F32 || is_half(v->dtype);
   char buf[512];
   evtc_sb_printf(sb, "%s%s v%d = ", x->ind, t, i);
   switch (v->kind) {
     case EVTC_V_ACC: evtc_sb_printf(sb, "%s", x->acc_expr); break;
-    case EVTC_V_LOAD:
-      evtc_cpu_load_index(x, v, buf, sizeof buf);
-      evtc_sb_printf(sb, "a%d[%s]", v->arg, buf);
+    case EVTC_V_LOAD: {
+      char stored[600];
+      if (!(x->storage && x->storage(x, i, stored, sizeof stored))) {
+        evtc_cpu_load_index(x, v, buf, sizeof buf);
+        snprintf(stored, sizeof stored, "a%d[%s]", v->arg, buf);
+      }
+      evtc_cpu_emit_from_storage(sb, v->dtype, stored);
       break;
-    case EVTC_V_IMM:
-      if (isnan(v->value)) evtc_sb_printf(sb, "(%s)NAN", t);
-      else if (isinf(v->value)) evtc_sb_printf(sb, "(%s)(%sINFINITY)", t, v->value < 0 ? "-" : "");
-      else evtc_sb_printf(sb, "(%s)%.17g", t, v->value);
+    }
+    case EVTC_V_IMM: {
+      /* a graph constant has its dtype's value, as in the interpreter; a template's own (an epsilon) is exact */
+      double val = v->node ? evtc_round_to(v->dtype, v->value) : v->value;
+      if (isnan(val)) evtc_sb_printf(sb, "(%s)NAN", t);
+      else if (isinf(val)) evtc_sb_printf(sb, "(%s)(%sINFINITY)", t, val < 0 ? "-" : "");
+      else evtc_sb_printf(sb, "(%s)%.17g", t, val);
       break;
+    }
     case EVTC_V_RNG: {
       const char *idx = v->cls == EVTC_VC_FULL ? (x->flat ? "i" : "(r * CC + c)") : v->cls == EVTC_VC_COL ? "r"
                       : v->cls == EVTC_VC_ROW ? "c" : "0";
@@ -300,7 +371,11 @@ void evtc_cpu_emit_store(const evtc_cpu_vctx *x, int i) {
   const evtc_vnode *v = &x->k->v[i];
   const char *idx = v->cls == EVTC_VC_FULL ? (x->flat ? "i" : "r * CC + c") : v->cls == EVTC_VC_COL ? "r"
                   : v->cls == EVTC_VC_ROW ? "c" : "0";
-  evtc_sb_printf(x->sb, "%sa%d[%s] = (%s)v%d;\n", x->ind, v->arg, idx, evtc_cpu_ctype(v->dtype), v->args[0]);
+  char stored[128];
+  if (!(x->storage && x->storage(x, i, stored, sizeof stored))) snprintf(stored, sizeof stored, "a%d[%s]", v->arg, idx);
+  evtc_sb_printf(x->sb, "%s%s = ", x->ind, stored);
+  evtc_cpu_emit_to_storage(x->sb, v->dtype, x->k->v[v->args[0]].dtype, v->args[0]);
+  evtc_sb_printf(x->sb, ";\n");
 }
 
 void evtc_cpu_mark_needed(const evtc_kernel *k, int i, unsigned classes, bool *need) {

@@ -2,8 +2,9 @@
  *
  * One process-wide backend on GPU 0, opened at the first
  * evtc_backend_cuda() call.  supports() accepts elementwise and rows
- * kernels over f32, f64, integer and bool values (no f16/bf16 storage
- * yet) and GEMMs cuBLASLt can describe whose epilogue has no reductions;
+ * kernels over every dtype (f16 and bf16 as 2-byte storage with f32 math:
+ * cpu_visitor.c) and GEMMs cuBLASLt can describe whose epilogue has no
+ * reductions (f16 / bf16 operands with f32 math into f32 scratch);
  * conv2d and OPAQUE kernels are refused with a reason, so the program
  * runs them in the interpreter with device<->host copies and warns.
  * emit() appends CUDA C (cuda_emit_*.c); compile() runs NVRTC for the
@@ -71,12 +72,11 @@ static void stick(cuda_ctx *c, const evtc_diag *d) {
   if (c->sticky.status == EVTC_OK && d->status != EVTC_OK) c->sticky = *d;
 }
 
-static bool dtype_ok(evtc_dtype t) { return evtc_cpu_ctype(t) != NULL; }
-
+/* A GEMM writing its output itself: a plain f32 / f64 store (f16 / bf16 results are rounded by the epilogue). */
 static bool is_direct_gemm(const evtc_kernel *k, int *out_arg) {
   if (k->n_v != 2 || k->v[0].kind != EVTC_V_ACC || k->v[1].kind != EVTC_V_STORE) return false;
   const evtc_vnode *s = &k->v[1];
-  if (s->dtype != k->gemm.dtype || s->cls != EVTC_VC_FULL) return false;
+  if (s->dtype != k->gemm.dtype || s->cls != EVTC_VC_FULL || (s->dtype != EVTC_F32 && s->dtype != EVTC_F64)) return false;
   *out_arg = s->arg;
   return true;
 }
@@ -95,19 +95,7 @@ static bool cuda_supports(const evtc_backend *be, const evtc_kernel *k, char *wh
     snprintf(why, cap, "more than %d arguments", EVTC_CUDA_MAX_ARGS);
     return false;
   }
-  for (int i = 0; i < k->n_args; i++)
-    if (!dtype_ok(k->args[i].node->type.dtype)) {
-      snprintf(why, cap, "%s values (no f16/bf16 storage on CUDA yet)", evtc_dtype_name(k->args[i].node->type.dtype));
-      return false;
-    }
   if (gemm && !evtc_cuda_gemm_fits(k, why, cap)) return false;
-  for (int i = 0; i < k->n_v; i++) {
-    const evtc_vnode *v = &k->v[i];
-    if (!dtype_ok(v->dtype)) {
-      snprintf(why, cap, "%s values (no f16/bf16 storage on CUDA yet)", evtc_dtype_name(v->dtype));
-      return false;
-    }
-  }
   return evtc_kernel_visitor_fits(k, why, cap);
 }
 
@@ -230,8 +218,7 @@ static evtc_status gemm_handle(cuda_ctx *c, cuda_module *m, const evtc_kernel *k
   size_t elem = k->gemm.dtype == EVTC_F64 ? 8 : 4;
   if (scratch_alloc(c, h, (size_t)(k->gemm.batch * k->gemm.M * k->gemm.N) * elem, d)) return d->status;
   if (evtc_cuda_kernel_get(&c->dev, m->mod, h->name, &h->main, d)) return d->status;
-  int64_t nn = k->rows * k->cols, tile = EVTC_CUDA_EW_THREADS * EVTC_CUDA_EW_PER_THREAD;
-  h->grid = (unsigned)((nn + tile - 1) / tile);
+  h->grid = evtc_cuda_ew_grid(k);
   h->block = EVTC_CUDA_EW_THREADS;
   return EVTC_OK;
 }
@@ -252,8 +239,7 @@ static void *cuda_kernel(const evtc_backend *be, void *module, const evtc_kernel
   if (k->kind == EVTC_ML_GEMM) return gemm_handle(c, m, k, h, d) == EVTC_OK ? h : NULL;
   if (evtc_cuda_kernel_get(&c->dev, m->mod, h->name, &h->main, d)) return NULL;
   if (evtc_kernel_flat_fits(k)) {
-    int64_t nn = k->rows * k->cols, tile = EVTC_CUDA_EW_THREADS * EVTC_CUDA_EW_PER_THREAD;
-    h->grid = (unsigned)((nn + tile - 1) / tile);
+    h->grid = evtc_cuda_ew_grid(k);
     h->block = EVTC_CUDA_EW_THREADS;
     return h;
   }

@@ -3,7 +3,8 @@
  * One emitter file per kernel family (CONVENTIONS.md #7):
  * cuda_emit_elementwise.c (flat loops; also the epilogue of a cuBLASLt
  * GEMM) and cuda_emit_rows.c (reduce-then-apply over rows, and kernels
- * with reductions over rows or everything).  Visitor nodes become CUDA C
+ * with reductions over rows or everything), whose launch shape and
+ * column ownership cuda_rows_plan.c decides.  Visitor nodes become CUDA C
  * through the CPU backend's visitor (cpu_emit.h): the CUDA prelude gives
  * the generated code the same names (int64_t, INFINITY, evtc_keep with the
  * Philox counter layout of runtime/philox.c, EVTC_MAXN, evtc_f2i), so a
@@ -24,22 +25,44 @@
 
 #define EVTC_CUDA_MAX_ARGS 64       /* size of evtc_params */
 #define EVTC_CUDA_EW_THREADS 256    /* elementwise: threads per block */
-#define EVTC_CUDA_EW_PER_THREAD 8   /* elementwise: elements per thread (coalesced, in flight together) */
+#define EVTC_CUDA_EW_PER_THREAD 8   /* elementwise: accesses per thread (coalesced, in flight together) */
 
-/* How a rows kernel runs: `threads` threads per row, `rows_per_block`
- * rows per block (a warp per row for short rows, a block per row for
- * long ones), `per_thread` columns per thread (c = lane + j*threads),
- * `grid` blocks striding over the rows; loads used in several passes are
- * kept in registers (cache 1) or shared memory (cache 2, `smem` bytes) or
- * re-read (cache 0). */
+/* Columns a thread moves with one access: 16 bytes of the narrowest tensor
+ * the kernel streams (loads through contiguous rows, stores), 1 when the
+ * row length (flat: the element count) is no multiple of it or
+ * EVTC_CUDA_VEC=0 is set.  Loads whose view is not contiguous and aligned
+ * to it stay one column per access. */
+int evtc_cuda_vec_width(const evtc_kernel *k);
+
+/* How a rows kernel runs (evtc_cuda_rows_plan_of; the emitter and the
+ * launch use the same plan).  A row of C columns is C/vec vectors of `vec`
+ * contiguous columns.  It is processed by `threads` threads (lane 0 ..
+ * threads-1) of one warp (rows_per_block rows per block: short rows), of
+ * one block, or of a cluster of `cluster` blocks (long rows: block `rank`
+ * of the cluster owns vectors [rank*chunk, rank*chunk + chunk)); lane owns
+ * vectors rank*chunk + lane + j*threads, j < per_thread.  Blocks (clusters)
+ * stride over the rows in one wave of min_blocks blocks per SM.  FULL
+ * values that several passes need are kept per column (evtc_cuda_rows_info)
+ * in registers (cache 1), shared memory (cache 2) or recomputed from
+ * global memory (cache 0); partial rows of ROW reductions live in registers
+ * (row_partials 0), shared memory (1) or scratch (2).  Kept f16 / bf16 loads
+ * stay packed, two per register. */
 typedef struct evtc_cuda_rows_plan {
-  int threads, rows_per_block, per_thread, cache;
-  bool unrolled;                /* per_thread small enough to unroll the column loop */
-  bool row_partials_in_regs;    /* ROW reductions accumulate in registers */
+  int vec, threads, rows_per_block, per_thread, cluster;
+  int64_t chunk;
+  int cache, row_partials;
+  bool unrolled;                /* the column loop is unrolled (per_thread known): register arrays */
+  bool f32_thread_acc;          /* COL / SCALAR reductions of f32 values: a thread sums its columns of a row in f32 */
+  bool row_flush;               /* row_partials 0: f32 values summed in f32 registers, added every 8 rows to f64
+                                   partial rows in shared memory */
+  bool row_acc_f32;             /* row_partials 1: partial rows in f32 (EVTC_CUDA_ROW_ACC=f32) */
+  bool prefetch;                /* the next row's kept loads go to shared memory (cp.async) during this one */
+  int min_blocks;
   unsigned grid;
-  unsigned smem;
-  int64_t slots;                /* grid * rows_per_block: partial slots of ROW / SCALAR reductions */
-  int64_t scratch_doubles;      /* reduction partials */
+  unsigned smem;                /* dynamic shared memory bytes */
+  int64_t row_slots;            /* partial rows of each ROW reduction (one per row group) */
+  int64_t scalar_slots;         /* partials of each SCALAR reduction (one per warp row group or block) */
+  int64_t scratch_doubles;
   bool has_fin;                 /* a finishing kernel NAME_fin combines the partials and stores */
   unsigned fin_grid;
 } evtc_cuda_rows_plan;
@@ -49,6 +72,43 @@ typedef struct evtc_cuda_rows_plan {
 evtc_cuda_rows_plan evtc_cuda_rows_plan_of(const evtc_kernel *k, int sm_count, int smem_max);
 /* Offset (in doubles) of REDUCE node i's partials in the scratch of plan pl. */
 int64_t evtc_cuda_reduce_offset(const evtc_kernel *k, const evtc_cuda_rows_plan *pl, int i);
+#define EVTC_CUDA_FIN_COLS 8        /* NAME_fin: columns per block */
+#define EVTC_CUDA_FIN_SPLIT 32      /* NAME_fin: slot groups per column, combined in order */
+
+/* What each pass of a rows kernel computes (cuda_rows_plan.c).  Pass p
+ * needs need[p * n_v + i]; a FULL value i with kept[i] is computed in pass
+ * first[i] and kept per column for the later passes that need it (loads,
+ * dropout masks, and values whose recomputation would need several kept
+ * values); an RNG node with alias[i] >= 0 repeats RNG node alias[i] (same
+ * seed, p and class) and takes its value; vec_load[i]: a load moved by
+ * vectors of plan.vec columns. */
+typedef struct evtc_cuda_rows_info {
+  int n_v, n_passes;
+  bool *need, *kept, *vec_load, *has_work;
+  int *first, *alias;
+  double regs_per_col;          /* registers per column of the kept values */
+  int64_t bytes_per_col;        /* their bytes per column (shared memory) */
+  int n_row, n_scalar;          /* ROW / SCALAR reductions */
+  int n_col;                    /* COL reductions over FULL / ROW values */
+  int max_col_reds;             /* of which one pass finishes, at most */
+  int col_rounds;               /* passes finishing COL reductions */
+} evtc_cuda_rows_info;
+
+/* Bytes of a kept value of dtype t (f16 / bf16 values are floats in kernels; bool: one byte). */
+int evtc_cuda_value_bytes(evtc_dtype t);
+/* Fills info for k with columns moved by vectors of `vec` (caching as if
+ * kept values fit); free with evtc_cuda_rows_info_free. */
+void evtc_cuda_rows_info_init(evtc_cuda_rows_info *info, const evtc_kernel *k, int vec, bool keep);
+void evtc_cuda_rows_info_free(evtc_cuda_rows_info *info);
+/* Whether load v's view walks the columns contiguously with its offset
+ * and row stride multiples of vec (*row_stride set): vector accesses. */
+bool evtc_cuda_load_vectorizes(const evtc_kernel *k, const evtc_vnode *v, int vec, int64_t *row_stride);
+
+/* The elementwise template's launch: blocks of EVTC_CUDA_EW_THREADS threads. */
+unsigned evtc_cuda_ew_grid(const evtc_kernel *k);
+/* Defines (once per module, behind a preprocessor guard) the vector type
+ * evtc_vec<T, V> and the cluster helpers the templates use. */
+void evtc_cuda_emit_vec_helpers(evtc_sb *b);
 
 /* evtc_cpu_emit_value with a cheaper one-hot (see cuda_emit_common.c). */
 void evtc_cuda_emit_value(const evtc_cpu_vctx *x, int i);

@@ -1,27 +1,43 @@
 /* cuda_emit_rows.c -- the reduce-then-apply template in CUDA C (AStitch's
  * row schemes).
  *
- * A row is processed by one warp when it has at most 512 columns (8 rows
- * per 256-thread block, reductions by warp shuffles only) and by one block
- * otherwise (up to 1024 threads, about 8 columns per thread; reductions by
- * warp shuffles and then 32 doubles of shared memory).  Thread `lane` owns
- * columns c = lane + j*threads, so every access of a warp is coalesced.
- * Blocks stride over the rows in one wave.  The kernel runs the kernel
- * IR's phases per row like the CPU template: a pass over the row's columns
- * computes what the phase's reductions and stores need; a kernel input
- * read in several passes is loaded from global memory once and kept --
- * in registers when a thread owns at most 16 of its columns, else in
- * shared memory when the row fits (a 32000-column f32 row is 125 KiB) --
- * so a softmax or layernorm reads its input once and writes its output
- * once.  A shared-memory row leaves room for one block per SM; with
- * EVTC_CUDA_SMEM_ROWS=0 in the environment such rows are re-read from
- * global memory (mostly L2 hits) instead, for measuring both.  All
- * accumulation is in double.
+ * The plan (cuda_rows_plan.c) says who owns which columns: a row goes to
+ * one warp (short rows, 8 rows per block, reductions by warp shuffles
+ * only), one block, or a cluster of blocks (rows beyond 1024 threads x 32
+ * columns); a thread owns vectors of V contiguous columns (16-byte loads
+ * and stores into register arrays evtc_vec<T, V>, which the CPU visitor's
+ * statements read and write element by element through the storage hook
+ * of evtc_cpu_vctx).  The kernel runs the kernel IR's phases per row like
+ * the CPU template: a pass over the thread's columns computes what the
+ * phase's reductions and stores need; FULL values that later passes need
+ * are kept per column (evtc_cuda_rows_info: in registers -- masks as bits,
+ * f16 / bf16 loads two per register -- in shared memory, or recomputed),
+ * and values the graph computes twice (an autodiff backward recomputing
+ * the forward's statistics) are computed once, so a softmax or a layernorm
+ * forward + backward reads each input once and writes each output once.
+ * In a persistent loop the next row's kept loads are copied to shared
+ * memory with cp.async while the current row is processed (each thread
+ * copies and later reads only its own vectors, so no barrier is needed).
+ *
+ * A pass's COL reductions finish together in one round: a warp-shuffle
+ * butterfly per warp, one value per warp and reduction into shared memory
+ * (two buffers, alternating rounds, so one barrier per round is enough),
+ * a barrier (__syncthreads, or the cluster barrier with release / acquire
+ * semantics), then every warp gathers all the warps' values -- of every
+ * block of the cluster, through distributed shared memory (mapa +
+ * ld.shared::cluster) -- and reduces them with the same butterfly, so
+ * every thread of the row holds the same bits.  A thread sums its own
+ * columns of f32 values in f32 (at most 64 terms), everything across
+ * threads in double (EVTC_CUDA_THREAD_ACC=f64: double throughout).
  *
  * Reductions over rows (ROW) and over everything (SCALAR) go to partial
- * slots in scratch, one per row slot (a warp or a block), in registers
- * while the columns are few; a second kernel NAME_fin combines the slots
- * in a fixed order and stores the results, so runs are deterministic.
+ * slots in scratch, one per row group (a warp, a block, a cluster): ROW
+ * partials are summed in f32 registers and added every 8 rows to f64
+ * partial rows in shared memory, or kept in shared memory or scratch; a
+ * second kernel NAME_fin combines the slots in a fixed order (8 columns x
+ * 32 slot groups per block) and stores the results, so runs are
+ * deterministic.  A cluster kernel ends on a cluster barrier: no block
+ * leaves while another may still read its shared memory.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -29,12 +45,16 @@
 #include "backend/cuda/cuda_emit.h"
 #include "runtime/program_internal.h"
 
+static const unsigned wide = 1u << EVTC_VC_FULL | 1u << EVTC_VC_ROW;
+
 static bool is_value(const evtc_vnode *v) { return v->kind != EVTC_V_REDUCE && v->kind != EVTC_V_STORE; }
 static int red_op(evtc_op op) { return op == EVTC_OP_REDUCE_MAX ? 1 : op == EVTC_OP_REDUCE_MIN ? 2 : 0; }
 static const char *red_init(evtc_op op) {
   return op == EVTC_OP_REDUCE_MAX ? "-(double)INFINITY" : op == EVTC_OP_REDUCE_MIN ? "(double)INFINITY" : "0.0";
 }
-static const unsigned wide = 1u << EVTC_VC_FULL | 1u << EVTC_VC_ROW;
+static const char *red_initf(evtc_op op) {
+  return op == EVTC_OP_REDUCE_MAX ? "-INFINITY" : op == EVTC_OP_REDUCE_MIN ? "INFINITY" : "0.0f";
+}
 
 static bool reduce_in_pass(const evtc_kernel *k, int i, int p) {
   const evtc_vnode *v = &k->v[i];
@@ -45,92 +65,88 @@ static bool store_in_pass(const evtc_kernel *k, int i, int p) {
   return v->kind == EVTC_V_STORE && v->phase == p && ((wide >> v->cls) & 1) && k->v[v->args[0]].kind != EVTC_V_REDUCE;
 }
 
-/* Marks what pass p computes; false when the pass has no work. */
-static bool pass_needs(const evtc_kernel *k, int p, bool *need) {
-  memset(need, 0, sizeof(bool) * (size_t)k->n_v);
-  bool any = false;
-  for (int i = 0; i < k->n_v; i++)
-    if (reduce_in_pass(k, i, p) || store_in_pass(k, i, p)) {
-      any = true;
-      evtc_cpu_mark_needed(k, k->v[i].args[0], wide, need);
-    }
-  return any;
+typedef struct rows_ctx {
+  const evtc_kernel *k;
+  const evtc_cuda_rows_plan *pl;
+  evtc_cuda_rows_info info;
+  evtc_sb *b;
+  int V, nt;
+  bool block;                   /* reductions span warps (a block or a cluster per row) */
+  const char *kidx;             /* index of the thread's column among its own: "j * V + e" */
+  const char *pt;               /* C type of ROW partials */
+  int pf_pass;                  /* the pass after which the next row is prefetched, or -1 */
+  bool opaque_c;                /* FULL one-hot values: hide c from cross-pass reuse */
+} rows_ctx;
+
+/* A COL reduction finished by pass p (copies of another, alias >= 0, are not computed). */
+static bool col_red(const rows_ctx *x, int i, int p) {
+  return reduce_in_pass(x->k, i, p) && x->k->v[i].cls == EVTC_VC_COL && x->info.alias[i] < 0;
 }
 
-/* first[i]: the first pass loading FULL load i when a later pass loads it too, else -1. */
-static int64_t cached_loads(const evtc_kernel *k, int *first) {
-  bool *need = calloc((size_t)k->n_v + 1, sizeof(bool));
-  int *uses = calloc((size_t)k->n_v + 1, sizeof(int));
-  for (int i = 0; i < k->n_v; i++) first[i] = -1;
-  for (int p = 0; p < k->n_phases; p++) {
-    if (!pass_needs(k, p, need)) continue;
-    for (int i = 0; i < k->n_v; i++)
-      if (need[i] && k->v[i].kind == EVTC_V_LOAD && k->v[i].cls == EVTC_VC_FULL) {
-        if (uses[i]++ == 0) first[i] = p;
-      }
-  }
-  int64_t bytes = 0;
-  for (int i = 0; i < k->n_v; i++) {
-    if (uses[i] < 2) first[i] = -1;
-    else bytes += (k->cols * (int64_t)evtc_buffer_elem_size(k->v[i].dtype) + 15) / 16 * 16;
-  }
-  free(need);
-  free(uses);
-  return bytes;
+/* A thread sums its own columns in f32 when the values are f32 (or narrower) and the plan says so. */
+static bool f32_acc(const rows_ctx *x, int i) {
+  evtc_dtype t = x->k->v[x->k->v[i].args[0]].dtype;
+  return x->pl->f32_thread_acc && (t == EVTC_F32 || t == EVTC_F16 || t == EVTC_BF16 || t == EVTC_BOOL);
 }
 
-evtc_cuda_rows_plan evtc_cuda_rows_plan_of(const evtc_kernel *k, int sm_count, int smem_max) {
-  evtc_cuda_rows_plan pl = {0};
-  int64_t C = k->cols, R = k->rows;
-  int n_row = 0, n_scalar = 0;
-  for (int i = 0; i < k->n_v; i++) {
-    if (k->v[i].kind != EVTC_V_REDUCE) continue;
-    n_row += k->v[i].cls == EVTC_VC_ROW;
-    n_scalar += k->v[i].cls == EVTC_VC_SCALAR;
-  }
-  /* ROW reductions keep a partial row per slot: wider blocks, fewer slots */
-  int64_t cols_per_thread = n_row ? 2 : 8;
-  if (C <= 512) {
-    pl.threads = 32;
-    pl.rows_per_block = 8;
-  } else {
-    int64_t t = ((C + cols_per_thread - 1) / cols_per_thread + 31) / 32 * 32;
-    pl.threads = (int)(t > 1024 ? 1024 : t);
-    pl.rows_per_block = 1;
-  }
-  int64_t per = (C + pl.threads - 1) / pl.threads;
-  pl.per_thread = (int)(per > 1 << 30 ? 1 << 30 : per);
-  pl.unrolled = per <= 32;
-  int *first = malloc(sizeof(int) * ((size_t)k->n_v + 1));
-  int64_t bytes = cached_loads(k, first);
-  free(first);
-  const char *smem_env = getenv("EVTC_CUDA_SMEM_ROWS");   /* "0": re-read long rows instead of shared memory */
-  bool smem_ok = !(smem_env && strcmp(smem_env, "0") == 0);
-  if (bytes > 0 && pl.unrolled && per <= 16) pl.cache = 1;
-  else if (smem_ok && bytes > 0 && pl.rows_per_block == 1 && bytes <= smem_max - 1024) {
-    pl.cache = 2;
-    pl.smem = (unsigned)bytes;
-  }
-  pl.row_partials_in_regs = pl.unrolled && per * n_row <= 16;
-  int64_t per_sm = 2048 / (pl.threads * pl.rows_per_block);
-  if (pl.cache == 2) per_sm = 1;
-  if (n_row && pl.rows_per_block > 1) per_sm = 2;
-  int64_t want = (R + pl.rows_per_block - 1) / pl.rows_per_block, wave = (int64_t)sm_count * (per_sm > 0 ? per_sm : 1);
-  pl.grid = (unsigned)(want < wave ? want : wave);
-  if (pl.grid == 0) pl.grid = 1;
-  pl.slots = (int64_t)pl.grid * pl.rows_per_block;
-  pl.scratch_doubles = pl.slots * (C * n_row + n_scalar);
-  pl.has_fin = n_row + n_scalar > 0;
-  pl.fin_grid = n_row ? (unsigned)((C + 255) / 256) : 1;
-  return pl;
+/* ROW reduction i sums in f32 registers, flushed to f64 shared memory every 8 rows. */
+static bool row_f32(const rows_ctx *x, int i) {
+  evtc_dtype t = x->k->v[x->k->v[i].args[0]].dtype;
+  return x->pl->row_flush && (t == EVTC_F32 || t == EVTC_F16 || t == EVTC_BF16 || t == EVTC_BOOL);
 }
 
-int64_t evtc_cuda_reduce_offset(const evtc_kernel *k, const evtc_cuda_rows_plan *pl, int i) {
-  int64_t off = 0;
-  for (int j = 0; j < i; j++)
-    if (k->v[j].kind == EVTC_V_REDUCE && k->v[j].cls != EVTC_VC_COL)
-      off += pl->slots * (k->v[j].cls == EVTC_VC_ROW ? k->cols : 1);
-  return off;
+/* C type of ROW reduction i's partials. */
+static const char *row_type(const rows_ctx *x, int i) {
+  return x->pl->row_partials == 0 ? (row_f32(x, i) ? "float" : "double") : x->pt;
+}
+
+/* Kept f16 / bf16 load i is held as its storage bits, two per 32-bit register. */
+static bool packed(const rows_ctx *x, int i) {
+  evtc_dtype t = x->k->v[i].dtype;
+  return x->pl->cache == 1 && x->info.kept[i] && x->k->v[i].kind == EVTC_V_LOAD && x->info.vec_load[i] &&
+         (t == EVTC_F16 || t == EVTC_BF16);
+}
+
+/* Load i comes from the block's prefetch buffer in shared memory. */
+static bool prefetched(const rows_ctx *x, int i) {
+  return x->pl->prefetch && x->info.kept[i] && x->info.vec_load[i] && x->k->v[i].cls == EVTC_VC_FULL &&
+         x->V * (int)evtc_buffer_elem_size(x->k->v[i].dtype) == 16;
+}
+
+/* Storage hook: vector-loaded elements and staged stores. */
+static bool rows_storage(const evtc_cpu_vctx *x, int i, char *buf, size_t cap) {
+  const rows_ctx *r = x->storage_ctx;
+  const evtc_vnode *v = &x->k->v[i];
+  if (r->V <= 1) return false;
+  if (v->kind == EVTC_V_LOAD && r->info.vec_load[i]) snprintf(buf, cap, "lv%d.v[e]", i);
+  else if (v->kind == EVTC_V_STORE && v->cls == EVTC_VC_FULL) snprintf(buf, cap, "sv%d.v[e]", i);
+  else return false;
+  return true;
+}
+
+static void emit_helpers(evtc_sb *b) {
+  evtc_cuda_emit_vec_helpers(b);
+  evtc_sb_printf(b, "%s",
+    "#ifndef EVTC_ROWS_HELPERS\n#define EVTC_ROWS_HELPERS\n"
+    "__device__ __forceinline__ unsigned evtc_cluster_rank() {\n"
+    "  unsigned r;\n  asm volatile(\"mov.u32 %0, %%cluster_ctarank;\" : \"=r\"(r));\n  return r;\n}\n"
+    "/* every thread of the cluster: release what it wrote to shared memory, acquire the others' */\n"
+    "__device__ __forceinline__ void evtc_cluster_sync() {\n"
+    "  asm volatile(\"barrier.cluster.arrive.release.aligned;\\n\\tbarrier.cluster.wait.acquire.aligned;\" ::: \"memory\");\n"
+    "}\n"
+    "/* *p in the shared memory of block `rank` of the cluster */\n"
+    "__device__ __forceinline__ double evtc_dsmem_ld(const double *p, unsigned rank) {\n"
+    "  unsigned a = (unsigned)__cvta_generic_to_shared(p), m;\n  double v;\n"
+    "  asm volatile(\"mapa.shared::cluster.u32 %0, %1, %2;\" : \"=r\"(m) : \"r\"(a), \"r\"(rank));\n"
+    "  asm volatile(\"ld.shared::cluster.f64 %0, [%1];\" : \"=d\"(v) : \"r\"(m) : \"memory\");\n"
+    "  return v;\n}\n"
+    "/* 16 bytes global -> shared without registers (cached in L2 only); visible to the thread after the wait */\n"
+    "__device__ __forceinline__ void evtc_cp_async16(void *s, const void *g) {\n"
+    "  asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16;\" :: \"r\"((unsigned)__cvta_generic_to_shared(s)), \"l\"(g) : \"memory\");\n"
+    "}\n"
+    "__device__ __forceinline__ void evtc_cp_async_commit() { asm volatile(\"cp.async.commit_group;\" ::: \"memory\"); }\n"
+    "__device__ __forceinline__ void evtc_cp_async_wait() { asm volatile(\"cp.async.wait_all;\" ::: \"memory\"); }\n"
+    "#endif\n");
 }
 
 /* "T v<i> = (T)(acc [/ count]);" */
@@ -140,13 +156,8 @@ static void emit_finish(evtc_sb *b, const char *ind, const evtc_vnode *v, int i,
   else evtc_sb_printf(b, "%s%s v%d = (%s)(%s);\n", ind, t, i, t, acc);
 }
 
-typedef struct rows_ctx {
-  const evtc_kernel *k;
-  const evtc_cuda_rows_plan *pl;
-  evtc_sb *b;
-  int *first;               /* cached loads: first pass that loads them */
-  bool *need;
-} rows_ctx;
+/* "if (<the thread's row lead>)": lane 0 (of block 0 of a cluster). */
+static const char *lead(const rows_ctx *x) { return x->pl->cluster > 1 ? "lane == 0 && crank == 0" : "lane == 0"; }
 
 static void emit_phase_start(const rows_ctx *x, int p) {
   const evtc_kernel *k = x->k;
@@ -154,173 +165,420 @@ static void emit_phase_start(const rows_ctx *x, int p) {
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
     if (v->phase != p) continue;
-    if (is_value(v) && v->cls == EVTC_VC_COL) evtc_cuda_emit_value(&vx, i);
+    if (is_value(v) && v->cls == EVTC_VC_COL && x->info.alias[i] >= 0)
+      evtc_sb_printf(x->b, "    %s v%d = v%d;\n", evtc_cpu_ctype(v->dtype), i, x->info.alias[i]);
+    else if (is_value(v) && v->cls == EVTC_VC_COL) evtc_cuda_emit_value(&vx, i);
     if (v->kind == EVTC_V_STORE && v->cls == EVTC_VC_COL) {
-      evtc_sb_printf(x->b, "    if (lane == 0)\n");
+      evtc_sb_printf(x->b, "    if (%s)\n", lead(x));
       vx.ind = "      ";
       evtc_cpu_emit_store(&vx, i);
       vx.ind = "    ";
     }
     if (v->kind == EVTC_V_REDUCE && v->cls == EVTC_VC_SCALAR && k->v[v->args[0]].cls == EVTC_VC_COL)
-      evtc_sb_printf(x->b, "    if (lane == 0) ps%d = evtc_comb<%d>(ps%d, (double)v%d);\n", i, red_op(v->op), i,
+      evtc_sb_printf(x->b, "    if (%s) ps%d = evtc_comb<%d>(ps%d, (double)v%d);\n", lead(x), i, red_op(v->op), i,
                      v->args[0]);
   }
 }
 
-/* A cached load in pass p: from memory (and into the cache) or from the cache. */
-static void emit_cached_load(const rows_ctx *x, const evtc_cpu_vctx *vx, int i, int p) {
+/* The kept copy of value i at the current column (an lvalue unless a bit of a mask or packed). */
+static void kept_ref(const rows_ctx *x, int i, char *buf, size_t cap) {
+  if (packed(x, i)) {
+    char bits[96];
+    evtc_sb t = {0};
+    snprintf(bits, sizeof bits, "(uint16_t)(kh%d[(%s) >> 1] >> (((%s) & 1) * 16))", i, x->kidx, x->kidx);
+    evtc_cpu_emit_from_storage(&t, x->k->v[i].dtype, bits);
+    snprintf(buf, cap, "%s", t.s);
+    free(t.s);
+  } else if (x->pl->cache == 2) snprintf(buf, cap, "sk%d[c]", i);
+  else if (x->k->v[i].dtype == EVTC_BOOL)
+    snprintf(buf, cap, "(uint8_t)((kb%d[(%s) >> 5] >> ((%s) & 31)) & 1u)", i, x->kidx, x->kidx);
+  else snprintf(buf, cap, "kv%d[%s]", i, x->kidx);
+}
+
+/* Value i in pass p: from the kept copy, the RNG it repeats, or computed (and kept). */
+static void emit_node_value(const rows_ctx *x, const evtc_cpu_vctx *vx, int i, int p) {
   const evtc_vnode *v = &x->k->v[i];
-  const char *t = evtc_cpu_ctype(v->dtype);
-  const char *slot = x->pl->cache == 1 ? "cL%d[j]" : "sL%d[c]";
-  char ref[32];
-  snprintf(ref, sizeof ref, slot, i);
-  if (p == x->first[i]) {
-    evtc_cuda_emit_value(vx, i);
-    evtc_sb_printf(x->b, "%s%s = v%d;\n", vx->ind, ref, i);
-  } else {
-    evtc_sb_printf(x->b, "%s%s v%d = %s;\n", vx->ind, t, i, ref);
+  const evtc_cuda_rows_info *in = &x->info;
+  char ref[160];
+  kept_ref(x, i, ref, sizeof ref);
+  bool kept = x->pl->cache && in->kept[i];
+  if (kept && in->first[i] < p) {
+    evtc_sb_printf(x->b, "%s%s v%d = %s;\n", vx->ind, evtc_cpu_ctype(v->dtype), i, ref);
+    return;
   }
+  if (in->alias[i] >= 0) evtc_sb_printf(x->b, "%s%s v%d = v%d;\n", vx->ind, evtc_cpu_ctype(v->dtype), i, in->alias[i]);
+  else evtc_cuda_emit_value(vx, i);
+  if (!kept) return;
+  if (packed(x, i))
+    evtc_sb_printf(x->b, "%skh%d[(%s) >> 1] |= (uint32_t)lv%d.v[e] << (((%s) & 1) * 16);\n", vx->ind, i, x->kidx, i, x->kidx);
+  else if (x->pl->cache == 1 && v->dtype == EVTC_BOOL)
+    evtc_sb_printf(x->b, "%skb%d[(%s) >> 5] |= (uint32_t)(v%d != 0) << ((%s) & 31);\n", vx->ind, i, x->kidx, i, x->kidx);
+  else evtc_sb_printf(x->b, "%s%s = v%d;\n", vx->ind, ref, i);
+}
+
+/* Opens the loop over the thread's vectors of the row; "cb": their first column. */
+static void open_cols(const rows_ctx *x, const char *ind) {
+  const evtc_cuda_rows_plan *pl = x->pl;
+  if (pl->unrolled) {
+    evtc_sb_printf(x->b, "%s#pragma unroll\n%sfor (int j = 0; j < %d; j++) {\n%s  const CI q = QB + lane + (CI)j * %d;\n",
+                   ind, ind, pl->per_thread, ind, x->nt);
+    if (pl->cluster > 1) evtc_sb_printf(x->b, "%s  if (lane + j * %d < %lld && q < QE) {\n", ind, x->nt, (long long)pl->chunk);
+    else evtc_sb_printf(x->b, "%s  if (q < QE) {\n", ind);
+  } else {
+    evtc_sb_printf(x->b, "%sfor (CI q = QB + lane; q < QE; q += %d) {\n%s  {\n", ind, x->nt, ind);
+  }
+  evtc_sb_printf(x->b, "%s    const CI cb = q * %d;\n", ind, x->V);
+}
+
+/* cp.async of the thread's vectors of row `row` of every prefetched load into the block's buffers. */
+static void emit_prefetch(const rows_ctx *x, const char *ind, const char *row) {
+  const evtc_kernel *k = x->k;
+  evtc_sb *b = x->b;
+  evtc_sb_printf(b, "%sif (%s < RR) {\n", ind, row);
+  open_cols(x, ind);
+  for (int i = 0; i < k->n_v; i++) {
+    if (!prefetched(x, i)) continue;
+    int64_t sr;
+    evtc_cuda_load_vectorizes(k, &k->v[i], x->V, &sr);
+    evtc_sb_printf(b, "%s    evtc_cp_async16(pf%d + cb, a%d + (%lldLL + (%s) * %lldLL + cb));\n", ind, i, k->v[i].arg,
+                   (long long)k->v[i].offset, row, (long long)sr);
+  }
+  evtc_sb_printf(b, "%s  }\n%s}\n%s}\n%sevtc_cp_async_commit();\n", ind, ind, ind, ind);
 }
 
 static void emit_pass(const rows_ctx *x, int p) {
   const evtc_kernel *k = x->k;
   const evtc_cuda_rows_plan *pl = x->pl;
+  const evtc_cuda_rows_info *in = &x->info;
+  const bool *need = in->need + (size_t)p * (size_t)k->n_v;
   evtc_sb *b = x->b;
-  if (!pass_needs(k, p, x->need)) return;
-  for (int i = 0; i < k->n_v; i++)
-    if (reduce_in_pass(k, i, p) && k->v[i].cls == EVTC_VC_COL)
-      evtc_sb_printf(b, "    double acc%d = %s;\n", i, red_init(k->v[i].op));
-  if (pl->unrolled)
-    evtc_sb_printf(b, "#pragma unroll\n    for (int j = 0; j < %d; j++) {\n      const int64_t c = lane + (int64_t)j * %d;\n"
-                      "      if (c < CC) {\n", pl->per_thread, pl->threads);
-  else
-    evtc_sb_printf(b, "    for (int64_t c = lane; c < CC; c += %d) {\n      {\n", pl->threads);
-  evtc_cpu_vctx vx = {.k = k, .sb = b, .ind = "        "};
+  if (!in->has_work[p]) return;
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
-    if (x->need[i] && is_value(v)) {
-      if (x->first[i] >= 0 && pl->cache) emit_cached_load(x, &vx, i, p);
-      else evtc_cuda_emit_value(&vx, i);
+    bool f = f32_acc(x, i);
+    if (col_red(x, i, p) || (reduce_in_pass(k, i, p) && v->cls == EVTC_VC_SCALAR))
+      evtc_sb_printf(b, "    %s %s%d = %s;\n", f ? "float" : "double", v->cls == EVTC_VC_COL ? "acc" : "pa", i,
+                     f ? red_initf(v->op) : red_init(v->op));
+  }
+  open_cols(x, "    ");
+  const char *ind = "        ";
+  if (x->V > 1) {
+    for (int i = 0; i < k->n_v; i++) {
+      const evtc_vnode *v = &k->v[i];
+      const char *st = evtc_cpu_storage_ctype(v->dtype);
+      bool from_kept = pl->cache && in->kept[i] && in->first[i] < p;
+      if (need[i] && v->kind == EVTC_V_LOAD && in->vec_load[i] && !from_kept && in->alias[i] < 0) {
+        if (prefetched(x, i)) {
+          evtc_sb_printf(b, "        const evtc_vec<%s, %d> lv%d = *(const evtc_vec<%s, %d> *)(pf%d + cb);\n", st, x->V, i,
+                         st, x->V, i);
+        } else {
+          int64_t sr;
+          evtc_cuda_load_vectorizes(k, v, x->V, &sr);
+          evtc_sb_printf(b, "        const evtc_vec<%s, %d> lv%d = *(const evtc_vec<%s, %d> *)(a%d + (%lldLL + r * %lldLL + cb));\n",
+                         st, x->V, i, st, x->V, v->arg, (long long)v->offset, (long long)sr);
+        }
+      }
+      if (store_in_pass(k, i, p) && v->cls == EVTC_VC_FULL) evtc_sb_printf(b, "        evtc_vec<%s, %d> sv%d;\n", st, x->V, i);
     }
-    if (reduce_in_pass(k, i, p)) {
+    evtc_sb_printf(b, "#pragma unroll\n        for (int e = 0; e < %d; e++) {\n          CI c = cb + e;\n", x->V);
+    ind = "          ";
+  } else {
+    evtc_sb_printf(b, "        const int e = 0;\n        CI c = cb;\n        (void)e;\n");
+  }
+  /* a column the compiler cannot see through: otherwise it keeps c-dependent values (one-hot compares) of
+   * every column from one pass for the next, in registers, instead of recomputing them */
+  if (x->opaque_c) evtc_sb_printf(b, "%sasm volatile(\"\" : \"+%s\"(c));\n", ind, k->cols < (int64_t)1 << 30 ? "r" : "l");
+  evtc_cpu_vctx vx = {.k = k, .sb = b, .ind = ind, .storage = rows_storage, .storage_ctx = x};
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    if (need[i] && is_value(v)) emit_node_value(x, &vx, i, p);
+    if (reduce_in_pass(k, i, p) && (v->cls != EVTC_VC_COL || col_red(x, i, p))) {
       int op = red_op(v->op), a = v->args[0];
-      if (v->cls == EVTC_VC_COL) evtc_sb_printf(b, "        acc%d = evtc_comb<%d>(acc%d, (double)v%d);\n", i, op, i, a);
-      else if (v->cls == EVTC_VC_SCALAR) evtc_sb_printf(b, "        ps%d = evtc_comb<%d>(ps%d, (double)v%d);\n", i, op, i, a);
-      else if (pl->row_partials_in_regs)
-        evtc_sb_printf(b, "        pr%d[j] = evtc_comb<%d>(pr%d[j], (double)v%d);\n", i, op, i, a);
-      else evtc_sb_printf(b, "        pr%d[c] = evtc_comb<%d>(pr%d[c], (double)v%d);\n", i, op, i, a);
+      bool f = f32_acc(x, i);
+      const char *comb = f ? "evtc_combf" : "evtc_comb", *ct = f ? "float" : "double";
+      if (v->cls == EVTC_VC_COL) evtc_sb_printf(b, "%sacc%d = %s<%d>(acc%d, (%s)v%d);\n", ind, i, comb, op, i, ct, a);
+      else if (v->cls == EVTC_VC_SCALAR) evtc_sb_printf(b, "%spa%d = %s<%d>(pa%d, (%s)v%d);\n", ind, i, comb, op, i, ct, a);
+      else {
+        const char *rt = row_type(x, i), *idx = pl->row_partials == 0 ? x->kidx : "c";
+        f = strcmp(rt, "float") == 0;
+        evtc_sb_printf(b, "%spr%d[%s] = %s<%d>(pr%d[%s], (%s)v%d);\n", ind, i, idx, f ? "evtc_combf" : "evtc_comb", op, i,
+                       idx, rt, a);
+      }
     }
     if (store_in_pass(k, i, p)) evtc_cpu_emit_store(&vx, i);
   }
-  evtc_sb_printf(b, "      }\n    }\n");
-  for (int i = 0; i < k->n_v; i++) {
-    const evtc_vnode *v = &k->v[i];
-    if (!(reduce_in_pass(k, i, p) && v->cls == EVTC_VC_COL)) continue;
-    if (pl->rows_per_block == 1)
-      evtc_sb_printf(b, "    acc%d = evtc_block_reduce<%d>(acc%d, evtc_red);\n", i, red_op(v->op), i);
-    else evtc_sb_printf(b, "    acc%d = evtc_warp_reduce<%d>(acc%d);\n", i, red_op(v->op), i);
-    char acc[32];
-    snprintf(acc, sizeof acc, "acc%d", i);
-    emit_finish(b, "    ", v, i, acc);
+  if (x->V > 1) {
+    evtc_sb_printf(b, "        }\n");
+    for (int i = 0; i < k->n_v; i++)
+      if (store_in_pass(k, i, p) && k->v[i].cls == EVTC_VC_FULL)
+        evtc_sb_printf(b, "        *(evtc_vec<%s, %d> *)(a%d + (r * CC + cb)) = sv%d;\n",
+                       evtc_cpu_storage_ctype(k->v[i].dtype), x->V, k->v[i].arg, i);
   }
+  evtc_sb_printf(b, "      }\n    }\n");
+  for (int i = 0; i < k->n_v; i++)
+    if (reduce_in_pass(k, i, p) && k->v[i].cls == EVTC_VC_SCALAR)
+      evtc_sb_printf(b, "    ps%d = evtc_comb<%d>(ps%d, (double)pa%d);\n", i, red_op(k->v[i].op), i, i);
+  if (p == x->pf_pass) emit_prefetch(x, "    ", "rn");
+}
+
+/* The COL reductions pass p finishes: one round across the row's threads. */
+static void emit_round(const rows_ctx *x, int p, int round) {
+  const evtc_kernel *k = x->k;
+  const evtc_cuda_rows_plan *pl = x->pl;
+  evtc_sb *b = x->b;
+  int m = 0;
+  for (int i = 0; i < k->n_v; i++) {
+    if (!col_red(x, i, p)) continue;
+    evtc_sb_printf(b, "    double s%d = evtc_warp_reduce<%d>((double)acc%d);\n", i, red_op(k->v[i].op), i);
+    m++;
+  }
+  if (m == 0) return;
+  if (x->block) {
+    int nw = x->nt / 32, rounds = x->info.col_rounds;
+    if (rounds % 2 == 0) evtc_sb_printf(b, "    const int rb%d = %d;\n", p, round & 1);
+    else evtc_sb_printf(b, "    const int rb%d = (int)((it * %d + %d) & 1);\n", p, rounds, round);
+    evtc_sb_printf(b, "    if ((threadIdx.x & 31) == 0) {\n");
+    m = 0;
+    for (int i = 0; i < k->n_v; i++)
+      if (col_red(x, i, p)) evtc_sb_printf(b, "      evtc_rr[rb%d][%d][threadIdx.x >> 5] = s%d;\n", p, m++, i);
+    evtc_sb_printf(b, "    }\n    %s;\n", pl->cluster > 1 ? "evtc_cluster_sync()" : "__syncthreads()");
+    m = 0;
+    for (int i = 0; i < k->n_v; i++) {
+      if (!col_red(x, i, p)) continue;
+      int op = red_op(k->v[i].op);
+      evtc_sb_printf(b, "    s%d = %s;\n    for (int w = threadIdx.x & 31; w < %d; w += 32)\n", i, red_init(k->v[i].op),
+                     nw * pl->cluster);
+      if (pl->cluster > 1)
+        evtc_sb_printf(b, "      s%d = evtc_comb<%d>(s%d, evtc_dsmem_ld(&evtc_rr[rb%d][%d][w %% %d], (unsigned)(w / %d)));\n", i,
+                       op, i, p, m, nw, nw);
+      else evtc_sb_printf(b, "      s%d = evtc_comb<%d>(s%d, evtc_rr[rb%d][%d][w]);\n", i, op, i, p, m);
+      evtc_sb_printf(b, "    s%d = evtc_warp_reduce<%d>(s%d);\n", i, op, i);
+      m++;
+    }
+  }
+  for (int i = 0; i < k->n_v; i++)
+    if (col_red(x, i, p)) {
+      char s[24];
+      snprintf(s, sizeof s, "s%d", i);
+      emit_finish(b, "    ", &k->v[i], i, s);
+    }
+  for (int i = 0; i < k->n_v; i++)
+    if (reduce_in_pass(k, i, p) && k->v[i].cls == EVTC_VC_COL && x->info.alias[i] >= 0)
+      evtc_sb_printf(b, "    %s v%d = v%d;\n", evtc_cpu_ctype(k->v[i].dtype), i, x->info.alias[i]);
+}
+
+/* A statement for each of the thread's own columns c, over all its vectors (j, e in scope when unrolled). */
+static void for_own_cols(const rows_ctx *x, const char *stmt) {
+  evtc_sb *b = x->b;
+  open_cols(x, "  ");
+  evtc_sb_printf(b, "#pragma unroll\n      for (int e = 0; e < %d; e++) {\n        const CI c = cb + e;\n        %s\n      }\n",
+                 x->V, stmt);
+  evtc_sb_printf(b, "    }\n  }\n");
 }
 
 /* NAME_fin: combines the ROW / SCALAR partial slots in order and stores them. */
 static void emit_fin(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_plan *pl) {
-  evtc_cuda_emit_head(b, k, "_fin", 256);
-  evtc_sb_printf(b, "  const int64_t CC = %lldLL, c = (int64_t)blockIdx.x * 256 + threadIdx.x;\n  (void)CC;\n"
-                    "  const double *red = (const double *)scratch;\n  __shared__ double evtc_red[32];\n",
-                 (long long)k->cols);
+  const int fc = EVTC_CUDA_FIN_COLS, fs = EVTC_CUDA_FIN_SPLIT;
+  evtc_cuda_emit_head(b, k, "_fin", fc * fs);
+  evtc_sb_printf(b, "  const int64_t CC = %lldLL, c = (int64_t)blockIdx.x * %d + threadIdx.x %% %d;\n  (void)CC;\n"
+                    "  const int g = threadIdx.x / %d;\n  (void)g;\n"
+                    "  const double *red = (const double *)scratch;\n  __shared__ double evtc_red[32];\n"
+                    "  __shared__ double evtc_fin[%d][%d];\n",
+                 (long long)k->cols, fc, fc, fc, fs, fc);
   evtc_cpu_vctx vx = {.k = k, .sb = b, .ind = "    "};
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
     if (v->kind != EVTC_V_REDUCE || v->cls == EVTC_VC_COL) continue;
     int op = red_op(v->op);
-    long long off = (long long)evtc_cuda_reduce_offset(k, pl, i), slots = (long long)pl->slots;
-    if (v->cls == EVTC_VC_ROW)
-      evtc_sb_printf(b, "  if (c < CC) {\n    double acc = %s;\n    for (int64_t s = 0; s < %lldLL; s++)\n"
-                        "      acc = evtc_comb<%d>(acc, red[%lldLL + s * CC + c]);\n",
-                     red_init(v->op), slots, op, off);
-    else
-      evtc_sb_printf(b, "  if (blockIdx.x == 0) {\n    double acc = %s;\n    for (int64_t s = threadIdx.x; s < %lldLL; s += 256)\n"
+    long long off = (long long)evtc_cuda_reduce_offset(k, pl, i);
+    if (v->cls == EVTC_VC_ROW) {
+      evtc_sb_printf(b, "  {\n    double acc = %s;\n    if (c < CC)\n      for (int64_t s = g; s < %lldLL; s += %d)\n"
+                        "        acc = evtc_comb<%d>(acc, red[%lldLL + s * CC + c]);\n"
+                        "    evtc_fin[g][threadIdx.x %% %d] = acc;\n    __syncthreads();\n    if (g == 0 && c < CC) {\n"
+                        "      for (int h = 1; h < %d; h++) acc = evtc_comb<%d>(acc, evtc_fin[h][threadIdx.x]);\n",
+                     red_init(v->op), (long long)pl->row_slots, fs, op, off, fc, fs, op);
+    } else {
+      evtc_sb_printf(b, "  if (blockIdx.x == 0) {\n    double acc = %s;\n    for (int64_t s = threadIdx.x; s < %lldLL; s += %d)\n"
                         "      acc = evtc_comb<%d>(acc, red[%lldLL + s]);\n    acc = evtc_block_reduce<%d>(acc, evtc_red);\n"
                         "    if (threadIdx.x == 0) {\n",
-                     red_init(v->op), slots, op, off, op);
-    emit_finish(b, "    ", v, i, "acc");
+                     red_init(v->op), (long long)pl->scalar_slots, fc * fs, op, off, op);
+    }
+    vx.ind = "      ";
+    emit_finish(b, "      ", v, i, "acc");
     for (int j = i + 1; j < k->n_v; j++)
       if (k->v[j].kind == EVTC_V_STORE && k->v[j].args[0] == i) evtc_cpu_emit_store(&vx, j);
-    evtc_sb_printf(b, v->cls == EVTC_VC_ROW ? "  }\n" : "    }\n  }\n");
+    evtc_sb_printf(b, v->cls == EVTC_VC_ROW ? "    }\n    __syncthreads();\n  }\n" : "    }\n  }\n");
   }
   evtc_sb_printf(b, "}\n\n");
 }
 
-void evtc_cuda_emit_rows(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_plan *pl) {
-  const int nt = pl->threads, rpb = pl->rows_per_block;
-  evtc_cuda_emit_head(b, k, "", nt * rpb);
-  evtc_sb_printf(b, "  const int64_t RR = %lldLL, CC = %lldLL;\n  (void)RR; (void)CC;\n"
-                    "  double *red = (double *)scratch;\n  (void)red;\n"
-                    "  const int lane = threadIdx.x %% %d;\n  const int64_t slot = (int64_t)blockIdx.x * %d + threadIdx.x / %d;\n",
-                 (long long)k->rows, (long long)k->cols, nt, rpb, nt);
-  if (rpb == 1) evtc_sb_printf(b, "  __shared__ double evtc_red[32];\n");
-  rows_ctx x = {.k = k, .pl = pl, .b = b};
-  x.first = malloc(sizeof(int) * ((size_t)k->n_v + 1));
-  x.need = calloc((size_t)k->n_v + 1, sizeof(bool));
-  cached_loads(k, x.first);
+/* Kernel head: launch bounds (threads, blocks per SM) and the cluster shape. */
+static void emit_head(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_plan *pl) {
+  evtc_sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(%d, %d) ", pl->threads * pl->rows_per_block, pl->min_blocks);
+  if (pl->cluster > 1) evtc_sb_printf(b, "__cluster_dims__(%d, 1, 1) ", pl->cluster);
+  evtc_sb_printf(b, "%s(evtc_params P, uint64_t step, int *err, void *scratch) {\n"
+                    "  void *const *args = P.a;\n  (void)args; (void)step; (void)err; (void)scratch;\n", k->name);
+  evtc_cpu_emit_args(b, k);
+}
+
+static void emit_partials(const rows_ctx *x) {
+  const evtc_kernel *k = x->k;
+  const evtc_cuda_rows_plan *pl = x->pl;
+  evtc_sb *b = x->b;
+  int64_t smem_off = 0;
   if (pl->cache == 2) {
-    evtc_sb_printf(b, "  extern __shared__ __align__(16) unsigned char evtc_smem[];\n");
-    int64_t off = 0;
-    for (int i = 0; i < k->n_v; i++) {
-      if (x.first[i] < 0) continue;
-      const char *t = evtc_cpu_ctype(k->v[i].dtype);
-      evtc_sb_printf(b, "  %s *sL%d = (%s *)(evtc_smem + %lld);\n", t, i, t, (long long)off);
-      off += (k->cols * (int64_t)evtc_buffer_elem_size(k->v[i].dtype) + 15) / 16 * 16;
-    }
+    for (int i = 0; i < k->n_v; i++)
+      if (x->info.kept[i]) {
+        const char *t = k->v[i].dtype == EVTC_BOOL ? "uint8_t" : evtc_cpu_ctype(k->v[i].dtype);
+        evtc_sb_printf(b, "  %s *sk%d = (%s *)(evtc_smem + %lld);\n", t, i, t, (long long)smem_off);
+        smem_off += (k->cols * evtc_cuda_value_bytes(k->v[i].dtype) + 15) / 16 * 16;
+      }
   }
-  evtc_cpu_vctx top = {.k = k, .sb = b, .ind = "  "};
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
-    if (is_value(v) && v->cls == EVTC_VC_SCALAR) evtc_cuda_emit_value(&top, i);
+    if (is_value(v) && v->cls == EVTC_VC_SCALAR) {
+      evtc_cpu_vctx top = {.k = k, .sb = b, .ind = "  "};
+      evtc_cuda_emit_value(&top, i);
+    }
     if (v->kind == EVTC_V_STORE && v->cls == EVTC_VC_SCALAR && k->v[v->args[0]].kind != EVTC_V_REDUCE) {
+      evtc_cpu_vctx top = {.k = k, .sb = b, .ind = "    "};
       evtc_sb_printf(b, "  if (blockIdx.x == 0 && threadIdx.x == 0)\n");
-      top.ind = "    ";
       evtc_cpu_emit_store(&top, i);
-      top.ind = "  ";
     }
     if (v->kind != EVTC_V_REDUCE || v->cls == EVTC_VC_COL) continue;
-    if (v->cls == EVTC_VC_SCALAR) evtc_sb_printf(b, "  double ps%d = %s;\n", i, red_init(v->op));
-    else if (pl->row_partials_in_regs)
-      evtc_sb_printf(b, "  double pr%d[%d];\n#pragma unroll\n  for (int j = 0; j < %d; j++) pr%d[j] = %s;\n", i,
-                     pl->per_thread, pl->per_thread, i, red_init(v->op));
-    else
-      evtc_sb_printf(b, "  double *pr%d = red + %lldLL + slot * CC;\n  for (int64_t c = lane; c < CC; c += %d) pr%d[c] = %s;\n",
-                     i, (long long)evtc_cuda_reduce_offset(k, pl, i), nt, i, red_init(v->op));
+    if (v->cls == EVTC_VC_SCALAR) {
+      evtc_sb_printf(b, "  double ps%d = %s;\n", i, red_init(v->op));
+      continue;
+    }
+    char stmt[96];
+    long long off = (long long)evtc_cuda_reduce_offset(k, pl, i);
+    if (pl->row_partials == 0) {
+      evtc_sb_printf(b, "  %s pr%d[%d];\n", row_type(x, i), i, pl->per_thread * x->V);
+      snprintf(stmt, sizeof stmt, "pr%d[%s] = %s;", i, x->kidx, red_init(v->op));
+      if (pl->row_flush) {
+        for_own_cols(x, stmt);
+        evtc_sb_printf(b, "  double *prd%d = (double *)(evtc_smem + %lld) + (int64_t)wib * CC;\n", i, (long long)smem_off);
+        smem_off += (int64_t)pl->rows_per_block * k->cols * 8;
+        snprintf(stmt, sizeof stmt, "prd%d[c] = %s;", i, red_init(v->op));
+      }
+    } else if (pl->row_partials == 1) {
+      evtc_sb_printf(b, "  %s *pr%d = (%s *)(evtc_smem + %lld) + (int64_t)wib * CC;\n", x->pt, i, x->pt, (long long)smem_off);
+      smem_off += (int64_t)pl->rows_per_block * k->cols * (pl->row_acc_f32 ? 4 : 8);
+      snprintf(stmt, sizeof stmt, "pr%d[c] = %s;", i, red_init(v->op));
+    } else {
+      evtc_sb_printf(b, "  double *pr%d = red + %lldLL + slot * CC;\n", i, off);
+      snprintf(stmt, sizeof stmt, "pr%d[c] = %s;", i, red_init(v->op));
+    }
+    for_own_cols(x, stmt);
   }
-  evtc_sb_printf(b, "  for (int64_t r = slot; r < RR; r += (int64_t)gridDim.x * %d) {\n", rpb);
-  if (pl->cache == 1)
-    for (int i = 0; i < k->n_v; i++)
-      if (x.first[i] >= 0) evtc_sb_printf(b, "    %s cL%d[%d];\n", evtc_cpu_ctype(k->v[i].dtype), i, pl->per_thread);
-  for (int p = 0; p <= k->n_phases; p++) {
-    emit_phase_start(&x, p);
-    if (p < k->n_phases) emit_pass(&x, p);
-  }
-  evtc_sb_printf(b, "  }\n");
-  for (int i = 0; i < k->n_v; i++) {               /* partial slots out */
+  for (int i = 0; i < k->n_v; i++)
+    if (prefetched(x, i)) {
+      const char *st = evtc_cpu_storage_ctype(k->v[i].dtype);
+      evtc_sb_printf(b, "  %s *pf%d = (%s *)(evtc_smem + %lld);\n", st, i, st, (long long)smem_off);
+      smem_off += (k->cols * (int64_t)evtc_buffer_elem_size(k->v[i].dtype) + 15) / 16 * 16;
+    }
+}
+
+static void emit_partials_out(const rows_ctx *x) {
+  const evtc_kernel *k = x->k;
+  const evtc_cuda_rows_plan *pl = x->pl;
+  evtc_sb *b = x->b;
+  for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
     if (v->kind != EVTC_V_REDUCE || v->cls == EVTC_VC_COL) continue;
     long long off = (long long)evtc_cuda_reduce_offset(k, pl, i);
-    if (v->cls == EVTC_VC_ROW && pl->row_partials_in_regs)
-      evtc_sb_printf(b, "#pragma unroll\n  for (int j = 0; j < %d; j++) {\n    const int64_t c = lane + (int64_t)j * %d;\n"
-                        "    if (c < CC) red[%lldLL + slot * CC + c] = pr%d[j];\n  }\n",
-                     pl->per_thread, nt, off, i);
-    else if (v->cls == EVTC_VC_SCALAR && rpb == 1)
-      evtc_sb_printf(b, "  ps%d = evtc_block_reduce<%d>(ps%d, evtc_red);\n  if (threadIdx.x == 0) red[%lldLL + slot] = ps%d;\n",
+    char stmt[128];
+    if (v->cls == EVTC_VC_ROW && pl->row_partials != 2) {
+      if (pl->row_flush) snprintf(stmt, sizeof stmt, "red[%lldLL + slot * CC + c] = prd%d[c];", off, i);
+      else if (pl->row_partials == 0) snprintf(stmt, sizeof stmt, "red[%lldLL + slot * CC + c] = (double)pr%d[%s];", off, i, x->kidx);
+      else snprintf(stmt, sizeof stmt, "red[%lldLL + slot * CC + c] = (double)pr%d[c];", off, i);
+      for_own_cols(x, stmt);
+    } else if (v->cls == EVTC_VC_SCALAR && x->block) {
+      evtc_sb_printf(b, "  ps%d = evtc_block_reduce<%d>(ps%d, evtc_r1);\n  if (threadIdx.x == 0) red[%lldLL + blockIdx.x] = ps%d;\n",
                      i, red_op(v->op), i, off, i);
-    else if (v->cls == EVTC_VC_SCALAR)
-      evtc_sb_printf(b, "  ps%d = evtc_warp_reduce<%d>(ps%d);\n  if (lane == 0) red[%lldLL + slot] = ps%d;\n", i,
-                     red_op(v->op), i, off, i);
+    } else if (v->cls == EVTC_VC_SCALAR) {
+      evtc_sb_printf(b, "  ps%d = evtc_warp_reduce<%d>(ps%d);\n  if (lane == 0) red[%lldLL + (int64_t)blockIdx.x * %d + wib] = ps%d;\n",
+                     i, red_op(v->op), i, off, pl->rows_per_block, i);
+    }
   }
+}
+
+void evtc_cuda_emit_rows(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_plan *pl) {
+  rows_ctx x = {.k = k, .pl = pl, .b = b, .V = pl->vec, .nt = pl->threads, .block = pl->threads > 32};
+  x.kidx = pl->unrolled ? "j * VV + e" : "0";   /* register arrays need the unrolled loop */
+  x.pt = pl->row_acc_f32 ? "float" : "double";
+  x.pf_pass = -1;
+  evtc_cuda_rows_info_init(&x.info, k, pl->vec, pl->cache != 0);
+  for (int i = 0; i < k->n_v; i++) {
+    if (prefetched(&x, i) && x.info.first[i] > x.pf_pass) x.pf_pass = x.info.first[i];
+    x.opaque_c |= k->v[i].cls == EVTC_VC_FULL && k->v[i].kind == EVTC_V_ONE_HOT;
+  }
+  const int nt = pl->threads, rpb = pl->rows_per_block, n = pl->cluster;
+  const long long nvec = (long long)(k->cols / pl->vec);
+  emit_helpers(b);
+  evtc_sb_printf(b, "#undef CI\n#define CI %s\n", k->cols < (int64_t)1 << 30 ? "int" : "int64_t");   /* column indices */
+  emit_head(b, k, pl);
+  evtc_sb_printf(b, "  const int64_t RR = %lldLL, CC = %lldLL;\n  (void)RR; (void)CC;\n  const int VV = %d;\n  (void)VV;\n"
+                    "  double *red = (double *)scratch;\n  (void)red;\n"
+                    "  const int lane = threadIdx.x %% %d, wib = threadIdx.x / %d;\n  (void)wib;\n",
+                 (long long)k->rows, (long long)k->cols, pl->vec, nt, nt);
+  if (n > 1)
+    evtc_sb_printf(b, "  const unsigned crank = evtc_cluster_rank();\n  const int64_t slot = blockIdx.x / %d;\n"
+                      "  const CI QB = (CI)crank * %lld, QE = QB + %lld < %lld ? QB + %lld : %lld;\n",
+                   n, (long long)pl->chunk, (long long)pl->chunk, nvec, (long long)pl->chunk, nvec);
+  else
+    evtc_sb_printf(b, "  const int64_t slot = (int64_t)blockIdx.x * %d + wib;\n  const CI QB = 0, QE = %lld;\n", rpb, nvec);
+  evtc_sb_printf(b, "  (void)slot; (void)QB; (void)QE;\n");
+  if (x.block) {
+    int m = x.info.max_col_reds > 0 ? x.info.max_col_reds : 1;
+    evtc_sb_printf(b, "  __shared__ double evtc_rr[2][%d][32];\n  __shared__ double evtc_r1[32];\n  (void)evtc_rr; (void)evtc_r1;\n", m);
+  }
+  if (pl->smem) evtc_sb_printf(b, "  extern __shared__ __align__(16) unsigned char evtc_smem[];\n");
+  emit_partials(&x);
+  if (x.pf_pass >= 0) emit_prefetch(&x, "  ", "slot");
+  if (n > 1) evtc_sb_printf(b, "  for (int64_t r = slot, it = 0; r < RR; r += gridDim.x / %d, it++) {\n", n);
+  else evtc_sb_printf(b, "  for (int64_t r = slot, it = 0; r < RR; r += (int64_t)gridDim.x * %d, it++) {\n", rpb);
+  evtc_sb_printf(b, "    (void)it;\n");
+  if (x.pf_pass >= 0)    /* the thread's own copies of this row are in; the next row's go out after pass pf_pass */
+    evtc_sb_printf(b, "    const int64_t rn = r + (int64_t)gridDim.x;\n    evtc_cp_async_wait();\n");
+  if (pl->cache == 1)
+    for (int i = 0; i < k->n_v; i++) {
+      if (!x.info.kept[i]) continue;
+      int cols = pl->per_thread * pl->vec;
+      if (packed(&x, i)) evtc_sb_printf(b, "    uint32_t kh%d[%d] = {};\n", i, (cols + 1) / 2);
+      else if (k->v[i].dtype == EVTC_BOOL) evtc_sb_printf(b, "    uint32_t kb%d[%d] = {};\n", i, (cols + 31) / 32);
+      else evtc_sb_printf(b, "    %s kv%d[%d];\n", evtc_cpu_ctype(k->v[i].dtype), i, cols);
+    }
+  int round = 0;
+  for (int p = 0; p <= k->n_phases; p++) {
+    emit_phase_start(&x, p);
+    if (p < k->n_phases) {
+      emit_pass(&x, p);
+      for (int i = 0; i < k->n_v; i++)
+        if (col_red(&x, i, p)) {
+          emit_round(&x, p, round);
+          round++;
+          break;
+        }
+    }
+  }
+  if (pl->row_flush) {                    /* every 8 rows and after the block's last: f32 partials into f64 */
+    if (n > 1) evtc_sb_printf(b, "    if ((it & 7) == 7 || r + gridDim.x / %d >= RR) {\n", n);
+    else evtc_sb_printf(b, "    if ((it & 7) == 7 || r + (int64_t)gridDim.x * %d >= RR) {\n", rpb);
+    for (int i = 0; i < k->n_v; i++) {
+      const evtc_vnode *v = &k->v[i];
+      if (v->kind != EVTC_V_REDUCE || v->cls != EVTC_VC_ROW) continue;
+      char stmt[160];
+      snprintf(stmt, sizeof stmt, "prd%d[c] = evtc_comb<%d>(prd%d[c], (double)pr%d[%s]); pr%d[%s] = %s;", i, red_op(v->op), i, i,
+               x.kidx, i, x.kidx, red_init(v->op));
+      for_own_cols(&x, stmt);
+    }
+    evtc_sb_printf(b, "    }\n");
+  }
+  evtc_sb_printf(b, "  }\n");
+  emit_partials_out(&x);
+  if (n > 1) evtc_sb_printf(b, "  evtc_cluster_sync();\n");
   evtc_sb_printf(b, "}\n\n");
-  free(x.first);
-  free(x.need);
+  evtc_cuda_rows_info_free(&x.info);
   if (pl->has_fin) emit_fin(b, k, pl);
 }

@@ -1,4 +1,12 @@
-/* cuda_gemm.c -- cuBLASLt descriptors for a kernel's GEMM (cuda_gemm.h). */
+/* cuda_gemm.c -- cuBLASLt descriptors for a kernel's GEMM (cuda_gemm.h).
+ *
+ * f32 and f64 GEMMs keep their dtype throughout; f16 and bf16 operands
+ * (CUDA_R_16F / CUDA_R_16BF) multiply with f32 math (CUBLAS_COMPUTE_32F)
+ * into an f32 result that the epilogue kernel rounds when it stores.  The
+ * algorithm is chosen for the operands' real alignment: evtc's arena places
+ * values at 64-byte offsets, and loops over outer batch dims step the
+ * pointers by whole matrices.
+ */
 #include "backend/cuda/cuda_gemm.h"
 
 #include <stdio.h>
@@ -54,8 +62,8 @@ bool evtc_cuda_gemm_fits(const evtc_kernel *k, char *why, size_t cap) {
     snprintf(why, cap, "conv2d has no CUDA main loop yet (im2col + cuBLASLt is not written)");
     return false;
   }
-  if (k->gemm.dtype != EVTC_F32 && k->gemm.dtype != EVTC_F64) {
-    snprintf(why, cap, "%s GEMM", evtc_dtype_name(k->gemm.dtype));
+  if (evtc_dtype_is_int(k->gemm.dtype) || k->gemm.dtype == EVTC_BOOL) {
+    snprintf(why, cap, "%s GEMM (cuBLASLt runs f64, f32, f16 and bf16 here)", evtc_dtype_name(k->gemm.dtype));
     return false;
   }
   if (!operands(k, &la, &lb, &lo)) {
@@ -82,12 +90,23 @@ static evtc_status layout(const evtc_cuda_cublaslt *lt, cublasLtMatrixLayout_t *
   return st ? lt_fail(st, "cublasLtMatrixLayoutCreate", name, d) : EVTC_OK;
 }
 
+/* The largest power of two (at most 64: the arena's placement) dividing every pointer that a loop over
+ * n dims of these sizes and element strides passes, in bytes. */
+static uint32_t alignment(int n, const int64_t *shape, const int64_t *strides, size_t elem) {
+  uint32_t align = 64;
+  for (int q = 0; q < n; q++)
+    while (shape[q] > 1 && strides[q] * (int64_t)elem % align) align /= 2;
+  return align;
+}
+
 evtc_status evtc_cuda_gemm_init(evtc_cuda_gemm *g, const evtc_cuda_cublaslt *lt, cublasLtHandle_t h,
                                 const evtc_kernel *k, size_t workspace, evtc_diag *d) {
   memset(g, 0, sizeof *g);
   g->lt = lt;
   g->f64 = k->gemm.dtype == EVTC_F64;
+  g->in_elem = evtc_dtype_size(k->gemm.dtype);
   int type = g->f64 ? EVTC_CUDA_R_64F : EVTC_CUDA_R_32F;
+  int in_type = k->gemm.dtype == EVTC_F16 ? EVTC_CUDA_R_16F : k->gemm.dtype == EVTC_BF16 ? EVTC_CUDA_R_16BF : type;
   lt_mat la, lb, lc = {.op = EVTC_CUBLAS_OP_N, .rows = k->gemm.N, .cols = k->gemm.M, .ld = k->gemm.N,
                        .batch_stride = k->gemm.M * k->gemm.N};
   int lo;
@@ -110,13 +129,21 @@ evtc_status evtc_cuda_gemm_init(evtc_cuda_gemm *g, const evtc_cuda_cublaslt *lt,
   if ((st = lt->cublasLtMatmulDescSetAttribute(g->desc, EVTC_CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta)) ||
       (st = lt->cublasLtMatmulDescSetAttribute(g->desc, EVTC_CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb)))
     return lt_fail(st, "cublasLtMatmulDescSetAttribute", k->name, d);
-  if (layout(lt, &g->a, type, &la, batch, k->name, d) || layout(lt, &g->b, type, &lb, batch, k->name, d) ||
+  if (layout(lt, &g->a, in_type, &la, batch, k->name, d) || layout(lt, &g->b, in_type, &lb, batch, k->name, d) ||
       layout(lt, &g->c, type, &lc, batch, k->name, d))
     return d->status;
   cublasLtMatmulPreference_t pref;
   if ((st = lt->cublasLtMatmulPreferenceCreate(&pref))) return lt_fail(st, "cublasLtMatmulPreferenceCreate", k->name, d);
   unsigned long long ws = workspace;
   st = lt->cublasLtMatmulPreferenceSetAttribute(pref, EVTC_CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  /* cuBLASLt's A is evtc's B; C and D are the result, d_outer elements further per call */
+  uint32_t align[4] = {alignment(g->outer_rank, g->outer_shape, g->b_outer, g->in_elem),
+                       alignment(g->outer_rank, g->outer_shape, g->a_outer, g->in_elem),
+                       alignment(1, &g->outer_count, &g->d_outer, g->f64 ? 8 : 4), 0};
+  align[3] = align[2];
+  for (int q = 0; q < 4 && st == 0; q++)
+    st = lt->cublasLtMatmulPreferenceSetAttribute(pref, EVTC_CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES + q, &align[q],
+                                                  sizeof align[q]);
   int found = 0;
   if (st == 0) st = lt->cublasLtMatmulAlgoGetHeuristic(h, g->desc, g->a, g->b, g->c, g->c, pref, 1, &g->algo, &found);
   lt->cublasLtMatmulPreferenceDestroy(pref);
@@ -134,7 +161,7 @@ evtc_status evtc_cuda_gemm_run(const evtc_cuda_gemm *g, cublasLtHandle_t h, cons
   double one64 = 1.0, zero64 = 0.0;
   const void *alpha = g->f64 ? (const void *)&one64 : (const void *)&one;
   const void *beta = g->f64 ? (const void *)&zero64 : (const void *)&zero;
-  size_t elem = g->f64 ? 8 : 4;
+  size_t elem = g->f64 ? 8 : 4;     /* of the result; operands: in_elem */
   for (int64_t o = 0; o < g->outer_count; o++) {
     int64_t aoff = 0, boff = 0, rest = o;
     for (int q = g->outer_rank - 1; q >= 0; q--) {
@@ -143,7 +170,7 @@ evtc_status evtc_cuda_gemm_run(const evtc_cuda_gemm *g, cublasLtHandle_t h, cons
       rest /= g->outer_shape[q];
     }
     /* cuBLASLt's A is evtc's B (transposed view) and its B is evtc's A. */
-    const char *bp = (const char *)b + (size_t)boff * elem, *ap = (const char *)a + (size_t)aoff * elem;
+    const char *bp = (const char *)b + (size_t)boff * g->in_elem, *ap = (const char *)a + (size_t)aoff * g->in_elem;
     char *dp = (char *)dd + (size_t)(o * g->d_outer) * elem;
     cublasStatus_t st = g->lt->cublasLtMatmul(h, g->desc, alpha, bp, g->a, ap, g->b, beta, dp, g->c, dp, g->c,
                                               &g->algo.algo, workspace, workspace_bytes, s);

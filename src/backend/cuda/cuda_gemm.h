@@ -8,7 +8,9 @@
  * batch dims (broadcasts like [2,1,...] @ [3,...]) are one call each.  The visitor epilogue
  * runs afterwards as an elementwise kernel reading the result; a GEMM
  * whose epilogue is a plain store of its result writes the output
- * directly.  Math is true f32 (CUBLAS_COMPUTE_32F, no TF32) or f64.
+ * directly.  Math is true f32 (CUBLAS_COMPUTE_32F, no TF32) or f64; f16
+ * and bf16 operands are multiplied in f32 into an f32 result, which the
+ * epilogue kernel rounds at its store (never a direct GEMM).
  */
 #ifndef EVTC_CUDA_GEMM_H
 #define EVTC_CUDA_GEMM_H
@@ -23,7 +25,8 @@ typedef struct evtc_cuda_gemm {
   cublasLtMatmulDesc_t desc;
   cublasLtMatrixLayout_t a, b, c;
   evtc_cublasLtHeuristic algo;
-  bool f64;
+  bool f64;                             /* f64 operands and result; else an f32 result */
+  size_t in_elem;                       /* bytes per operand element */
   int outer_rank;                       /* batch dims [0, outer_rank) are looped over */
   int64_t outer_shape[EVTC_MAX_RANK], a_outer[EVTC_MAX_RANK], b_outer[EVTC_MAX_RANK]; /* element strides */
   int64_t outer_count, d_outer;         /* calls; elements of D per call */

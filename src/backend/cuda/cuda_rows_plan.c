@@ -1,0 +1,431 @@
+/* cuda_rows_plan.c -- how a CUDA rows kernel runs: column vectors, what
+ * each pass keeps, threads per row, clusters, occupancy.
+ *
+ * Memory-bound kernels reach the device's copy bandwidth only with wide
+ * accesses, enough bytes in flight on every SM, and little arithmetic per
+ * byte.  So columns move in 16-byte vectors (evtc_cuda_vec_width); a row
+ * is read once, the FULL values later passes need being kept on chip
+ * (evtc_cuda_rows_info: loads, dropout masks, and values that would
+ * otherwise need several kept inputs, in place of those inputs) and
+ * values the graph computes twice computed once; a thread owns about 16
+ * columns, 32 in rows too long for that (a 32000-column f32 row in one
+ * block of 1000 threads, in registers), and a row longer still is split
+ * over a thread-block cluster of 2-8 blocks that combine their reductions
+ * through distributed shared memory.  The launch bounds ask the compiler
+ * for the blocks per SM that a register estimate allows; kernels with ROW
+ * reductions run one persistent wave (a partial row per block) and
+ * prefetch the next row into shared memory, as do kernels with enough
+ * arithmetic per column to hide the copy, the others a block per row.
+ * Measured on an H200 (2026-11-29; bench/gpu.sh's workloads, each as one
+ * fused kernel): f32 per-thread sums took softmax from 60 to 75% of copy
+ * bandwidth, f32 partial rows flushed to f64 took a layernorm forward +
+ * backward from 51 to 77-82%, a block per row beat 4-block clusters (94
+ * against 73%), prefetching helped cross-entropy (83 against 62%) and
+ * layernorm (77 against 56%) but not softmax (89 against 94%).
+ *
+ * The environment can force choices, for measuring them side by side:
+ * EVTC_CUDA_VEC=0 (one column per access), EVTC_CUDA_CLUSTER=n (1: never
+ * a cluster), EVTC_CUDA_ROW_CACHE=regs|smem|none (where kept values live;
+ * EVTC_CUDA_SMEM_ROWS=0, the earlier switch, means no cluster and none:
+ * rows re-read from global memory), EVTC_CUDA_ROW_COLS=n (columns per
+ * thread), EVTC_CUDA_MIN_BLOCKS=n (blocks per SM the launch bounds ask
+ * for), EVTC_CUDA_PREFETCH=0|1, EVTC_CUDA_ROW_PARTIALS=regs|smem|scratch,
+ * EVTC_CUDA_ROW_ACC=f32 (shared-memory partial rows in f32),
+ * EVTC_CUDA_THREAD_ACC=f64 (per-thread sums in double).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_emit.h"
+#include "runtime/program_internal.h"
+
+static const unsigned wide = 1u << EVTC_VC_FULL | 1u << EVTC_VC_ROW;
+
+static int env_int(const char *name, int dflt) {
+  const char *s = getenv(name);
+  return s && *s ? atoi(s) : dflt;
+}
+
+static bool env_is(const char *name, const char *value) {
+  const char *s = getenv(name);
+  return s && strcmp(s, value) == 0;
+}
+
+static bool uniform_load(const evtc_kernel *k, const evtc_vnode *v) {
+  for (int d = 0; d < k->rank; d++)
+    if (k->dom[d] > 1 && v->strides[d] != 0) return false;
+  return true;
+}
+
+bool evtc_cuda_load_vectorizes(const evtc_kernel *k, const evtc_vnode *v, int vec, int64_t *row_stride) {
+  if (vec <= 1 || v->kind != EVTC_V_LOAD || (v->cls != EVTC_VC_FULL && v->cls != EVTC_VC_ROW)) return false;
+  int64_t inner = 1, sr = -1;
+  for (int d = k->rank - 1; d >= k->split; d--) {   /* columns: row-major, stride 1 */
+    if (k->dom[d] > 1 && v->strides[d] != inner) return false;
+    inner *= k->dom[d];
+  }
+  inner = 1;
+  for (int d = k->split - 1; d >= 0; d--) {         /* rows: one linear stride */
+    if (k->dom[d] > 1) {
+      if (v->strides[d] % inner != 0) return false;
+      int64_t f = v->strides[d] / inner;
+      if (sr >= 0 && f != sr) return false;
+      sr = f;
+    }
+    inner *= k->dom[d];
+  }
+  if (sr < 0) sr = 0;
+  *row_stride = sr;
+  return v->offset % vec == 0 && sr % vec == 0;
+}
+
+int evtc_cuda_vec_width(const evtc_kernel *k) {
+  if (env_is("EVTC_CUDA_VEC", "0")) return 1;
+  size_t narrow = 0;
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    bool streamed = v->cls == EVTC_VC_FULL && (v->kind == EVTC_V_STORE || (v->kind == EVTC_V_LOAD && !uniform_load(k, v)));
+    size_t s = evtc_buffer_elem_size(v->dtype);
+    if (streamed && (narrow == 0 || s < narrow)) narrow = s;
+  }
+  int vec = (int)(16 / (narrow ? narrow : 4));
+  if (vec > 8) vec = 8;
+  /* rows kernels and flat kernels that need (r, c): a vector lies in one row */
+  bool flat = k->kind != EVTC_ML_ROWS && evtc_kernel_flat_fits(k);
+  int64_t extent = flat && !evtc_cpu_needs_rc(k) ? k->rows * k->cols : k->cols;
+  while (vec > 1 && extent % vec != 0) vec /= 2;
+  return vec;
+}
+
+/* ---- what each pass computes and keeps ------------------------------------ */
+
+static bool is_value(const evtc_vnode *v) { return v->kind != EVTC_V_REDUCE && v->kind != EVTC_V_STORE; }
+
+static bool is_root(const evtc_kernel *k, const int *alias, int i, int p) {
+  const evtc_vnode *v = &k->v[i];
+  if (v->kind == EVTC_V_REDUCE) return alias[i] < 0 && v->phase == p + 1 && ((wide >> k->v[v->args[0]].cls) & 1);
+  return v->kind == EVTC_V_STORE && v->phase == p && ((wide >> v->cls) & 1) && k->v[v->args[0]].kind != EVTC_V_REDUCE;
+}
+
+typedef struct walk {
+  const evtc_kernel *k;
+  evtc_cuda_rows_info *info;
+  bool *need;          /* this pass */
+  bool *computed;      /* in an earlier pass */
+  bool *read_kept;     /* read from the kept copy in some pass */
+  int *weight_seen;
+  int stamp;
+} walk;
+
+static int canon(const int *alias, int i) { return alias[i] >= 0 ? alias[i] : i; }
+
+/* Whether node i computes the same value as the earlier node j (value numbering: an autodiff graph
+ * recomputes a layernorm's statistics and a softmax for its backward).  ROW and SCALAR reductions keep
+ * their own partial slots. */
+static bool same_value(const evtc_kernel *k, const int *alias, int i, int j) {
+  const evtc_vnode *a = &k->v[i], *b = &k->v[j];
+  if (a->kind != b->kind || a->cls != b->cls || a->dtype != b->dtype || a->op != b->op || a->n_args != b->n_args ||
+      a->kind == EVTC_V_STORE || a->kind == EVTC_V_ACC || (a->kind == EVTC_V_REDUCE && a->cls != EVTC_VC_COL) ||
+      memcmp(&a->value, &b->value, sizeof a->value) != 0)
+    return false;
+  for (int t = 0; t < a->n_args; t++)
+    if (canon(alias, a->args[t]) != canon(alias, b->args[t])) return false;
+  if (a->kind == EVTC_V_LOAD) {
+    if (a->arg != b->arg || a->offset != b->offset) return false;
+    for (int d = 0; d < k->rank; d++)
+      if (a->strides[d] != b->strides[d]) return false;
+  }
+  if (a->kind == EVTC_V_RNG && a->seed != b->seed) return false;
+  if (a->kind == EVTC_V_ONE_HOT && (a->dim != b->dim || a->depth != b->depth || a->check != b->check)) return false;
+  return true;
+}
+
+/* Kept values, loads and masks a value's recomputation reads (an RNG counts twice: it is costly). */
+static int weight(walk *w, int i) {
+  const evtc_vnode *v = &w->k->v[i];
+  if (w->info->alias[i] >= 0) return weight(w, w->info->alias[i]);
+  if (v->cls != EVTC_VC_FULL || !is_value(v) || w->weight_seen[i] == w->stamp) return 0;
+  w->weight_seen[i] = w->stamp;
+  if (w->info->kept[i]) return 1;
+  if (v->kind == EVTC_V_LOAD) return uniform_load(w->k, v) ? 0 : 1;
+  if (v->kind == EVTC_V_RNG) return 2;
+  int s = 0;
+  for (int a = 0; a < v->n_args; a++) s += weight(w, v->args[a]);
+  return s;
+}
+
+static bool worth_keeping(walk *w, int i) {
+  const evtc_vnode *v = &w->k->v[i];
+  if (v->cls != EVTC_VC_FULL || !is_value(v) || v->kind == EVTC_V_IMM) return false;
+  if (v->kind == EVTC_V_LOAD) return !uniform_load(w->k, v);
+  if (v->kind == EVTC_V_RNG) return true;
+  w->stamp++;
+  return weight(w, i) >= 2;
+}
+
+/* Marks what pass p needs; with `choose`, decides to keep values an earlier pass computed. */
+static void mark(walk *w, int i, int p, bool choose) {
+  const evtc_kernel *k = w->k;
+  const evtc_vnode *v = &k->v[i];
+  evtc_cuda_rows_info *info = w->info;
+  if (w->need[i] || !((wide >> v->cls) & 1)) return;
+  w->need[i] = true;
+  if (v->kind == EVTC_V_REDUCE) return;
+  if (info->alias[i] >= 0) {             /* a copy of an earlier value */
+    mark(w, info->alias[i], p, choose);
+    return;
+  }
+  if (w->computed[i]) {
+    if (choose && !info->kept[i] && worth_keeping(w, i)) info->kept[i] = true;
+    if (info->kept[i]) {
+      w->read_kept[i] = true;
+      return;
+    }
+  }
+  for (int a = 0; a < v->n_args; a++) mark(w, v->args[a], p, choose);
+}
+
+/* One walk over the passes in order; first[] and need[] follow the kept set. */
+static void walk_passes(walk *w, bool choose) {
+  evtc_cuda_rows_info *info = w->info;
+  int n = info->n_v;
+  memset(w->computed, 0, sizeof(bool) * (size_t)n);
+  memset(w->read_kept, 0, sizeof(bool) * (size_t)n);
+  for (int i = 0; i < n; i++) info->first[i] = -1;
+  for (int p = 0; p < info->n_passes; p++) {
+    w->need = info->need + (size_t)p * (size_t)n;
+    memset(w->need, 0, sizeof(bool) * (size_t)n);
+    info->has_work[p] = false;
+    for (int i = 0; i < n; i++)
+      if (is_root(w->k, info->alias, i, p)) {
+        info->has_work[p] = true;
+        mark(w, w->k->v[i].args[0], p, choose);
+      }
+    for (int i = 0; i < n; i++)
+      if (w->need[i] && !w->computed[i]) {
+        w->computed[i] = true;
+        info->first[i] = p;
+      }
+  }
+}
+
+void evtc_cuda_rows_info_init(evtc_cuda_rows_info *info, const evtc_kernel *k, int vec, bool keep) {
+  int n = k->n_v, np = k->n_phases > 0 ? k->n_phases : 1;
+  memset(info, 0, sizeof *info);
+  info->n_v = n;
+  info->n_passes = k->n_phases;
+  info->need = calloc((size_t)np * (size_t)n + 1, sizeof(bool));
+  info->kept = calloc((size_t)n + 1, sizeof(bool));
+  info->vec_load = calloc((size_t)n + 1, sizeof(bool));
+  info->has_work = calloc((size_t)np + 1, sizeof(bool));
+  info->first = calloc((size_t)n + 1, sizeof(int));
+  info->alias = calloc((size_t)n + 1, sizeof(int));
+  for (int i = 0; i < n; i++) {
+    const evtc_vnode *v = &k->v[i];
+    int64_t sr;
+    info->alias[i] = -1;
+    info->vec_load[i] = evtc_cuda_load_vectorizes(k, v, vec, &sr);
+    for (int j = 0; j < i && info->alias[i] < 0; j++)
+      if (info->alias[j] < 0 && same_value(k, info->alias, i, j)) info->alias[i] = j;
+    if (v->kind == EVTC_V_REDUCE) {
+      info->n_row += v->cls == EVTC_VC_ROW;
+      info->n_scalar += v->cls == EVTC_VC_SCALAR;
+    }
+  }
+  walk w = {.k = k, .info = info};
+  w.computed = calloc((size_t)n + 1, sizeof(bool));
+  w.read_kept = calloc((size_t)n + 1, sizeof(bool));
+  w.weight_seen = calloc((size_t)n + 1, sizeof(int));
+  if (keep) {
+    walk_passes(&w, true);      /* choose what to keep */
+    walk_passes(&w, false);     /* the passes as they will run with it */
+    for (int i = 0; i < n; i++) info->kept[i] = info->kept[i] && w.read_kept[i];
+    walk_passes(&w, false);
+  } else {
+    walk_passes(&w, false);
+  }
+  for (int i = 0; i < n; i++) {
+    if (!info->kept[i]) continue;
+    int s = evtc_cuda_value_bytes(k->v[i].dtype);
+    bool half = k->v[i].dtype == EVTC_F16 || k->v[i].dtype == EVTC_BF16;
+    info->regs_per_col += s == 1 ? 1.0 / 32 : half && k->v[i].kind == EVTC_V_LOAD && info->vec_load[i] ? 0.5 : s / 4;
+    info->bytes_per_col += s;
+  }
+  for (int p = 0; p < k->n_phases; p++) {
+    int reds = 0;
+    for (int i = 0; i < n; i++) {
+      const evtc_vnode *v = &k->v[i];
+      reds += v->kind == EVTC_V_REDUCE && v->cls == EVTC_VC_COL && info->alias[i] < 0 && v->phase == p + 1 &&
+              ((wide >> k->v[v->args[0]].cls) & 1);
+    }
+    if (reds > info->max_col_reds) info->max_col_reds = reds;
+    info->n_col += reds;
+    info->col_rounds += reds > 0;
+  }
+  free(w.computed);
+  free(w.read_kept);
+  free(w.weight_seen);
+}
+
+void evtc_cuda_rows_info_free(evtc_cuda_rows_info *info) {
+  free(info->need);
+  free(info->kept);
+  free(info->vec_load);
+  free(info->has_work);
+  free(info->first);
+  free(info->alias);
+  memset(info, 0, sizeof *info);
+}
+
+/* ---- threads, clusters and occupancy --------------------------------------- */
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int evtc_cuda_value_bytes(evtc_dtype t) {
+  return t == EVTC_BOOL ? 1 : t == EVTC_F64 || t == EVTC_I64 ? 8 : 4;
+}
+
+/* Shared-memory bytes of a row of every kept value (each array 16-byte aligned), as the emitter lays them out. */
+static int64_t kept_smem(const evtc_kernel *k, const evtc_cuda_rows_info *info) {
+  int64_t bytes = 0;
+  for (int i = 0; i < k->n_v; i++)
+    if (info->kept[i]) bytes += (k->cols * evtc_cuda_value_bytes(k->v[i].dtype) + 15) / 16 * 16;
+  return bytes;
+}
+
+/* Registers a thread of plan pl needs, roughly: a base for indices and
+ * reduction state, the kept columns, the partial rows held in registers. */
+static int regs_estimate(const evtc_cuda_rows_plan *pl, const evtc_cuda_rows_info *info) {
+  double cols = (double)pl->per_thread * pl->vec;
+  double r = 64 + 2.0 * info->n_col + (pl->cache == 1 ? cols * info->regs_per_col : 0) +
+             (pl->row_partials == 0 ? (pl->row_flush ? 1.0 : 2.0) * cols * info->n_row : 0) + 2.0 * pl->vec +
+             (pl->prefetch ? 8 : 0);
+  int n = (int)r;
+  return (n + 7) / 8 * 8;
+}
+
+static void occupancy(evtc_cuda_rows_plan *pl, const evtc_cuda_rows_info *info, int smem_max) {
+  int block = pl->threads * pl->rows_per_block;
+  int by_threads = 2048 / block, by_regs = 65536 / (block * regs_estimate(pl, info));
+  int smem_sm = smem_max + 1024;        /* per SM: what one block may opt in to, plus the reserve */
+  int by_smem = pl->smem ? smem_sm / (int)(pl->smem + 1024) : 32;
+  int b = by_threads < by_regs ? by_threads : by_regs;
+  if (by_smem < b) b = by_smem;
+  if (b > 32) b = 32;
+  pl->min_blocks = b < 1 ? 1 : b;
+  int forced = env_int("EVTC_CUDA_MIN_BLOCKS", 0);
+  if (forced > 0 && forced * block <= 2048 && (!pl->smem || forced <= by_smem)) pl->min_blocks = forced;
+}
+
+evtc_cuda_rows_plan evtc_cuda_rows_plan_of(const evtc_kernel *k, int sm_count, int smem_max) {
+  evtc_cuda_rows_plan pl = {0};
+  int64_t C = k->cols, R = k->rows;
+  pl.vec = evtc_cuda_vec_width(k);
+  pl.cluster = 1;
+  pl.f32_thread_acc = !env_is("EVTC_CUDA_THREAD_ACC", "f64");
+  pl.row_acc_f32 = env_is("EVTC_CUDA_ROW_ACC", "f32");
+  evtc_cuda_rows_info info;
+  evtc_cuda_rows_info_init(&info, k, pl.vec, true);
+  const int64_t nvec = C / pl.vec, V = pl.vec;
+  bool keep = info.bytes_per_col > 0;
+  int want_cols = env_int("EVTC_CUDA_ROW_COLS", 16);
+  if (want_cols < 1) want_cols = 1;
+  if (C <= 512) {                                       /* a warp per row */
+    pl.threads = 32;
+    pl.rows_per_block = 8;
+    pl.per_thread = (int)cdiv(nvec, 32);
+    pl.chunk = nvec;
+  } else {
+    pl.rows_per_block = 1;
+    int64_t per = cdiv(want_cols, V), t = (cdiv(nvec, per) + 31) / 32 * 32;
+    int cl = env_is("EVTC_CUDA_SMEM_ROWS", "0") ? 1 : env_int("EVTC_CUDA_CLUSTER", 0);
+    if (t > 1024) {                                  /* long rows: 32 columns per thread */
+      per = cdiv(2 * want_cols, V);
+      t = (cdiv(nvec, per) + 31) / 32 * 32;
+    }
+    if ((t > 1024 || cl > 1) && keep && cl != 1) {   /* still too long: a cluster of blocks per row */
+      int n = cl > 1 ? cl : 2;
+      if (cl <= 1)
+        while (n < 8 && cdiv(nvec, n) > 256 * per) n *= 2;
+      if (n > 8) n = 8;
+      int64_t chunk = cdiv(nvec, n);
+      t = (cdiv(chunk, per) + 31) / 32 * 32;
+      if (t <= 1024 && per <= 16) {
+        pl.cluster = n;
+        pl.chunk = chunk;
+      }
+    }
+    if (pl.cluster == 1) pl.chunk = nvec;
+    if (t > 1024) t = 1024;
+    if (t < 32) t = 32;
+    pl.threads = (int)t;
+    int64_t p2 = cdiv(pl.chunk, t);
+    pl.per_thread = (int)(p2 > 1 << 30 ? 1 << 30 : p2);
+  }
+  pl.unrolled = pl.per_thread <= 16 && (int64_t)pl.per_thread * V <= 64;
+  /* kept values: registers while they leave about 32 per thread for the rest, else the row in shared memory */
+  const char *rc = getenv("EVTC_CUDA_ROW_CACHE");
+  double kept_regs = (double)pl.per_thread * V * info.regs_per_col, room = 65536.0 / (pl.threads * pl.rows_per_block) - 32;
+  bool regs_fit = keep && pl.unrolled && kept_regs <= (room < 64 ? room : 64);
+  bool smem_fits = keep && pl.cluster == 1 && pl.rows_per_block == 1 && kept_smem(k, &info) <= smem_max - 4096;
+  if (rc && strcmp(rc, "regs") == 0) pl.cache = keep && pl.unrolled ? 1 : 0;
+  else if (rc && strcmp(rc, "smem") == 0) pl.cache = smem_fits ? 2 : 0;
+  else if ((rc && strcmp(rc, "none") == 0) || env_is("EVTC_CUDA_SMEM_ROWS", "0")) pl.cache = 0;
+  else pl.cache = regs_fit ? 1 : smem_fits ? 2 : 0;
+  /* partial rows of ROW reductions */
+  int64_t part_bytes = (int64_t)pl.rows_per_block * C * 8 * info.n_row;
+  const char *pe = getenv("EVTC_CUDA_ROW_PARTIALS");
+  bool regs_ok = pl.unrolled && info.n_row > 0;
+  bool smem_ok = info.n_row > 0 && pl.cluster == 1 && part_bytes + (pl.cache == 2 ? kept_smem(k, &info) : 0) <= smem_max - 4096;
+  pl.row_partials = 2;
+  if (pe && strcmp(pe, "regs") == 0 && regs_ok) pl.row_partials = 0;
+  else if (pe && strcmp(pe, "smem") == 0 && smem_ok) pl.row_partials = 1;
+  else if (pe && strcmp(pe, "scratch") == 0) pl.row_partials = 2;
+  else if (regs_ok && (int64_t)pl.per_thread * V * info.n_row <= 32) pl.row_partials = 0;
+  else if (smem_ok) pl.row_partials = 1;
+  if (info.n_row == 0) pl.row_partials = 0;
+  pl.row_flush = info.n_row > 0 && pl.row_partials == 0 && smem_ok;
+  int64_t smem = pl.cache == 2 ? kept_smem(k, &info) : 0;
+  if (pl.row_partials == 1) smem += part_bytes / (pl.row_acc_f32 ? 2 : 1);
+  if (pl.row_flush) smem += part_bytes;
+  /* the next row's kept 16-byte loads prefetched into shared memory, in a persistent loop */
+  int64_t pf = 0;
+  for (int i = 0; i < k->n_v; i++)
+    if (info.kept[i] && info.vec_load[i] && k->v[i].cls == EVTC_VC_FULL && V * (int64_t)evtc_buffer_elem_size(k->v[i].dtype) == 16)
+      pf += (C * (int64_t)evtc_buffer_elem_size(k->v[i].dtype) + 15) / 16 * 16;
+  /* a kernel without ROW partials and with little arithmetic per column runs best as a block per row
+   * (softmax 8192x32000: 94% of copy bandwidth against 89% prefetched); more arithmetic (cross-entropy:
+   * 83% against 62%) or a persistent loop anyway (layernorm: 77% against 56%) hides the copy */
+  int full_ops = 0;
+  for (int i = 0; i < k->n_v; i++)
+    full_ops += k->v[i].cls == EVTC_VC_FULL && info.alias[i] < 0 &&
+                (k->v[i].kind == EVTC_V_COMPUTE || k->v[i].kind == EVTC_V_ONE_HOT || k->v[i].kind == EVTC_V_RNG);
+  bool want_pf = env_is("EVTC_CUDA_PREFETCH", "1") || (!env_is("EVTC_CUDA_PREFETCH", "0") && (info.n_row > 0 || full_ops > 4));
+  pl.prefetch = want_pf && pf > 0 && pl.cache == 1 && pl.cluster == 1 && pl.rows_per_block == 1 && smem + pf <= smem_max - 4096;   /* room for the static reduction buffers */
+  if (pl.prefetch) smem += pf;
+  pl.smem = (unsigned)smem;
+  occupancy(&pl, &info, smem_max);
+  /* one wave of persistent row groups when ROW partials are kept per group, else a group per row */
+  int64_t groups = pl.cluster > 1 ? R : cdiv(R, pl.rows_per_block);
+  int64_t wave = (int64_t)sm_count * pl.min_blocks / pl.cluster;
+  if (wave < 1) wave = 1;
+  int64_t g = groups < wave || (info.n_row == 0 && !pl.prefetch) ? groups : wave;
+  if (g > (1 << 30) / pl.cluster) g = (1 << 30) / pl.cluster;
+  if (g < 1) g = 1;
+  pl.grid = (unsigned)(g * pl.cluster);
+  pl.row_slots = pl.cluster > 1 ? g : g * pl.rows_per_block;
+  pl.scalar_slots = (int64_t)pl.grid * pl.rows_per_block;
+  pl.scratch_doubles = pl.row_slots * C * info.n_row + pl.scalar_slots * info.n_scalar;
+  pl.has_fin = info.n_row + info.n_scalar > 0;
+  pl.fin_grid = (unsigned)(info.n_row ? cdiv(C, EVTC_CUDA_FIN_COLS) : 1);
+  evtc_cuda_rows_info_free(&info);
+  return pl;
+}
+
+int64_t evtc_cuda_reduce_offset(const evtc_kernel *k, const evtc_cuda_rows_plan *pl, int i) {
+  int64_t off = 0;
+  for (int j = 0; j < i; j++)
+    if (k->v[j].kind == EVTC_V_REDUCE && k->v[j].cls != EVTC_VC_COL)
+      off += k->v[j].cls == EVTC_VC_ROW ? pl->row_slots * k->cols : pl->scalar_slots;
+  return off;
+}

@@ -14,6 +14,11 @@
 #include "kernel/kernel_internal.h"
 
 static int compute(evtc_kb *b, const evtc_node *n, evtc_op op, evtc_dtype dt, int x, int y, int z) {
+  /* x / y with y broadcast over x (a row sum, a scalar): one reciprocal per y and a multiply per element,
+   * within an ulp of the division (not for f64, which stays exact) */
+  if (op == EVTC_OP_DIV && evtc_dtype_is_float(dt) && dt != EVTC_F64 &&
+      evtc_kb_join(b->k->v[x].cls, b->k->v[y].cls) != b->k->v[y].cls)
+    return compute(b, n, EVTC_OP_MUL, dt, x, compute(b, n, EVTC_OP_RECIPROCAL, dt, y, -1, -1), -1);
   evtc_vnode v = {.kind = EVTC_V_COMPUTE, .op = op, .dtype = dt, .node = n, .cls = EVTC_VC_SCALAR};
   int args[3] = {x, y, z};
   for (int i = 0; i < 3 && args[i] >= 0; i++) {

@@ -110,8 +110,13 @@ unsigned evtc_cuda_ew_grid(const evtc_kernel *k);
  * evtc_vec<T, V> and the cluster helpers the templates use. */
 void evtc_cuda_emit_vec_helpers(evtc_sb *b);
 
-/* evtc_cpu_emit_value with a cheaper one-hot (see cuda_emit_common.c). */
+/* evtc_cpu_emit_value with a cheaper one-hot (see cuda_emit_common.c).  In
+ * a rows kernel (x->flat false) a checked one-hot of a label per row (COL)
+ * leaves the range check to evtc_cuda_emit_label_checks. */
 void evtc_cuda_emit_value(const evtc_cpu_vctx *x, int i);
+/* The range checks of the checked one-hots reading COL value i, once where
+ * the rows template has emitted (or aliased) v<i> for the row. */
+void evtc_cuda_emit_label_checks(const evtc_cpu_vctx *x, int i);
 
 /* Writes the module prelude (types, Philox, reductions, evtc_params). */
 void evtc_cuda_emit_prelude(evtc_sb *b);

@@ -97,9 +97,20 @@ void evtc_cuda_emit_value(const evtc_cpu_vctx *x, int i) {
     int a = v->args[0];
     const char *coord = v->dim < k->split ? "r" : "c";
     evtc_sb_printf(x->sb, "%s%s v%d = (%s)((int64_t)v%d == %s);\n", x->ind, t, i, t, a, coord);
-    if (v->check)
+    /* a label per row is checked once per row by the rows template (evtc_cuda_emit_label_checks) */
+    if (v->check && (x->flat || k->v[a].cls != EVTC_VC_COL))
       evtc_sb_printf(x->sb, "%sif (v%d < 0 || v%d >= %lld) *err = 1;\n", x->ind, a, a, (long long)v->depth);
     return;
   }
   evtc_cpu_emit_value(x, i);
+}
+
+void evtc_cuda_emit_label_checks(const evtc_cpu_vctx *x, int i) {
+  const evtc_kernel *k = x->k;
+  if (k->v[i].cls != EVTC_VC_COL) return;
+  for (int j = i + 1; j < k->n_v; j++) {
+    const evtc_vnode *v = &k->v[j];
+    if (v->kind == EVTC_V_ONE_HOT && v->check && v->args[0] == i)
+      evtc_sb_printf(x->sb, "%sif (v%d < 0 || v%d >= %lld) *err = 1;\n", x->ind, i, i, (long long)v->depth);
+  }
 }

@@ -168,6 +168,7 @@ static void emit_phase_start(const rows_ctx *x, int p) {
     if (is_value(v) && v->cls == EVTC_VC_COL && x->info.alias[i] >= 0)
       evtc_sb_printf(x->b, "    %s v%d = v%d;\n", evtc_cpu_ctype(v->dtype), i, x->info.alias[i]);
     else if (is_value(v) && v->cls == EVTC_VC_COL) evtc_cuda_emit_value(&vx, i);
+    if (is_value(v) && v->cls == EVTC_VC_COL) evtc_cuda_emit_label_checks(&vx, i);
     if (v->kind == EVTC_V_STORE && v->cls == EVTC_VC_COL) {
       evtc_sb_printf(x->b, "    if (%s)\n", lead(x));
       vx.ind = "      ";

@@ -35,11 +35,15 @@ def labels(n, classes):
 SALT = 1000003
 
 
-def timeit(fn, reset, warm=5, iters=30):
-    for _ in range(warm):
+def timeit(fn, reset, warm=5, warm_s=0.25, iters=30):
+    # warm-ups: at least `warm` steps and `warm_s` seconds, so the GPU's clocks have ramped up (as in gpu_bench.c)
+    t_end = time.perf_counter() + warm_s
+    n = 0
+    while n < warm or time.perf_counter() < t_end:
         reset()
         fn()
-    torch.cuda.synchronize()
+        torch.cuda.synchronize()
+        n += 1
     ts = []
     for _ in range(iters):
         reset()

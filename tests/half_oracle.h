@@ -8,7 +8,8 @@
  * product with an f16 constant, f32 -> f16 / bf16 casts at and beside
  * every kind of tie, and f64 / i64 -> f16 / bf16 casts that a double
  * rounding (through f32) would get wrong.  half_exact_tests() runs them
- * all; every kernel must run compiled.
+ * all; every kernel must run compiled.  HALF_ROWS_TEXT is the rows graph
+ * (softmax, log-softmax, layernorm, reductions) the CPU and GPU tests share.
  */
 #ifndef EVTC_HALF_ORACLE_H
 #define EVTC_HALF_ORACLE_H
@@ -22,6 +23,16 @@
 #include "runtime/elements.h"
 #include "runtime/precision.h"
 #include "runtime/program_internal.h"
+
+/* f16 / bf16 rows: softmax, log-softmax, layernorm, reductions over rows and columns. */
+#define HALF_ROWS_TEXT(T, R, C)                                                                                    \
+  "graph rows_" T " {\n  %a = input() : " T "[" #R "," #C "]\n  %g = input() : " T "[" #C "]\n"                  \
+  "  %be = input() : " T "[" #C "]\n"                                                                             \
+  "  %sm = softmax(%a) : " T "[" #R "," #C "]\n  %ls = log_softmax(%a) {axis=1} : " T "[" #R "," #C "]\n"          \
+  "  %ln = layernorm(%a, %g, %be) : " T "[" #R "," #C "]\n"                                                       \
+  "  %rs = reduce_sum(%a) {axes=[0]} : " T "[" #C "]\n  %rm = reduce_max(%a) {axes=[1]} : " T "[" #R "]\n"        \
+  "  %mean = reduce_mean(%a) : " T "[]\n"                                                                          \
+  "  output %sm\n  output %ls\n  output %ln\n  output %rs\n  output %rm\n  output %mean\n}\n"
 
 /* The same double bit for bit, NaN matching NaN and -0 not matching +0. */
 static bool same(double a, double b) {

@@ -41,15 +41,6 @@ static const double TOL_BF16 = 4.0 / 256, TOL_F16 = 4.0 / 2048;
   "  %back = cast(%g) {dtype=" T "} : " T "[67,129]\n"                                                         \
   "  output %e5\n  output %wh\n  output %ex\n  output %g\n  output %back\n}\n"
 
-#define ROWS_TEXT(T, R, C)                                                                                       \
-  "graph rows {\n  %a = input() : " T "[" #R "," #C "]\n  %g = input() : " T "[" #C "]\n"                       \
-  "  %be = input() : " T "[" #C "]\n"                                                                           \
-  "  %sm = softmax(%a) : " T "[" #R "," #C "]\n  %ls = log_softmax(%a) {axis=1} : " T "[" #R "," #C "]\n"       \
-  "  %ln = layernorm(%a, %g, %be) : " T "[" #R "," #C "]\n"                                                    \
-  "  %rs = reduce_sum(%a) {axes=[0]} : " T "[" #C "]\n  %rm = reduce_max(%a) {axes=[1]} : " T "[" #R "]\n"     \
-  "  %mean = reduce_mean(%a) : " T "[]\n"                                                                       \
-  "  output %sm\n  output %ls\n  output %ln\n  output %rs\n  output %rm\n  output %mean\n}\n"
-
 /* An f32 GEMM whose epilogue loads and stores bf16 (the CPU GEMM itself is f32 / f64 only). */
 static const char gemm_epilogue_text[] =
     "graph ge {\n  %x = input() : f32[33,67]\n  %w = input() : f32[67,129]\n  %b = input() : bf16[129]\n"
@@ -122,9 +113,9 @@ int main(void) {
   half_exact_tests();
   compare(EW_TEXT("bf16"), "bf16 elementwise", TOL_BF16, 1);
   compare(EW_TEXT("f16"), "f16 elementwise", TOL_F16, 1);
-  compare(ROWS_TEXT("bf16", 23, 300), "bf16 rows", TOL_BF16, 1);
-  compare(ROWS_TEXT("f16", 23, 300), "f16 rows", TOL_F16, 1);
-  compare(ROWS_TEXT("bf16", 1, 5000), "bf16 rows (one long row)", TOL_BF16, 1);
+  compare(HALF_ROWS_TEXT("bf16", 23, 300), "bf16 rows", TOL_BF16, 1);
+  compare(HALF_ROWS_TEXT("f16", 23, 300), "f16 rows", TOL_F16, 1);
+  compare(HALF_ROWS_TEXT("bf16", 1, 5000), "bf16 rows (one long row)", TOL_BF16, 1);
   compare(gemm_epilogue_text, "f32 GEMM with a bf16 epilogue", TOL_BF16, 1);
   test_cross_entropy();
   test_refusals();

@@ -103,16 +103,6 @@ static const char block_text[] =
   "  %i = input() : i64[1000]\n  %ih = cast(%i) {dtype=" T "} : " T "[1000]\n"                                    \
   "  output %e4\n  output %wh\n  output %ex\n  output %g\n  output %back\n  output %dh\n  output %ih\n}\n"
 
-/* f16 / bf16 rows: softmax, log-softmax, layernorm, reductions over rows and columns. */
-#define HALF_ROWS_TEXT(T, R, C)                                                                                    \
-  "graph rows_" T " {\n  %a = input() : " T "[" #R "," #C "]\n  %g = input() : " T "[" #C "]\n"                  \
-  "  %be = input() : " T "[" #C "]\n"                                                                             \
-  "  %sm = softmax(%a) : " T "[" #R "," #C "]\n  %ls = log_softmax(%a) {axis=1} : " T "[" #R "," #C "]\n"          \
-  "  %ln = layernorm(%a, %g, %be) : " T "[" #R "," #C "]\n"                                                       \
-  "  %rs = reduce_sum(%a) {axes=[0]} : " T "[" #C "]\n  %rm = reduce_max(%a) {axes=[1]} : " T "[" #R "]\n"        \
-  "  %mean = reduce_mean(%a) : " T "[]\n"                                                                          \
-  "  output %sm\n  output %ls\n  output %ln\n  output %rs\n  output %rm\n  output %mean\n}\n"
-
 /* Cross-entropy on bf16 logits cast to f32 (the benchmark's workload, smaller); differentiated wrt %x. */
 static const char half_ce_text[] =
     "graph ce_bf16 {\n  %x = input() : bf16[67,3000]\n  %lab = input() : i64[67]\n"

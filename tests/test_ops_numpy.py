@@ -224,8 +224,9 @@ def dropout_ref(x, p, seed, step):
     flat = x.ravel()
     out = np.zeros_like(flat)
     for i in range(flat.size):
-        r = philox4x32_10([i & M32, i >> 32, step & M32, step >> 32], [seed & M32, seed >> 32])
-        u = (r[0] >> 8) / 16777216.0
+        b = i >> 2                        # one Philox block for four consecutive elements
+        r = philox4x32_10([b & M32, b >> 32, step & M32, step >> 32], [seed & M32, seed >> 32])
+        u = (r[i & 3] >> 8) / 16777216.0
         out[i] = flat[i] / (1 - p) if u >= p else 0.0
     return out.reshape(x.shape)
 

@@ -28,9 +28,10 @@ void evtc_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t o
 }
 
 double evtc_philox_uniform(uint64_t seed, uint64_t offset, uint64_t index) {
-  uint32_t ctr[4] = {(uint32_t)index, (uint32_t)(index >> 32), (uint32_t)offset, (uint32_t)(offset >> 32)};
+  uint64_t block = index >> 2;
+  uint32_t ctr[4] = {(uint32_t)block, (uint32_t)(block >> 32), (uint32_t)offset, (uint32_t)(offset >> 32)};
   uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
   uint32_t out[4];
   evtc_philox4x32_10(ctr, key, out);
-  return (double)(out[0] >> 8) * (1.0 / 16777216.0);
+  return (double)(out[index & 3] >> 8) * (1.0 / 16777216.0);
 }

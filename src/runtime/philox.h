@@ -14,10 +14,11 @@
  * increments 0x9E3779B9, 0xBB67AE85) on ctr under key, into out. */
 void evtc_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 
-/* A uniform value in [0, 1) with 24 random bits: counter = {index lo,
- * index hi, offset lo, offset hi}, key = {seed lo, seed hi},
- * u = (out[0] >> 8) * 2^-24.  Dropout keeps element i at step s iff
- * evtc_philox_uniform(seed, s, i) >= p. */
+/* A uniform value in [0, 1) with 24 random bits: one Philox block serves
+ * four consecutive indices (as in cuRAND and PyTorch), counter = {b lo,
+ * b hi, offset lo, offset hi} with b = index / 4, key = {seed lo, seed hi},
+ * u = (out[index % 4] >> 8) * 2^-24.  Dropout keeps element i at step s
+ * iff evtc_philox_uniform(seed, s, i) >= p. */
 double evtc_philox_uniform(uint64_t seed, uint64_t offset, uint64_t index);
 
 #endif

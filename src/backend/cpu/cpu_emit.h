@@ -62,6 +62,12 @@ typedef struct evtc_cpu_vctx {
    * templates use it for elements of 16-byte vector accesses. */
   bool (*storage)(const struct evtc_cpu_vctx *x, int i, char *buf, size_t cap);
   const void *storage_ctx;
+  /* Optional: for a FULL RNG, the Philox block (flat index / 4) and word
+   * (flat index % 4) of the element as two expressions, when an emitter
+   * knows them apart (a 16-byte vector of 4 or 8 elements starting at a
+   * multiple of 4: the same block expression for 4 elements, which the
+   * compiler then evaluates once).  NULL: derived from the flat index. */
+  const char *rng_block, *rng_word;
 } evtc_cpu_vctx;
 
 /* Emits "T v<i> = <expr>;" for compute-like node i (ACC, LOAD, IMM,

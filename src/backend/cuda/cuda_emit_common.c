@@ -3,8 +3,10 @@
  * The prelude declares, for NVRTC (which has no system headers), the
  * integer types and float constants the CPU visitor's statements use, the
  * Philox dropout test evtc_keep (the counter layout of runtime/philox.c:
- * counter {index lo, index hi, step lo, step hi}, key {seed lo, seed hi},
- * u = (out[0] >> 8) * 2^-24, compared in double like the CPU backend), the
+ * counter {b lo, b hi, step lo, step hi} with block b = index / 4, key
+ * {seed lo, seed hi}, u = (out[index % 4] >> 8) * 2^-24, compared in double
+ * like the CPU backend; evtc_keep_w takes the block and word, so the four
+ * elements of a block in one thread share one Philox evaluation), the
  * NaN-propagating max/min, saturating float-to-int casts, the f16 / bf16
  * storage conversions of the CPU visitor (cpu_emit.h) as PTX cvt with
  * round-to-nearest-even (bf16 widening is a shift), and warp / block
@@ -23,8 +25,8 @@ void evtc_cuda_emit_prelude(evtc_sb *b) {
     "#define restrict __restrict__\n"
     "#define INFINITY __int_as_float(0x7f800000)\n#define NAN __int_as_float(0x7fffffff)\n"
     "struct evtc_params { void *a[%d]; };\n"
-    "__device__ __forceinline__ int evtc_keep(uint64_t seed, uint64_t offset, uint64_t index, double p) {\n"
-    "  uint32_t c0 = (uint32_t)index, c1 = (uint32_t)(index >> 32), c2 = (uint32_t)offset, c3 = (uint32_t)(offset >> 32);\n"
+    "__device__ __forceinline__ int evtc_keep_w(uint64_t seed, uint64_t offset, uint64_t block, int word, double p) {\n"
+    "  uint32_t c0 = (uint32_t)block, c1 = (uint32_t)(block >> 32), c2 = (uint32_t)offset, c3 = (uint32_t)(offset >> 32);\n"
     "  uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);\n"
     "#pragma unroll\n"
     "  for (int round = 0; round < 10; round++) {\n"
@@ -34,7 +36,11 @@ void evtc_cuda_emit_prelude(evtc_sb *b) {
     "    c1 = l1; c3 = l0; c0 = n0; c2 = n2;\n"
     "    k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;\n"
     "  }\n"
-    "  return (double)(c0 >> 8) * (1.0 / 16777216.0) >= p;\n"
+    "  const uint32_t w = word == 0 ? c0 : word == 1 ? c1 : word == 2 ? c2 : c3;\n"
+    "  return (double)(w >> 8) * (1.0 / 16777216.0) >= p;\n"
+    "}\n"
+    "__device__ __forceinline__ int evtc_keep(uint64_t seed, uint64_t offset, uint64_t index, double p) {\n"
+    "  return evtc_keep_w(seed, offset, index >> 2, (int)(index & 3), p);\n"
     "}\n"
     "#define EVTC_MAXN(x, y) (((x) != (x) || (x) > (y)) ? (x) : (y))\n"
     "#define EVTC_MINN(x, y) (((x) != (x) || (x) < (y)) ? (x) : (y))\n"

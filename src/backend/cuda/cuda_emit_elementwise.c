@@ -123,6 +123,10 @@ void evtc_cuda_emit_elementwise(evtc_sb *b, const evtc_kernel *k, const char *ac
   }
   evtc_cpu_vctx x = {.k = k, .sb = b, .ind = ind, .flat = true, .acc_expr = acc_expr,
                      .storage = ew_storage, .storage_ctx = &ec};
+  if (V % 4 == 0) {                  /* ib is a multiple of 4: a dropout mask takes one Philox block per 4 elements */
+    x.rng_block = "(ib >> 2) + (e >> 2)";
+    x.rng_word = "e & 3";
+  }
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
     if (v->cls == EVTC_VC_SCALAR) continue;

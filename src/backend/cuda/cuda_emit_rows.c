@@ -107,6 +107,15 @@ static bool packed(const rows_ctx *x, int i) {
          (t == EVTC_F16 || t == EVTC_BF16);
 }
 
+/* The vectors of a row hold whole Philox blocks (4 elements from a multiple of 4): a FULL RNG evaluates
+ * one block per 4 elements (evtc_keep_w with the block "rb4 + (e >> 2)"). */
+static bool shares_philox(const rows_ctx *x) {
+  if (x->V % 4 != 0 || x->k->cols % 4 != 0) return false;
+  for (int i = 0; i < x->k->n_v; i++)
+    if (x->k->v[i].kind == EVTC_V_RNG && x->k->v[i].cls == EVTC_VC_FULL) return true;
+  return false;
+}
+
 /* Load i comes from the block's prefetch buffer in shared memory. */
 static bool prefetched(const rows_ctx *x, int i) {
   return x->pl->prefetch && x->info.kept[i] && x->info.vec_load[i] && x->k->v[i].cls == EVTC_VC_FULL &&
@@ -281,6 +290,7 @@ static void emit_pass(const rows_ctx *x, int p) {
       }
       if (store_in_pass(k, i, p) && v->cls == EVTC_VC_FULL) evtc_sb_printf(b, "        evtc_vec<%s, %d> sv%d;\n", st, x->V, i);
     }
+    if (shares_philox(x)) evtc_sb_printf(b, "        const uint64_t rb4 = (uint64_t)(r * CC + cb) >> 2;\n");
     evtc_sb_printf(b, "#pragma unroll\n        for (int e = 0; e < %d; e++) {\n          CI c = cb + e;\n", x->V);
     ind = "          ";
   } else {
@@ -290,6 +300,10 @@ static void emit_pass(const rows_ctx *x, int p) {
    * every column from one pass for the next, in registers, instead of recomputing them */
   if (x->opaque_c) evtc_sb_printf(b, "%sasm volatile(\"\" : \"+%s\"(c));\n", ind, k->cols < (int64_t)1 << 30 ? "r" : "l");
   evtc_cpu_vctx vx = {.k = k, .sb = b, .ind = ind, .storage = rows_storage, .storage_ctx = x};
+  if (x->V > 1 && shares_philox(x)) {
+    vx.rng_block = "rb4 + (e >> 2)";
+    vx.rng_word = "e & 3";
+  }
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
     if (need[i] && is_value(v)) emit_node_value(x, &vx, i, p);

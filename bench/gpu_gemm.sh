@@ -4,8 +4,9 @@
 #   bench/gpu_gemm.sh prepare   on the build machine: a build (in
 #                               $EVTC_BUILD, default build-gpu-gemm; type
 #                               $EVTC_BUILD_TYPE, default Release), stages
-#                               test_gpu_gemm, gpu_gemm_bench and the shared
-#                               libraries they need (beside libc) in .gpu-gemm/,
+#                               test_gpu_gemm, gpu_gemm_bench, test_gpu_evt,
+#                               gpu_evt_bench and the shared libraries they
+#                               need (beside libc) in .gpu-gemm/,
 #                               and compiles every kernel through NVRTC into
 #                               .gpu-gemm/cache (the GPU machine then loads the
 #                               CUBINs from that cache: same NVRTC version and
@@ -15,23 +16,29 @@
 #                               correctness test (float64 host reference), the
 #                               SASS of the bench kernels (HGMMA count), then
 #                               the benchmark against cuBLASLt twice (the spread
-#                               is the noise), its table last.
+#                               is the noise), its table last; then `run-evt`.
+#   bench/gpu_gemm.sh run-evt   on the GPU machine: the EVT test (GEMM kernels
+#                               with their visitor epilogue against the float64
+#                               interpreter) and the EVT benchmark through evtc
+#                               graphs (bench/gpu_evt_bench.c), its table last.
 #
 # In this workplace: add /.gpu-gemm/ to .git/info/exclude and
 # run(command="sh bench/gpu_gemm.sh run", carry=[".gpu-gemm"]).
 set -eu
-stage=.gpu-gemm
+stage=${EVTC_STAGE:-.gpu-gemm}     # another stage (an ignored path, e.g. build-x/stage) keeps runs apart
 
 case "${1:-}" in
 prepare)
   build=${EVTC_BUILD:-build-gpu-gemm}
   cmake -S . -B "$build" -DEVTC_WERROR=ON -DCMAKE_BUILD_TYPE="${EVTC_BUILD_TYPE:-Release}" >/dev/null
-  cmake --build "$build" -j2 --target evtc test_gpu_gemm >/dev/null
+  cmake --build "$build" -j2 --target evtc test_gpu_gemm test_gpu_evt >/dev/null
   rm -rf "$stage" && mkdir -p "$stage/lib" "$stage/cache"
-  cp "$build/tests/test_gpu_gemm" "$stage/"
-  cc -O2 -std=gnu11 -fopenmp -Iinclude -Isrc bench/gpu_gemm_bench.c "$build/libevtc.a" \
-    $(pkg-config --libs libprotobuf-c cbc) -lm -ldl -lpthread -o "$stage/gpu_gemm_bench"
-  for b in "$stage"/test_gpu_gemm "$stage"/gpu_gemm_bench; do
+  cp "$build/tests/test_gpu_gemm" "$build/tests/test_gpu_evt" "$stage/"
+  for bench in gpu_gemm_bench gpu_evt_bench; do
+    cc -O2 -std=gnu11 -fopenmp -Iinclude -Isrc bench/$bench.c "$build/libevtc.a" \
+      $(pkg-config --libs libprotobuf-c cbc) -lm -ldl -lpthread -o "$stage/$bench"
+  done
+  for b in "$stage"/test_gpu_gemm "$stage"/gpu_gemm_bench "$stage"/test_gpu_evt "$stage"/gpu_evt_bench; do
     strip "$b"
     ldd "$b" | awk '/=> \// {print $3}' | grep -v -E '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
       while read -r lib; do cp -L "$lib" "$stage/lib/"; done
@@ -39,6 +46,9 @@ prepare)
   rc=0
   XDG_CACHE_HOME="$PWD/$stage/cache" "$stage/test_gpu_gemm" || rc=$?
   [ "$rc" = 0 ] || [ "$rc" = 77 ] || { echo "test_gpu_gemm failed here ($rc)" >&2; exit 1; }
+  rc=0
+  XDG_CACHE_HOME="$PWD/$stage/cache" "$stage/test_gpu_evt" >/dev/null || rc=$?
+  [ "$rc" = 0 ] || [ "$rc" = 77 ] || { echo "test_gpu_evt failed here ($rc)" >&2; exit 1; }
   XDG_CACHE_HOME="$PWD/$stage/cache" "$stage/gpu_gemm_bench" --compile-only --dump "$stage"
   du -sh "$stage"
   ;;
@@ -68,9 +78,25 @@ run)
       echo "== gpu_gemm_bench exit code $rc"
     done
   } 2>&1 | tee "$out/gpu_gemm.log"
+  sh "$0" run-evt
+  ;;
+run-evt)
+  out=${OUT:-/tmp}
+  export LD_LIBRARY_PATH="$PWD/$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export XDG_CACHE_HOME="$PWD/$stage/cache"
+  {
+    echo "== test_gpu_evt"
+    rc=0
+    timeout "${EVT_TEST_TIMEOUT:-120}" "$stage/test_gpu_evt" || rc=$?
+    echo "== test_gpu_evt exit code $rc"
+    echo "== gpu_evt_bench"
+    rc=0
+    timeout "${EVT_BENCH_TIMEOUT:-150}" "$stage/gpu_evt_bench" || rc=$?
+    echo "== gpu_evt_bench exit code $rc"
+  } 2>&1 | tee "$out/gpu_evt.log"
   ;;
 *)
-  echo "usage: $0 prepare|run" >&2
+  echo "usage: $0 prepare|run|run-evt" >&2
   exit 2
   ;;
 esac

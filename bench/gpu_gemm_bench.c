@@ -81,7 +81,7 @@ static void nostore_setup(evtc_sb *b, const char *ind, void *ctx) {
 static void nostore_element(evtc_sb *b, const char *ind, const char *acc, void *ctx) {
   evtc_sb_printf(b, "%sif (%s != %s) out_f[r * dims.ldc + c] = %s;\n", ind, acc, acc, acc);
 }
-static const evtc_cuda_gemm_epilogue nostore = {NULL, nostore_setup, nostore_element, NULL};
+static const evtc_cuda_gemm_epilogue nostore = {.emit_setup = nostore_setup, .emit_element = nostore_element};
 
 static char *module_source(void) {
   evtc_sb b = {0};

@@ -97,7 +97,8 @@ static void epi_setup(evtc_sb *b, const char *ind, void *ctx) {
 static void epi_element(evtc_sb *b, const char *ind, const char *acc, void *ctx) {
   evtc_sb_printf(b, "%sout_f[bat * dims.c_bstride + r * dims.ldc + c] = %s * alpha + (float)(r - 2 * c);\n", ind, acc);
 }
-static const evtc_cuda_gemm_epilogue test_epilogue = {epi_params, epi_setup, epi_element, NULL};
+static const evtc_cuda_gemm_epilogue test_epilogue = {.emit_params = epi_params, .emit_setup = epi_setup,
+                                                      .emit_element = epi_element};
 
 static evtc_cuda_gemm_variant variant_of(const gcase *g) {
   return (evtc_cuda_gemm_variant){.in = in_of[g->types], .out = g->epi ? EVTC_F32 : out_of[g->types],

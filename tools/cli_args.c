@@ -64,3 +64,12 @@ bool evtc_cli_mkdirs(const char *path) {
   fprintf(stderr, "evtc: cannot create directory %s: %s\n", path, strerror(errno));
   return false;
 }
+
+bool evtc_cli_gemm(const char *s) {
+  if (strcmp(s, "evtc") != 0 && strcmp(s, "cublaslt") != 0) {
+    fprintf(stderr, "evtc: --gemm: '%s' is not evtc or cublaslt\n", s);
+    return false;
+  }
+  setenv("EVTC_GEMM", s, 1);
+  return true;
+}

@@ -1,7 +1,8 @@
 /* cmd_run.c -- `evtc run`: run a model once on inputs from .npy files.
  *
  *   evtc run FILE --input NAME=PATH.npy ... [-o DIR] [--step N] [--seed S] [--grads]
- *            [--backend auto|cuda|cpu|interp] [--partitioner ilp|greedy|none|builtin] [model options]
+ *            [--backend auto|cuda|cpu|interp] [--partitioner ilp|greedy|none|builtin]
+ *            [--gemm evtc|cublaslt] [model options]
  *
  * Every INPUT of the model must be given; PARAM and STATE leaves take the
  * values the model file brings (ONNX initializers) or else are initialised
@@ -35,7 +36,8 @@
 
 static const char run_usage[] =
     "usage: evtc run FILE --input NAME=PATH.npy ... [-o DIR] [--step N] [--seed S] [--grads]\n"
-    "                [--backend auto|cuda|cpu|interp] [--partitioner ilp|greedy|none|builtin] [model options]\n";
+    "                [--backend auto|cuda|cpu|interp] [--partitioner ilp|greedy|none|builtin]\n"
+    "                [--gemm evtc|cublaslt] [model options]\n";
 
 typedef struct run_options {
   const char *model, *out_dir;
@@ -80,6 +82,8 @@ static bool parse_options(int argc, char **argv, run_options *o) {
       }
       o->interp = strcmp(v, "interp") == 0;
       o->backend = v;
+    } else if (strcmp(a, "--gemm") == 0) {
+      if (!evtc_cli_value(argc, argv, &i, &v) || !evtc_cli_gemm(v)) return false;
     } else if (strcmp(a, "--partitioner") == 0) {
       if (!evtc_cli_value(argc, argv, &i, &v)) return false;
       if (strcmp(v, "ilp") != 0 && strcmp(v, "greedy") != 0 && strcmp(v, "none") != 0 && strcmp(v, "builtin") != 0) {

@@ -2,7 +2,7 @@
  *
  *   evtc train FILE --data DIR [--epochs N] [--batch B] [--lr X]
  *              [--optimizer sgd|adamw] [--seed S] [--save PATH] [--backend auto|cuda|cpu|interp]
- *              [--partitioner ilp|greedy|none|builtin] [model options]
+ *              [--partitioner ilp|greedy|none|builtin] [--gemm evtc|cublaslt] [model options]
  *
  * --backend auto (the default) is cuda when a GPU is usable, else cpu; cuda runs
  * CUDA kernels (src/backend/cuda); cpu runs compiled CPU kernels (src/backend/cpu),
@@ -31,7 +31,7 @@
 static const char train_usage[] =
     "usage: evtc train FILE --data DIR [--epochs N] [--batch B] [--lr X] [--optimizer sgd|adamw]\n"
     "                  [--seed S] [--save PATH] [--backend auto|cuda|cpu|interp] [--partitioner ilp|greedy|none|builtin]\n"
-    "                  [model options]\n";
+    "                  [--gemm evtc|cublaslt] [model options]\n";
 
 enum { DEFAULT_EPOCHS = 30 };
 
@@ -63,6 +63,8 @@ static bool parse_options(int argc, char **argv, const char **model, const char 
       o->optim = evtc_optim_default(kind);
     } else if (strcmp(a, "--backend") == 0) {
       if (!evtc_cli_value(argc, argv, &i, &backend)) return false;
+    } else if (strcmp(a, "--gemm") == 0) {
+      if (!evtc_cli_value(argc, argv, &i, &v) || !evtc_cli_gemm(v)) return false;
     } else if (strcmp(a, "--partitioner") == 0) {
       if (!evtc_cli_value(argc, argv, &i, &v)) return false;
       if (strcmp(v, "ilp") != 0 && strcmp(v, "greedy") != 0 && strcmp(v, "none") != 0 && strcmp(v, "builtin") != 0) {

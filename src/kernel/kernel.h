@@ -147,7 +147,9 @@ void evtc_kernel_free(evtc_kernel *k);
 
 /* Whether the visitor DAG fits the templates every backend shares: a GEMM
  * or conv epilogue without reductions or vector stores, and no ROW vector
- * stored by every row.  When not, a short reason in why (cap bytes). */
+ * stored by every row.  When not, a short reason in why (cap bytes).  (The
+ * CUDA backend's own GEMM takes reductions in its epilogue and checks
+ * those kernels with its own rules: cuda_emit_evt.c.) */
 bool evtc_kernel_visitor_fits(const evtc_kernel *k, char *why, size_t cap);
 
 /* Whether the kernel runs as one flat pass over its domain: no reductions,

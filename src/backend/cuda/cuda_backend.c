@@ -3,8 +3,12 @@
  * One process-wide backend on GPU 0, opened at the first
  * evtc_backend_cuda() call.  supports() accepts elementwise and rows
  * kernels over every dtype (f16 and bf16 as 2-byte storage with f32 math:
- * cpu_visitor.c) and GEMMs cuBLASLt can describe whose epilogue has no
- * reductions (f16 / bf16 operands with f32 math into f32 scratch);
+ * cpu_visitor.c) and GEMMs: f16 / bf16 ones on evtc's own sm_90a GEMM with
+ * the visitor DAG, reductions included, in its epilogue (cuda_emit_evt.c)
+ * where the template fits and EVTC_GEMM does not say cublaslt; the others
+ * through cuBLASLt into f32 scratch and an epilogue kernel, when cuBLASLt
+ * can describe them and the epilogue has no reductions (a refused f16 /
+ * bf16 GEMM says why on stderr and in the emitted source);
  * conv2d and OPAQUE kernels are refused with a reason, so the program
  * runs them in the interpreter with device<->host copies and warns.
  * emit() appends CUDA C (cuda_emit_*.c); compile() runs NVRTC for the
@@ -45,7 +49,7 @@ typedef struct cuda_ctx {
 
 typedef struct cuda_handle {
   char name[64], fin_name[72];
-  evtc_cuda_kernel main, fin;      /* main: NULL fn for a direct GEMM */
+  evtc_cuda_kernel main, fin;      /* main: NULL fn for a direct GEMM; evt: the GEMM with its epilogue */
   bool has_fin;
   unsigned grid, block, smem, fin_grid;
   int n_args;
@@ -54,6 +58,10 @@ typedef struct cuda_handle {
   bool gemm, direct;               /* direct: the GEMM writes the output argument `out_arg` */
   int a_arg, b_arg, out_arg;
   evtc_cuda_gemm g;
+  bool evt;                        /* evtc's GEMM + visitor epilogue (plan evt, launch L for pointers a, b) */
+  evtc_cuda_evt_plan evt_plan;
+  evtc_cuda_gemm_launch *L;        /* 128-byte aligned (aligned_alloc); NULL until the first run */
+  void *L_a, *L_b, *L_out;
   struct cuda_handle *next;
 } cuda_handle;
 
@@ -81,6 +89,15 @@ static bool is_direct_gemm(const evtc_kernel *k, int *out_arg) {
   return true;
 }
 
+/* Whether GEMM kernel k runs on evtc's GEMM on this device (sm_90a: wgmma and TMA), *pl filled; else why. */
+static bool use_evt(const cuda_ctx *c, const evtc_kernel *k, evtc_cuda_evt_plan *pl, char *why, size_t cap) {
+  if (strcmp(c->dev.arch, "sm_90a") != 0) {
+    snprintf(why, cap, "the device is %s (wgmma and TMA need sm_90a)", c->dev.arch);
+    return false;
+  }
+  return evtc_cuda_gemm_use_evt(k, pl, why, cap);
+}
+
 static bool cuda_supports(const evtc_backend *be, const evtc_kernel *k, char *why, size_t cap) {
   if (k->kind == EVTC_ML_OPAQUE) {
     snprintf(why, cap, "no CUDA template for %s", evtc_op_get(k->main->op)->name);
@@ -95,6 +112,18 @@ static bool cuda_supports(const evtc_backend *be, const evtc_kernel *k, char *wh
     snprintf(why, cap, "more than %d arguments", EVTC_CUDA_MAX_ARGS);
     return false;
   }
+  if (k->kind == EVTC_ML_GEMM) {
+    evtc_cuda_evt_plan evt;
+    char evt_why[200];
+    if (use_evt(ctx_of(be), k, &evt, evt_why, sizeof evt_why)) return true;
+    if (!evtc_cuda_gemm_fits(k, why, cap) || !evtc_kernel_visitor_fits(k, why, cap)) {
+      size_t n = strlen(why);
+      if (k->gemm.dtype == EVTC_BF16 || k->gemm.dtype == EVTC_F16)
+        snprintf(why + n, cap > n ? cap - n : 0, " (cuBLASLt path; evtc's GEMM: %s)", evt_why);
+      return false;
+    }
+    return true;
+  }
   if (gemm && !evtc_cuda_gemm_fits(k, why, cap)) return false;
   return evtc_kernel_visitor_fits(k, why, cap);
 }
@@ -108,7 +137,12 @@ static void cuda_emit(const evtc_backend *be, const evtc_kernel *k, char **src, 
   if (!b.s) evtc_cuda_emit_prelude(&b);
   evtc_sb_printf(&b, "/* kernel %s: %d node%s */\n", k->name, k->n_nodes, k->n_nodes == 1 ? "" : "s");
   int out_arg;
-  if (k->kind == EVTC_ML_GEMM) {
+  evtc_cuda_evt_plan evt;
+  char why[200];
+  if (k->kind == EVTC_ML_GEMM && use_evt(ctx_of(be), k, &evt, why, sizeof why)) {
+    evtc_cuda_emit_evt(&b, k, &evt);
+  } else if (k->kind == EVTC_ML_GEMM) {
+    evtc_sb_printf(&b, "/* %s: cuBLASLt GEMM, then the epilogue kernel (evtc's GEMM: %s) */\n", k->name, why);
     if (!is_direct_gemm(k, &out_arg)) evtc_cuda_emit_elementwise(&b, k, evtc_cpu_ctype(k->gemm.dtype));
   } else if (evtc_kernel_flat_fits(k)) {
     evtc_cuda_emit_elementwise(&b, k, NULL);
@@ -176,6 +210,7 @@ static void *cuda_load(const evtc_backend *be, const char *path, evtc_diag *d) {
 
 static void handle_free(cuda_ctx *c, cuda_handle *h) {
   evtc_cuda_gemm_free(&h->g);
+  free(h->L);
   if (h->scratch) c->dev.drv->cuMemFree(h->scratch);
   free(h);
 }
@@ -202,6 +237,23 @@ static evtc_status gemm_handle(cuda_ctx *c, cuda_module *m, const evtc_kernel *k
   h->gemm = true;
   h->a_arg = k->gemm.a_arg;
   h->b_arg = k->gemm.b_arg;
+  char why[200];
+  if (use_evt(c, k, &h->evt_plan, why, sizeof why)) {
+    h->evt = true;
+    evtc_cuda_gemm_count(true);
+    if (evtc_cuda_kernel_get(&c->dev, m->mod, h->name, &h->main, d)) return d->status;
+    h->has_fin = h->evt_plan.has_fin;
+    h->fin_grid = h->evt_plan.fin_grid;
+    if (h->has_fin && evtc_cuda_kernel_get(&c->dev, m->mod, h->fin_name, &h->fin, d)) return d->status;
+    if (h->evt_plan.scratch_doubles &&
+        scratch_alloc(c, h, (size_t)h->evt_plan.scratch_doubles * sizeof(double), d))
+      return d->status;
+    return EVTC_OK;
+  }
+  evtc_cuda_gemm_count(false);
+  if ((k->gemm.dtype == EVTC_BF16 || k->gemm.dtype == EVTC_F16) && evtc_cuda_gemm_mode_get() == EVTC_CUDA_GEMM_EVTC)
+    fprintf(stderr, "evtc: cuda: kernel %s: %s GEMM on cuBLASLt + a separate epilogue kernel (evtc's GEMM: %s)\n",
+            k->name, evtc_dtype_name(k->gemm.dtype), why);
   if (!c->lt) {
     if (!(c->lt = evtc_cuda_cublaslt_get(d))) return d->status;
     if (c->lt->cublasLtCreate(&c->lt_handle) != 0) {
@@ -254,9 +306,52 @@ static void *cuda_kernel(const evtc_backend *be, void *module, const evtc_kernel
   return h;
 }
 
+/* evtc's GEMM with its epilogue: tensor maps for these operand pointers (kept while they stay), then the kernel
+ * and, with reductions, NAME_fin. */
+static evtc_status run_evt(cuda_ctx *c, cuda_handle *h, void *const *args, uint64_t step, evtc_diag *d) {
+  const evtc_cuda_evt_plan *pl = &h->evt_plan;
+  void *a = args[h->a_arg], *b = args[h->b_arg], *out = pl->builtin_store ? args[pl->out_arg] : NULL;
+  if (!h->L || h->L_a != a || h->L_b != b || h->L_out != out) {
+    if (!h->L && !(h->L = aligned_alloc(128, sizeof *h->L)))
+      return evtc_diag_set(d, EVTC_ERR_RUNTIME, "kernel %s: out of host memory", h->name);
+    h->L_a = h->L_b = NULL;
+    if (evtc_cuda_gemm_launch_init(h->L, c->dev.drv, &pl->cfg, &pl->var, &pl->prob, (CUdeviceptr)(uintptr_t)a,
+                                   (CUdeviceptr)(uintptr_t)b, (CUdeviceptr)(uintptr_t)out, c->dev.sm_count, d)) {
+      char msg[sizeof d->msg];
+      int n = snprintf(msg, sizeof msg, "kernel %s: ", h->name);
+      if (n > 0 && (size_t)n < sizeof msg) {
+        memcpy(msg + n, d->msg, sizeof msg - (size_t)n - 1);
+        msg[sizeof msg - 1] = 0;
+        memcpy(d->msg, msg, sizeof msg);
+      }
+      return d->status;
+    }
+    h->L_a = a;
+    h->L_b = b;
+    h->L_out = out;
+  }
+  evtc_cuda_gemm_launch *L = h->L;
+  if (pl->builtin_store) return evtc_cuda_launch(&c->dev, &h->main, L->grid, L->block, L->smem, L->params, d);
+  struct {
+    void *a[EVTC_CUDA_MAX_ARGS];
+  } params;
+  memset(&params, 0, sizeof params);
+  memcpy(params.a, args, sizeof(void *) * (size_t)h->n_args);
+  CUdeviceptr err = c->errs + (CUdeviceptr)h->err_slot * sizeof(int);
+  void *pv[] = {L->params[0], L->params[1], L->params[2], L->params[3], L->params[4], &params, &step, &err, &h->scratch};
+  if (evtc_cuda_launch(&c->dev, &h->main, L->grid, L->block, L->smem, pv, d)) return d->status;
+  if (h->has_fin) {
+    void *fv[] = {&params, &step, &err, &h->scratch};
+    unsigned fgrid[3] = {h->fin_grid, 1, 1}, fblock[3] = {256, 1, 1};
+    if (evtc_cuda_launch(&c->dev, &h->fin, fgrid, fblock, 0, fv, d)) return d->status;
+  }
+  return EVTC_OK;
+}
+
 static evtc_status cuda_run(const evtc_backend *be, void *kernel, void *const *args, uint64_t step, evtc_diag *d) {
   cuda_ctx *c = ctx_of(be);
   cuda_handle *h = kernel;
+  if (h->evt) return run_evt(c, h, args, step, d);
   if (h->gemm) {
     void *out = h->direct ? args[h->out_arg] : (void *)(uintptr_t)h->scratch;
     if (evtc_cuda_gemm_run(&h->g, c->lt_handle, args[h->a_arg], args[h->b_arg], out, (void *)(uintptr_t)c->workspace,

@@ -306,26 +306,38 @@ static void emit_producer(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc
     S);
 }
 
-/* The epilogue hook: every accumulator element inside the bounds, with r, c (and bat) in scope. */
+/* The epilogue hook: every accumulator element inside the bounds, with r, c, rg (and bat) in scope.  8-column
+ * blocks outside (a column's partial over the thread's rows is complete after the rows: the hook's col_end),
+ * rows inside, the thread's two adjacent columns innermost (pair_begin / pair_end around them: paired
+ * stores); every lane runs every iteration (warp shuffles in col_end / tile_end need them all). */
 static void emit_epilogue_hook(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_epilogue *epi) {
   const int wm = c->tile_m / (ATOM_M * c->consumers), nj = c->tile_n / 8;
+  if (epi->emit_tile_begin) epi->emit_tile_begin(b, "      ", epi->ctx);
+  evtc_sb_printf(b, "#pragma unroll\n      for (int j = 0; j < %d; j++) {\n", nj);
+  if (epi->emit_col_begin) epi->emit_col_begin(b, "        ", epi->ctx);
   evtc_sb_printf(b,
     "#pragma unroll\n"
-    "      for (int i = 0; i < %d; i++) {\n"
+    "        for (int i = 0; i < %d; i++) {\n"
     "#pragma unroll\n"
-    "        for (int h = 0; h < 2; h++) {\n"
-    "          const long long r = m0 + (cw * %d + i) * 64 + warp * 16 + h * 8 + (lane >> 2);\n"
-    "          if (r < dims.M) {\n"
+    "          for (int h = 0; h < 2; h++) {\n"
+    "            const long long r = m0 + (cw * %d + i) * 64 + warp * 16 + h * 8 + (lane >> 2);\n"
+    "            const long long c0 = n0 + j * 8 + (lane & 3) * 2, rg = (long long)bat * dims.M + r;\n"
+    "            (void)c0; (void)rg;\n",
+    wm, wm);
+  if (epi->emit_pair_begin) epi->emit_pair_begin(b, "            ", epi->ctx);
+  evtc_sb_printf(b,
     "#pragma unroll\n"
-    "            for (int j = 0; j < %d; j++) {\n"
-    "#pragma unroll\n"
-    "              for (int e = 0; e < 2; e++) {\n"
-    "                const long long c = n0 + j * 8 + (lane & 3) * 2 + e;\n"
-    "                if (c < dims.N) {\n"
-    "                  const float acc_v = acc[i][4 * j + 2 * h + e];\n",
-    wm, wm, nj);
-  epi->emit_element(b, "                  ", "acc_v", epi->ctx);
-  evtc_sb_printf(b, "                }\n              }\n            }\n          }\n        }\n      }\n");
+    "            for (int e = 0; e < 2; e++) {\n"
+    "              const long long c = c0 + e;\n"
+    "              if (r < dims.M && c < dims.N) {\n"
+    "                const float acc_v = acc[i][4 * j + 2 * h + e];\n");
+  epi->emit_element(b, "                ", "acc_v", epi->ctx);
+  evtc_sb_printf(b, "              }\n            }\n");
+  if (epi->emit_pair_end) epi->emit_pair_end(b, "            ", epi->ctx);
+  evtc_sb_printf(b, "          }\n        }\n");
+  if (epi->emit_col_end) epi->emit_col_end(b, "        ", epi->ctx);
+  evtc_sb_printf(b, "      }\n");
+  if (epi->emit_tile_end) epi->emit_tile_end(b, "      ", epi->ctx);
 }
 
 /* The built-in store of D.  Staged (dims.tma_store, when D's strides suit TMA): per 64-row atom and per
@@ -597,7 +609,7 @@ evtc_status evtc_cuda_gemm_launch_init(evtc_cuda_gemm_launch *L, const evtc_cuda
   if (s != EVTC_OK) return s;
   /* D through TMA stores when its base and strides are 16-byte aligned; the kernel stores directly otherwise */
   const int64_t es = (int64_t)evtc_dtype_size(v->out);
-  bool tma_store = out % 16 == 0 && p->ldc * es % 16 == 0 && (p->batch == 1 || p->c_bstride * es % 16 == 0) &&
+  bool tma_store = out != 0 && out % 16 == 0 && p->ldc * es % 16 == 0 && (p->batch == 1 || p->c_bstride * es % 16 == 0) &&
                    p->c_bstride * es < ((int64_t)1 << 40);
   if (tma_store && encode(drv, &L->map_d, v->out, out, p->N, p->M, p->ldc, p->c_bstride, p->batch, 64, "D", d))
     return d->status;

@@ -71,18 +71,36 @@ typedef struct evtc_cuda_gemm_problem {
 
 /* The epilogue hook (where the visitor DAG goes).  emit_element writes
  * statements for one accumulator element; in scope are `long long r, c`
- * (row and column of D, r < M, c < N), `int bat` (batch index), `const
- * evtc_gemm_dims dims` (M, N, K, batch, ldc, c_bstride as passed), `void
- * *out_ptr` and the float named by `acc`.  Its stores are direct (per
- * element; the staged TMA store is the built-in epilogue's only).  emit_params appends kernel parameters (", T name, ...") after
- * the fixed ones, emit_setup declares what every element needs, once per
- * consumer thread.  Each callback may be NULL; a NULL hook (or a NULL
- * emit_element) means the built-in store of D. */
+ * (row and column of D, r < M, c < N), `long long rg` (bat * M + r: the
+ * row of the batches stacked), `long long c0` (the thread's first column
+ * of the pair c0, c0 + 1 that c belongs to), `int bat` (batch index),
+ * `int t` (the tile number), `int m0, n0` (the tile's first row and
+ * column), `int i, h, j, e` (the accumulator fragment's atom, row half,
+ * 8-column block and column: acc[i][4 j + 2 h + e], c = c0 + e), `int cw,
+ * warp, lane`, `const evtc_gemm_dims dims` (M, N, K, batch, ldc, c_bstride
+ * as passed), `void *out_ptr` and the float named by `acc`.  The elements
+ * of a tile are visited by 8-column block j (emit_col_begin / emit_col_end
+ * around it: the thread's columns c0 and c0 + 1 of every row it holds),
+ * then row (i, h; r, rg and c0 in scope, also for emit_pair_begin /
+ * emit_pair_end around the pair), then e; every lane runs every iteration
+ * and skips only the elements outside the bounds, so col_end and
+ * emit_tile_end (after the tile; emit_tile_begin before) may use warp
+ * shuffles.  Its stores are direct (the staged TMA store is the built-in
+ * epilogue's only).  emit_params appends kernel parameters (", T name,
+ * ...") after the fixed ones, emit_setup declares what every element
+ * needs, once per consumer thread.  Each callback may be NULL; a NULL hook
+ * (or a NULL emit_element) means the built-in store of D. */
 typedef struct evtc_cuda_gemm_epilogue {
   void (*emit_params)(evtc_sb *b, void *ctx);
   void (*emit_setup)(evtc_sb *b, const char *ind, void *ctx);
   void (*emit_element)(evtc_sb *b, const char *ind, const char *acc, void *ctx);
   void *ctx;
+  void (*emit_tile_begin)(evtc_sb *b, const char *ind, void *ctx);
+  void (*emit_col_begin)(evtc_sb *b, const char *ind, void *ctx);
+  void (*emit_pair_begin)(evtc_sb *b, const char *ind, void *ctx);
+  void (*emit_pair_end)(evtc_sb *b, const char *ind, void *ctx);
+  void (*emit_col_end)(evtc_sb *b, const char *ind, void *ctx);
+  void (*emit_tile_end)(evtc_sb *b, const char *ind, void *ctx);
 } evtc_cuda_gemm_epilogue;
 /* A kernel with a hook takes its parameters after the fixed five
  * (evtc_cuda_gemm_launch.params); the D tensor map is then unused. */
@@ -151,5 +169,41 @@ evtc_status evtc_cuda_gemm_launch_init(evtc_cuda_gemm_launch *L, const evtc_cuda
                                        const evtc_cuda_gemm_config *cfg, const evtc_cuda_gemm_variant *v,
                                        const evtc_cuda_gemm_problem *p, CUdeviceptr a, CUdeviceptr b,
                                        CUdeviceptr out, int sm_count, evtc_diag *d);
+
+/* ---- a kernel IR GEMM with its visitor DAG in the epilogue (cuda_emit_evt.c) ---- */
+
+#include "kernel/kernel.h"
+
+/* How a GEMM kernel runs on the template: config, variant (its `out`: the
+ * stored type with builtin_store, else unused: the visitor stores),
+ * problem (strides from the kernel's operand descriptors; bases are
+ * checked at launch), tile counts, the doubles of reduction slots in
+ * scratch and the finishing kernel NAME_fin (fin_grid blocks of 256
+ * threads) when there are reductions.  builtin_store: the epilogue is one
+ * store of the accumulator (as f32, bf16 or f16) into argument out_arg,
+ * done by the template's own epilogue (staged TMA stores); the kernel then
+ * has the five fixed parameters only, D = that argument. */
+typedef struct evtc_cuda_evt_plan {
+  bool builtin_store;
+  int out_arg;
+  evtc_cuda_gemm_config cfg;
+  evtc_cuda_gemm_variant var;
+  evtc_cuda_gemm_problem prob;
+  int64_t tiles_m, tiles_n, tiles;
+  int64_t scratch_doubles;
+  bool has_fin;
+  unsigned fin_grid;
+} evtc_cuda_evt_plan;
+
+/* Whether GEMM kernel k fits the template; false with the reason (naming
+ * the operand and stride for TMA's rules) in why. */
+bool evtc_cuda_evt_plan_of(const evtc_kernel *k, evtc_cuda_evt_plan *pl, char *why, size_t cap);
+/* Partial slots per result of a reduction of class cls. */
+int64_t evtc_cuda_evt_slots(const evtc_cuda_evt_plan *pl, evtc_vclass cls);
+/* Appends kernel k->name (the GEMM with the visitor epilogue; parameters:
+ * the five fixed ones, then, unless builtin_store, evtc_params P, uint64_t
+ * step, int *err, void *scratch) and, with reductions, k->name_fin (the backend's usual
+ * signature) to b, which must hold the CUDA prelude (cuda_emit.h). */
+void evtc_cuda_emit_evt(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_evt_plan *pl);
 
 #endif

@@ -10,6 +10,7 @@
 #include "backend/cuda/cuda_gemm.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* One operand as cuBLASLt sees it: op(stored), stored column-major rows x cols with leading dimension ld. */
@@ -186,4 +187,31 @@ void evtc_cuda_gemm_free(evtc_cuda_gemm *g) {
   if (g->c) g->lt->cublasLtMatrixLayoutDestroy(g->c);
   if (g->desc) g->lt->cublasLtMatmulDescDestroy(g->desc);
   memset(g, 0, sizeof *g);
+}
+
+evtc_cuda_gemm_mode evtc_cuda_gemm_mode_get(void) {
+  static bool warned;
+  const char *m = getenv("EVTC_GEMM");
+  if (!m || !*m || strcmp(m, "evtc") == 0) return EVTC_CUDA_GEMM_EVTC;
+  if (strcmp(m, "cublaslt") == 0) return EVTC_CUDA_GEMM_CUBLASLT;
+  if (!warned) fprintf(stderr, "evtc: EVTC_GEMM=%s is not evtc or cublaslt: using evtc\n", m);
+  warned = true;
+  return EVTC_CUDA_GEMM_EVTC;
+}
+
+bool evtc_cuda_gemm_use_evt(const evtc_kernel *k, evtc_cuda_evt_plan *pl, char *why, size_t cap) {
+  if (evtc_cuda_gemm_mode_get() == EVTC_CUDA_GEMM_CUBLASLT) {
+    snprintf(why, cap, "EVTC_GEMM=cublaslt");
+    return false;
+  }
+  return evtc_cuda_evt_plan_of(k, pl, why, cap);
+}
+
+static evtc_cuda_gemm_counts counts;
+
+evtc_cuda_gemm_counts evtc_cuda_gemm_counts_get(void) { return counts; }
+
+void evtc_cuda_gemm_count(bool evt) {
+  if (evt) counts.evt++;
+  else counts.cublaslt++;
 }

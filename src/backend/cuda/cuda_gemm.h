@@ -1,4 +1,5 @@
-/* cuda_gemm.h -- GEMM main loops through cuBLASLt (the "no EVT" baseline).
+/* cuda_gemm.h -- GEMM main loops through cuBLASLt (the "no EVT" baseline),
+ * and the choice between it and evtc's own GEMM (EVTC_GEMM, below).
  *
  * evtc's row-major C[b] = A[b] @ B[b] is computed as the column-major
  * C^T = B^T A^T, each operand described by a cuBLASLt layout (transposed
@@ -18,6 +19,7 @@
 #include <stdbool.h>
 
 #include "backend/cuda/cuda_api.h"
+#include "backend/cuda/cuda_emit_gemm.h"
 #include "kernel/kernel.h"
 
 typedef struct evtc_cuda_gemm {
@@ -41,5 +43,23 @@ evtc_status evtc_cuda_gemm_init(evtc_cuda_gemm *g, const evtc_cuda_cublaslt *lt,
 evtc_status evtc_cuda_gemm_run(const evtc_cuda_gemm *g, cublasLtHandle_t h, const void *a, const void *b, void *dd,
                                void *workspace, size_t workspace_bytes, CUstream s, const char *name, evtc_diag *d);
 void evtc_cuda_gemm_free(evtc_cuda_gemm *g);
+
+/* Which GEMM runs a GEMM kernel: the environment variable EVTC_GEMM
+ * (`--gemm` of evtc train / run sets it): "evtc" (the default: evtc's own
+ * sm_90a GEMM with the visitor DAG in its epilogue, cuda_emit_evt.c, where
+ * the template fits) or "cublaslt" (the baseline without EVT: cuBLASLt
+ * into f32 scratch, then the epilogue kernel).  Another value is reported
+ * once on stderr and means evtc. */
+typedef enum evtc_cuda_gemm_mode { EVTC_CUDA_GEMM_EVTC, EVTC_CUDA_GEMM_CUBLASLT } evtc_cuda_gemm_mode;
+evtc_cuda_gemm_mode evtc_cuda_gemm_mode_get(void);
+/* Whether GEMM kernel k runs on evtc's GEMM (*pl filled); false with the
+ * reason (the selector or the template's refusal) in why. */
+bool evtc_cuda_gemm_use_evt(const evtc_kernel *k, evtc_cuda_evt_plan *pl, char *why, size_t cap);
+/* GEMM kernels the backend has loaded on each path, process-wide (tests check which path ran). */
+typedef struct evtc_cuda_gemm_counts {
+  int evt, cublaslt;
+} evtc_cuda_gemm_counts;
+evtc_cuda_gemm_counts evtc_cuda_gemm_counts_get(void);
+void evtc_cuda_gemm_count(bool evt);
 
 #endif

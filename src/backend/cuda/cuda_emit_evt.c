@@ -1,0 +1,446 @@
+/* cuda_emit_evt.c -- a kernel IR GEMM on evtc's own sm_90a GEMM with the
+ * visitor DAG emitted into its epilogue (the Epilogue Visitor Tree).
+ *
+ * evtc_cuda_evt_plan_of decides whether a GEMM kernel fits the template
+ * (bf16 / f16 operands, row- or column-major operands with one batch
+ * stride each -- batches of A times one shared B become one GEMM of
+ * batch x M rows when A's batches are stacked --, TMA's 16-byte stride rules, a visitor DAG whose stores are
+ * FULL values or reduction results) and fixes the tile config, the problem
+ * and the reduction scratch; evtc_cuda_emit_evt writes the GEMM kernel
+ * (cuda_emit_gemm.c) with an epilogue hook that runs the visitor nodes on
+ * every accumulator element: the CPU visitor's statements (cpu_visitor.c)
+ * with r = the row of the batches stacked (bat * M + row), c = the column,
+ * CC = N, so loads, broadcasts, Philox dropout (flat index r * N + c, bit
+ * for bit the interpreter's mask), one-hot and stores (f32 -> bf16 / f16
+ * rounding at the store) mean what they mean on every backend.
+ *
+ * Reductions (each REDUCE node's only consumers are stores).  A thread
+ * folds its elements into f32 partials (f64 for f64 values): COL (over the
+ * columns of a row) one per fragment row, ROW (over the rows of a column)
+ * one per column while the hook walks that column's rows, SCALAR one.
+ * Warp shuffles then combine the lanes that share the row (xor 1, 2), the
+ * column (xor 4, 8, 16) or everything, and one lane writes the partial as
+ * a double to its own slot in scratch: COL slot = the tile column (n0 /
+ * tile_n) per row, ROW slot = (batch, tile row, consumer warpgroup, warp)
+ * per column, SCALAR slot = (tile, consumer warpgroup, warp).  Every slot
+ * is written exactly once, without atomics; the kernel NAME_fin combines
+ * the slots of each result in slot order (one thread per row or column;
+ * one block for scalars, then a block reduction in a fixed tree), so runs
+ * are deterministic, divides means by their count and stores.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_emit.h"
+#include "backend/cuda/cuda_emit_gemm.h"
+
+enum { FIN_THREADS = 256 };
+
+static int64_t round8(int64_t x) { return (x + 7) / 8 * 8; }
+
+/* The one batch stride of an operand with per-dim batch strides s (false when the dims do not collapse). */
+static bool one_batch_stride(const evtc_gemm_desc *g, const int64_t *s, int64_t *out) {
+  int64_t stride = -1, inner = 1;
+  for (int d = g->batch_rank - 1; d >= 0; d--) {
+    if (g->batch_shape[d] == 1) continue;
+    if (stride < 0) stride = s[d] / inner;
+    if (s[d] != stride * inner) return false;
+    inner *= g->batch_shape[d];
+  }
+  *out = stride < 0 ? 0 : stride;
+  return true;
+}
+
+static bool fail(char *why, size_t cap, const char *msg) {
+  snprintf(why, cap, "%s", msg);
+  return false;
+}
+
+/* Whether class cls has one value per element of the domain (a COL value when there is one column, ...). */
+static bool per_element(const evtc_kernel *k, evtc_vclass cls) {
+  return cls == EVTC_VC_FULL || (cls == EVTC_VC_COL && k->cols == 1) || (cls == EVTC_VC_ROW && k->rows == 1) ||
+         (cls == EVTC_VC_SCALAR && k->rows * k->cols == 1);
+}
+
+/* Whether the visitor DAG fits the epilogue: stores of per-element values or of reductions, reductions of
+ * per-element float values feeding stores only. */
+static bool visitor_ok(const evtc_kernel *k, char *why, size_t cap) {
+  if (k->n_phases != 1) return fail(why, cap, "a reduction read inside the kernel (the epilogue has one pass)");
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    if (v->kind == EVTC_V_REDUCE) {
+      const evtc_vnode *a = &k->v[v->args[0]];
+      if (!per_element(k, a->cls) || !evtc_dtype_is_float(a->dtype) || v->cls == EVTC_VC_FULL)
+        return fail(why, cap, "a reduction of a broadcast or integer value in the epilogue");
+      for (int j = i + 1; j < k->n_v; j++)
+        for (int q = 0; q < k->v[j].n_args; q++)
+          if (k->v[j].args[q] == i && k->v[j].kind != EVTC_V_STORE)
+            return fail(why, cap, "a reduction result used inside the kernel");
+    }
+    if (v->kind == EVTC_V_STORE && !per_element(k, v->cls) && k->v[v->args[0]].kind != EVTC_V_REDUCE)
+      return fail(why, cap, "a vector or scalar store of a broadcast value");
+  }
+  return true;
+}
+
+bool evtc_cuda_evt_plan_of(const evtc_kernel *k, evtc_cuda_evt_plan *pl, char *why, size_t cap) {
+  memset(pl, 0, sizeof *pl);
+  if (k->kind != EVTC_ML_GEMM) return fail(why, cap, "not a matmul");
+  const evtc_gemm_desc *g = &k->gemm;
+  if (g->dtype != EVTC_BF16 && g->dtype != EVTC_F16) {
+    snprintf(why, cap, "%s operands (bf16 or f16 only)", evtc_dtype_name(g->dtype));
+    return false;
+  }
+  if (k->cols != g->N || k->rows != g->batch * g->M)
+    return fail(why, cap, "the kernel's domain is not the batches of M x N outputs stacked");
+  if (!visitor_ok(k, why, cap)) return false;
+  evtc_cuda_gemm_problem p = {.M = g->M, .N = g->N, .K = g->K, .batch = g->batch, .ldc = g->N,
+                              .c_bstride = g->M * g->N};
+  evtc_cuda_gemm_variant v = {.in = g->dtype, .out = EVTC_F32};
+  /* A (i, k) at a_rs i + a_cs k: M x K (k contiguous) or K x M (m contiguous); a unit extent takes any stride */
+  if ((g->a_cs == 1 || g->K == 1) && (g->M == 1 || g->a_rs >= g->K)) {
+    v.a_kmajor = true;
+    p.lda = g->M == 1 ? round8(g->K) : g->a_rs;
+  } else if (g->a_rs == 1 || g->M == 1) {
+    p.lda = g->K == 1 ? round8(g->M) : g->a_cs;
+  } else {
+    snprintf(why, cap, "operand A strides (%lld, %lld) are neither row- nor column-major", (long long)g->a_rs,
+             (long long)g->a_cs);
+    return false;
+  }
+  /* B (k, j) at b_rs k + b_cs j: N x K (k contiguous) or K x N (n contiguous) */
+  if ((g->b_rs == 1 || g->K == 1) && (g->N == 1 || g->b_cs >= g->K)) {
+    v.b_kmajor = true;
+    p.ldb = g->N == 1 ? round8(g->K) : g->b_cs;
+  } else if (g->b_cs == 1 || g->N == 1) {
+    p.ldb = g->K == 1 ? round8(g->N) : g->b_rs;
+  } else {
+    snprintf(why, cap, "operand B strides (%lld, %lld) are neither row- nor column-major", (long long)g->b_rs,
+             (long long)g->b_cs);
+    return false;
+  }
+  if (!one_batch_stride(g, g->a_bstride, &p.a_bstride) || !one_batch_stride(g, g->b_bstride, &p.b_bstride))
+    return fail(why, cap, "batch dims of an operand that do not collapse into one stride");
+  /* B shared by every batch and A's batches stacked row after row: one GEMM of batch * M rows (same rg) */
+  if (p.batch > 1 && p.b_bstride == 0 && v.a_kmajor && p.a_bstride == p.M * p.lda) {
+    p.M *= p.batch;
+    p.batch = 1;
+    p.a_bstride = p.c_bstride = 0;
+  }
+  /* the arena places every buffer at a 64-byte boundary: the bases pass; launch_init checks them again */
+  char pwhy[200];
+  if (!evtc_cuda_gemm_problem_check(&v, &p, 0, 0, pwhy, sizeof pwhy)) {
+    snprintf(why, cap, "%s", pwhy);
+    return false;
+  }
+  pl->cfg = evtc_cuda_gemm_config_default();
+  if (!evtc_cuda_gemm_config_check(&pl->cfg, &v, pwhy, sizeof pwhy)) {
+    snprintf(why, cap, "config: %s", pwhy);
+    return false;
+  }
+  /* a plain store of the accumulator as f32 / bf16 / f16: the template's own epilogue (TMA stores) */
+  const evtc_vnode *st = &k->v[k->n_v - 1];
+  if (k->n_v == 2 && k->v[0].kind == EVTC_V_ACC && st->kind == EVTC_V_STORE && st->args[0] == 0 &&
+      per_element(k, st->cls) && (st->dtype == EVTC_F32 || st->dtype == EVTC_BF16 || st->dtype == EVTC_F16)) {
+    pl->builtin_store = true;
+    pl->out_arg = st->arg;
+    v.out = st->dtype;
+  }
+  pl->var = v;
+  pl->prob = p;
+  /* the launch's tiles (after folding batches into rows: the problem's M and batch, not the kernel's) */
+  pl->tiles_m = (p.M + pl->cfg.tile_m - 1) / pl->cfg.tile_m;
+  pl->tiles_n = (p.N + pl->cfg.tile_n - 1) / pl->cfg.tile_n;
+  pl->tiles = pl->tiles_m * pl->tiles_n * p.batch;
+  for (int i = 0; i < k->n_v; i++)
+    if (k->v[i].kind == EVTC_V_REDUCE) {
+      pl->scratch_doubles += evtc_cuda_evt_slots(pl, k->v[i].cls) * (k->v[i].cls == EVTC_VC_ROW ? k->cols
+                                                                   : k->v[i].cls == EVTC_VC_COL ? k->rows : 1);
+      pl->has_fin = true;
+    }
+  int64_t fin_n = k->rows > k->cols ? k->rows : k->cols;
+  pl->fin_grid = (unsigned)((fin_n + FIN_THREADS - 1) / FIN_THREADS);
+  return true;
+}
+
+int64_t evtc_cuda_evt_slots(const evtc_cuda_evt_plan *pl, evtc_vclass cls) {
+  const int64_t warps = 4 * pl->cfg.consumers;
+  switch (cls) {
+    case EVTC_VC_COL: return pl->tiles_n;
+    case EVTC_VC_ROW: return pl->prob.batch * pl->tiles_m * warps;
+    case EVTC_VC_SCALAR: return pl->tiles * warps;
+    default: return 0;
+  }
+}
+
+/* Offset (in doubles) of REDUCE node i's slots. */
+static int64_t red_offset(const evtc_kernel *k, const evtc_cuda_evt_plan *pl, int i) {
+  int64_t off = 0;
+  for (int j = 0; j < i; j++)
+    if (k->v[j].kind == EVTC_V_REDUCE)
+      off += evtc_cuda_evt_slots(pl, k->v[j].cls) * (k->v[j].cls == EVTC_VC_ROW ? k->cols
+                                                   : k->v[j].cls == EVTC_VC_COL ? k->rows : 1);
+  return off;
+}
+
+static int red_op(evtc_op op) { return op == EVTC_OP_REDUCE_MAX ? 1 : op == EVTC_OP_REDUCE_MIN ? 2 : 0; }
+
+typedef struct evt_ctx {
+  const evtc_kernel *k;
+  const evtc_cuda_evt_plan *pl;
+} evt_ctx;
+
+/* The partial's C type and its identity. */
+static const char *part_type(const evtc_kernel *k, const evtc_vnode *v) {
+  return k->v[v->args[0]].dtype == EVTC_F64 ? "double" : "float";
+}
+static const char *part_init(const evtc_vnode *v) {
+  return v->op == EVTC_OP_REDUCE_MAX ? "-INFINITY" : v->op == EVTC_OP_REDUCE_MIN ? "INFINITY" : "0";
+}
+/* "p = comb(p, x)" */
+static void emit_comb(evtc_sb *b, const char *ind, const evtc_vnode *v, const char *p, const char *x) {
+  if (v->op == EVTC_OP_REDUCE_MAX) evtc_sb_printf(b, "%s%s = EVTC_MAXN(%s, %s);\n", ind, p, p, x);
+  else if (v->op == EVTC_OP_REDUCE_MIN) evtc_sb_printf(b, "%s%s = EVTC_MINN(%s, %s);\n", ind, p, p, x);
+  else evtc_sb_printf(b, "%s%s += %s;\n", ind, p, x);
+}
+/* The butterfly over lanes xor `masks` (a 0-terminated list) of partial p. */
+static void emit_shuffles(evtc_sb *b, const char *ind, const evtc_vnode *v, const char *p, const int *masks) {
+  for (const int *m = masks; *m; m++) {
+    char x[96];
+    snprintf(x, sizeof x, "__shfl_xor_sync(0xffffffffu, %s, %d)", p, *m);
+    emit_comb(b, ind, v, p, x);
+  }
+}
+
+static void evt_params(evtc_sb *b, void *ctx) {
+  (void)ctx;
+  evtc_sb_printf(b, ",\n   const evtc_params P, const uint64_t step, int *const err, void *const scratch");
+}
+
+static void evt_setup(evtc_sb *b, const char *ind, void *ctx) {
+  const evt_ctx *e = ctx;
+  evtc_sb_printf(b, "%svoid *const *args = P.a;\n%s(void)args; (void)step; (void)err;\n", ind, ind);
+  evtc_cpu_emit_args(b, e->k);
+  evtc_sb_printf(b, "%sconst int64_t CC = %lldLL;\n%s(void)CC;\n%sdouble *const red = (double *)scratch;\n%s(void)red;\n",
+                 ind, (long long)e->k->cols, ind, ind, ind);
+}
+
+static void evt_tile_begin(evtc_sb *b, const char *ind, void *ctx) {
+  const evt_ctx *e = ctx;
+  const evtc_kernel *k = e->k;
+  const int wm = e->pl->cfg.tile_m / (64 * e->pl->cfg.consumers);
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    if (v->kind != EVTC_V_REDUCE) continue;
+    if (v->cls == EVTC_VC_COL)
+      evtc_sb_printf(b, "%s%s rp%d[%d][2];\n#pragma unroll\n%sfor (int q = 0; q < %d; q++) rp%d[q / 2][q %% 2] = %s;\n",
+                     ind, part_type(k, v), i, wm, ind, 2 * wm, i, part_init(v));
+    else if (v->cls == EVTC_VC_SCALAR)
+      evtc_sb_printf(b, "%s%s rp%d = %s;\n", ind, part_type(k, v), i, part_init(v));
+  }
+}
+
+/* ROW partials of the thread's two columns of this 8-column block. */
+static void evt_col_begin(evtc_sb *b, const char *ind, void *ctx) {
+  const evt_ctx *e = ctx;
+  const evtc_kernel *k = e->k;
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    if (v->kind == EVTC_V_REDUCE && v->cls == EVTC_VC_ROW)
+      evtc_sb_printf(b, "%s%s rp%d[2] = {%s, %s};\n", ind, part_type(k, v), i, part_init(v), part_init(v));
+  }
+}
+
+/* Stores of per-element values go through sv<i>[e], written as a pair after the thread's two columns. */
+static bool is_pair_store(const evtc_kernel *k, const evtc_vnode *v) {
+  return v->kind == EVTC_V_STORE && k->v[v->args[0]].kind != EVTC_V_REDUCE;
+}
+
+/* Loads of f32 / bf16 / f16 values along contiguous columns (aux loads, row broadcasts) go through lv<i>[e],
+ * read as a pair before the thread's two columns (*row_stride: the view's stride per domain row). */
+static bool is_pair_load(const evtc_kernel *k, const evtc_vnode *v, int64_t *row_stride) {
+  return (v->dtype == EVTC_F32 || v->dtype == EVTC_BF16 || v->dtype == EVTC_F16) &&
+         evtc_cuda_load_vectorizes(k, v, 2, row_stride);
+}
+
+static bool evt_storage(const evtc_cpu_vctx *x, int i, char *buf, size_t cap) {
+  int64_t sr;
+  if (is_pair_store(x->k, &x->k->v[i])) snprintf(buf, cap, "sv%d[e]", i);
+  else if (is_pair_load(x->k, &x->k->v[i], &sr)) snprintf(buf, cap, "lv%d[e]", i);
+  else return false;
+  return true;
+}
+
+static void evt_pair_begin(evtc_sb *b, const char *ind, void *ctx) {
+  const evt_ctx *e = ctx;
+  const evtc_kernel *k = e->k;
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    const char *st = evtc_cpu_storage_ctype(v->dtype);
+    int64_t sr;
+    if (is_pair_store(k, v)) evtc_sb_printf(b, "%s%s sv%d[2] = {0, 0};\n", ind, st, i);
+    if (!is_pair_load(k, v, &sr)) continue;
+    /* offset and row stride are even (load_vectorizes), c0 is even: the pair is aligned */
+    evtc_sb_printf(b, "%s%s lv%d[2] = {0, 0};\n%sif (r < dims.M) {\n"
+                      "%s  const %s *const p = a%d + (%lldLL + rg * %lldLL + c0);\n",
+                   ind, st, i, ind, ind, st, v->arg, (long long)v->offset, (long long)sr);
+    if (v->dtype == EVTC_F32)
+      evtc_sb_printf(b, "%s  if (c0 + 1 < dims.N) { const evtc_f32x2 q = *(const evtc_f32x2 *)p; lv%d[0] = q.x; lv%d[1] = q.y; }\n",
+                     ind, i, i);
+    else
+      evtc_sb_printf(b, "%s  if (c0 + 1 < dims.N) { const uint32_t w = *(const uint32_t *)p; lv%d[0] = (uint16_t)w; "
+                        "lv%d[1] = (uint16_t)(w >> 16); }\n",
+                     ind, i, i);
+    evtc_sb_printf(b, "%s  else if (c0 < dims.N) lv%d[0] = p[0];\n%s}\n", ind, i, ind);
+  }
+}
+
+/* The pair's stores: one 4- or 8-byte store of both columns when both are inside and the pair is aligned (CC even:
+ * r CC + c0 is then even), else one store per column inside. */
+static void evt_pair_end(evtc_sb *b, const char *ind, void *ctx) {
+  const evt_ctx *e = ctx;
+  const evtc_kernel *k = e->k;
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    if (!is_pair_store(k, v)) continue;
+    const char *st = evtc_cpu_storage_ctype(v->dtype);
+    const bool half = v->dtype == EVTC_BF16 || v->dtype == EVTC_F16, f32 = v->dtype == EVTC_F32;
+    evtc_sb_printf(b, "%sif (r < dims.M) {\n%s  %s *const p = a%d + rg * CC + c0;\n", ind, ind, st, v->arg);
+    if ((half || f32) && k->cols % 2 == 0) {
+      if (half)
+        evtc_sb_printf(b, "%s  if (c0 + 1 < dims.N) *(uint32_t *)p = (uint32_t)sv%d[0] | (uint32_t)sv%d[1] << 16;\n",
+                       ind, i, i);
+      else
+        evtc_sb_printf(b, "%s  if (c0 + 1 < dims.N) { evtc_f32x2 q; q.x = sv%d[0]; q.y = sv%d[1]; *(evtc_f32x2 *)p = q; }\n",
+                       ind, i, i);
+      evtc_sb_printf(b, "%s  else if (c0 < dims.N) p[0] = sv%d[0];\n", ind, i);
+    } else {
+      evtc_sb_printf(b, "%s  if (c0 < dims.N) p[0] = sv%d[0];\n%s  if (c0 + 1 < dims.N) p[1] = sv%d[1];\n", ind, i,
+                     ind, i);
+    }
+    evtc_sb_printf(b, "%s}\n", ind);
+  }
+}
+
+static void evt_element(evtc_sb *b, const char *ind, const char *acc, void *ctx) {
+  const evt_ctx *e = ctx;
+  const evtc_kernel *k = e->k;
+  char in[64];
+  snprintf(in, sizeof in, "%s  ", ind);
+  evtc_sb_printf(b, "%s{\n%s  const int64_t r = rg;\n", ind, ind);
+  evtc_cpu_vctx x = {.k = k, .sb = b, .ind = in, .acc_expr = acc, .storage = evt_storage};
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    if (v->kind == EVTC_V_STORE) {
+      if (is_pair_store(k, v)) evtc_cpu_emit_store(&x, i);
+    } else if (v->kind == EVTC_V_REDUCE) {
+      char p[32], val[48];
+      snprintf(p, sizeof p, v->cls == EVTC_VC_COL ? "rp%d[i][h]" : v->cls == EVTC_VC_ROW ? "rp%d[e]" : "rp%d", i);
+      snprintf(val, sizeof val, "(%s)v%d", part_type(k, v), v->args[0]);
+      emit_comb(b, in, v, p, val);
+    } else {
+      evtc_cuda_emit_value(&x, i);
+    }
+  }
+  evtc_sb_printf(b, "%s}\n", ind);
+}
+
+static void evt_col_end(evtc_sb *b, const char *ind, void *ctx) {
+  const evt_ctx *e = ctx;
+  const evtc_kernel *k = e->k;
+  static const int column_lanes[] = {4, 8, 16, 0};
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    if (v->kind != EVTC_V_REDUCE || v->cls != EVTC_VC_ROW) continue;
+    for (int q = 0; q < 2; q++) {
+      char p[24];
+      snprintf(p, sizeof p, "rp%d[%d]", i, q);
+      emit_shuffles(b, ind, v, p, column_lanes);
+      evtc_sb_printf(b,
+                     "%sif (lane < 4 && n0 + j * 8 + lane * 2 + %d < dims.N)\n"
+                     "%s  red[%lldLL + (((long long)bat * %lld + m0 / %d) * %d + cw * 4 + warp) * CC + n0 + j * 8 + lane * 2 + %d]"
+                     " = (double)rp%d[%d];\n",
+                     ind, q, ind, (long long)red_offset(k, e->pl, i), (long long)e->pl->tiles_m, e->pl->cfg.tile_m,
+                     4 * e->pl->cfg.consumers, q, i, q);
+    }
+  }
+}
+
+static void evt_tile_end(evtc_sb *b, const char *ind, void *ctx) {
+  const evt_ctx *e = ctx;
+  const evtc_kernel *k = e->k;
+  const int wm = e->pl->cfg.tile_m / (64 * e->pl->cfg.consumers);
+  static const int row_lanes[] = {1, 2, 0}, all_lanes[] = {16, 8, 4, 2, 1, 0};
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    if (v->kind != EVTC_V_REDUCE) continue;
+    long long off = (long long)red_offset(k, e->pl, i);
+    char p[32];
+    if (v->cls == EVTC_VC_COL) {
+      evtc_sb_printf(b, "%s#pragma unroll\n%sfor (int i = 0; i < %d; i++) {\n#pragma unroll\n%s  for (int h = 0; h < 2; h++) {\n",
+                     ind, ind, wm, ind);
+      char in[64];
+      snprintf(in, sizeof in, "%s    ", ind);
+      snprintf(p, sizeof p, "rp%d[i][h]", i);
+      emit_shuffles(b, in, v, p, row_lanes);
+      evtc_sb_printf(b, "%sconst long long r = m0 + (cw * %d + i) * 64 + warp * 16 + h * 8 + (lane >> 2);\n"
+                        "%sif ((lane & 3) == 0 && r < dims.M)\n"
+                        "%s  red[%lldLL + (long long)(n0 / %d) * %lldLL + (long long)bat * dims.M + r] = (double)rp%d[i][h];\n"
+                        "%s  }\n%s}\n",
+                     in, wm, in, in, off, e->pl->cfg.tile_n, (long long)k->rows, i, ind, ind);
+    } else if (v->cls == EVTC_VC_SCALAR) {
+      snprintf(p, sizeof p, "rp%d", i);
+      emit_shuffles(b, ind, v, p, all_lanes);
+      evtc_sb_printf(b, "%sif (lane == 0) red[%lldLL + ((long long)t * %d + cw) * 4 + warp] = (double)rp%d;\n", ind, off,
+                     e->pl->cfg.consumers, i);
+    }
+  }
+}
+
+/* NAME_fin: each result combined over its slots in slot order, finished and stored. */
+static void emit_fin(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_evt_plan *pl) {
+  evtc_cuda_emit_head(b, k, "_fin", FIN_THREADS);
+  evtc_sb_printf(b, "  const int64_t g = (int64_t)blockIdx.x * %d + threadIdx.x, CC = %lldLL;\n  (void)g; (void)CC;\n"
+                    "  const double *red = (const double *)scratch;\n  __shared__ double evtc_red[32];\n  (void)evtc_red;\n",
+                 FIN_THREADS, (long long)k->cols);
+  evtc_cpu_vctx x = {.k = k, .sb = b, .ind = "      "};
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    if (v->kind != EVTC_V_REDUCE) continue;
+    const int op = red_op(v->op);
+    const long long off = (long long)red_offset(k, pl, i), slots = (long long)evtc_cuda_evt_slots(pl, v->cls);
+    const char *init = v->op == EVTC_OP_REDUCE_MAX ? "-(double)INFINITY" : v->op == EVTC_OP_REDUCE_MIN ? "(double)INFINITY" : "0.0";
+    if (v->cls == EVTC_VC_SCALAR)
+      evtc_sb_printf(b, "  if (blockIdx.x == 0) {\n    double acc = %s;\n"
+                        "    for (int64_t s = threadIdx.x; s < %lldLL; s += %d) acc = evtc_comb<%d>(acc, red[%lldLL + s]);\n"
+                        "    acc = evtc_block_reduce<%d>(acc, evtc_red);\n    if (threadIdx.x == 0) {\n",
+                     init, slots, FIN_THREADS, op, off, op);
+    else
+      evtc_sb_printf(b, "  if (g < %lldLL) {\n    const int64_t %s = g;\n    double acc = %s;\n"
+                        "    for (int64_t s = 0; s < %lldLL; s++) acc = evtc_comb<%d>(acc, red[%lldLL + s * %lldLL + g]);\n"
+                        "    {\n",
+                     (long long)(v->cls == EVTC_VC_ROW ? k->cols : k->rows), v->cls == EVTC_VC_ROW ? "c" : "r", init,
+                     slots, op, off, (long long)(v->cls == EVTC_VC_ROW ? k->cols : k->rows));
+    const char *t = evtc_cpu_ctype(v->dtype);
+    if (v->op == EVTC_OP_REDUCE_MEAN) evtc_sb_printf(b, "      %s v%d = (%s)(acc / %.17g);\n", t, i, t, v->value);
+    else evtc_sb_printf(b, "      %s v%d = (%s)acc;\n", t, i, t);
+    for (int j = i + 1; j < k->n_v; j++)
+      if (k->v[j].kind == EVTC_V_STORE && k->v[j].args[0] == i) evtc_cpu_emit_store(&x, j);
+    evtc_sb_printf(b, "    }\n  }\n");
+  }
+  evtc_sb_printf(b, "}\n\n");
+}
+
+void evtc_cuda_emit_evt(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_evt_plan *pl) {
+  if (pl->builtin_store) {
+    evtc_cuda_gemm_emit(b, k->name, &pl->cfg, &pl->var, NULL);
+    return;
+  }
+  evt_ctx e = {.k = k, .pl = pl};
+  evtc_cuda_gemm_epilogue epi = {.emit_params = evt_params, .emit_setup = evt_setup, .emit_element = evt_element,
+                                 .ctx = &e, .emit_tile_begin = evt_tile_begin, .emit_col_begin = evt_col_begin,
+                                 .emit_pair_begin = evt_pair_begin, .emit_pair_end = evt_pair_end,
+                                 .emit_col_end = evt_col_end, .emit_tile_end = evt_tile_end};
+  evtc_cuda_gemm_emit(b, k->name, &pl->cfg, &pl->var, &epi);
+  if (pl->has_fin) emit_fin(b, k, pl);
+}

@@ -1,0 +1,301 @@
+/* test_gpu_evt.c -- GEMM kernels with their visitor DAG in evtc's own GEMM
+ * epilogue (cuda_emit_evt.c) against the float64 interpreter.
+ *
+ * Each case is a generated text-IR graph: a matmul (or batch_matmul) of
+ * bf16 or f16 inputs in every layout (trans_a, trans_b), cast to f32, then
+ * a random chain (fixed seed) of add / mul / gelu / tanh / relu / sigmoid /
+ * where / dropout, and x - one_hot(label), with row-vector (bias [N]), column-vector ([.., M, 1])
+ * and scalar broadcasts and FULL aux loads (f32 and bf16), several outputs
+ * (f32 values, a value stored as bf16 / f16; plain GEMMs, whose store is
+ * the template's own staged TMA store or its direct one), and reductions: sum over the
+ * rows (ROW, a bias gradient), sum and max over the columns (COL, a
+ * layernorm's statistics), mean over everything (SCALAR).  The greedy plan
+ * with the CUDA backend's acceptance puts every node into the GEMM kernel
+ * when evtc's template takes it.  Odd sizes (M 2039, N 1 and 17, K 17,
+ * more tiles than SMs) and batches; cases the template refuses (K = 17
+ * gives lda 17, not a multiple of 8 elements; a batch-broadcast B has
+ * batch stride 0, which only A's stacked batches fold away) must run correctly through the cuBLASLt fallback, and
+ * the test checks which path each GEMM kernel took (evtc_cuda_gemm_use_evt
+ * on the host; the backend's counts of loaded GEMM kernels on the GPU).
+ *
+ * Tolerance: the interpreter rounds the matmul's bf16 (f16) output before
+ * the f32 chain; the kernel keeps the f32 accumulator, so values differ by
+ * about one bf16 rounding (2^-9 relative) of the accumulator carried
+ * through the chain, plus the rounding of a bf16 store: 4 x 2^-8 (4 x
+ * 2^-11 for f16) of (1 + |want|), as in test_gpu_kernels.c.  The `where`
+ * conditions compare aux inputs only, so no branch flips on a rounding.
+ * Reductions are checked against the interpreter's float64 sums with the
+ * same tolerance (the rounding differences are unbiased and cancel).
+ * Outputs are NaN-poisoned before each run (cpu_oracle.h).
+ *
+ * Without a GPU every case's kernels are emitted as the backend does and
+ * compiled through NVRTC for sm_90a, and the path checks run; then the
+ * test prints SKIPPED and exits 77.  CUBINs go to the usual disk cache
+ * (cuda_compile.h; bench/gpu_gemm.sh points it at its stage), as in
+ * test_gpu_gemm, so a second run compiles nothing.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_compile.h"
+#include "backend/cuda/cuda_emit.h"
+#include "backend/cuda/cuda_gemm.h"
+#include "cpu_oracle.h"
+#include "kernel/kernel.h"
+
+typedef struct evt_case {
+  const char *name;
+  int64_t M, N, K, batch;   /* batch 0: matmul */
+  int ta, tb, f16, chain;
+  int bcast_b;              /* batch_matmul with a rank-2 B (batch stride 0) */
+  int reduce;               /* ROW, COL and SCALAR reductions */
+  int want_evt;             /* the GEMM kernel runs on evtc's GEMM */
+} evt_case;
+
+static const evt_case cases[] = {
+    {"evt-256x512x128", 256, 512, 128, 0, 0, 0, 0, 7, 0, 1, 1},
+    {"evt-2039x1x64", 2039, 1, 64, 0, 0, 0, 0, 5, 0, 1, 1},
+    {"evt-fallback-2039x24x17", 2039, 24, 17, 0, 0, 0, 0, 5, 0, 1, 0},
+    {"evt-trans_a-136x200x64", 136, 200, 64, 0, 1, 0, 0, 6, 0, 1, 1},
+    {"evt-trans_b-77x17x64", 77, 17, 64, 0, 0, 1, 0, 6, 0, 1, 1},
+    {"evt-trans_ab-136x264x80", 136, 264, 80, 0, 1, 1, 0, 6, 0, 0, 1},
+    {"evt-fallback-trans_a-130x64x64", 130, 64, 64, 0, 1, 0, 0, 4, 0, 0, 0},
+    {"evt-batched-3x100x72x64", 100, 72, 64, 3, 0, 0, 0, 6, 0, 1, 1},
+    {"evt-batch-bcast-folded", 200, 40, 32, 3, 0, 0, 0, 4, 1, 1, 1},   /* 600 rows: 5 row tiles, not 3 x 2 */
+    {"evt-fallback-batch-bcast-trans_a", 48, 40, 32, 2, 1, 0, 0, 4, 1, 0, 0},
+    {"evt-f16-300x264x96", 300, 264, 96, 0, 0, 0, 1, 6, 0, 1, 1},
+    {"evt-persistent-2100x2600x64", 2100, 2600, 64, 0, 0, 0, 0, 5, 0, 1, 1},
+    {"evt-plain-2039x264x64", 2039, 264, 64, 0, 0, 0, 0, 0, 0, 0, 1},
+    {"evt-plain-f16-trans_b-100x17x64", 100, 17, 64, 0, 0, 1, 1, 0, 0, 0, 1},
+};
+enum { N_CASES = sizeof cases / sizeof cases[0] };
+
+static uint64_t gen_rng = 99;
+static int gen_pick(int n) {
+  gen_rng = gen_rng * 6364136223846793005ull + 1442695040888963407ull;
+  return (int)((gen_rng >> 33) % (uint64_t)n);
+}
+
+/* "[b,]r,c" into buf. */
+static void dims(char *buf, size_t cap, int64_t batch, int64_t r, int64_t c) {
+  if (batch) snprintf(buf, cap, "%lld,%lld,%lld", (long long)batch, (long long)r, (long long)c);
+  else snprintf(buf, cap, "%lld,%lld", (long long)r, (long long)c);
+}
+
+/* The graph text of case c (malloc'd). */
+static char *case_text(const evt_case *c) {
+  evtc_sb b = {0};
+  gen_rng = 1000 + (uint64_t)(c - cases);
+  const char *t = c->f16 ? "f16" : "bf16";
+  char sa[64], sb[64], s[64], cv[64];
+  dims(sa, sizeof sa, c->batch, c->ta ? c->K : c->M, c->ta ? c->M : c->K);
+  if (c->bcast_b) dims(sb, sizeof sb, 0, c->tb ? c->N : c->K, c->tb ? c->K : c->N);
+  else dims(sb, sizeof sb, c->batch, c->tb ? c->N : c->K, c->tb ? c->K : c->N);
+  dims(s, sizeof s, c->batch, c->M, c->N);
+  dims(cv, sizeof cv, c->batch, c->M, 1);
+  evtc_sb_printf(&b, "graph evt {\n  %%a = input() : %s[%s]\n  %%b = input() : %s[%s]\n", t, sa, t, sb);
+  evtc_sb_printf(&b, "  %%h = %s(%%a, %%b) {trans_a=%d, trans_b=%d} : %s[%s]\n", c->batch ? "batch_matmul" : "matmul",
+                 c->ta, c->tb, t, s);
+  if (c->chain == 0) {      /* a plain GEMM: the template's own store */
+    evtc_sb_printf(&b, "  output %%h\n}\n");
+    return b.s;
+  }
+  evtc_sb_printf(&b, "  %%x0 = cast(%%h) {dtype=f32} : f32[%s]\n", s);
+  evtc_sb_printf(&b, "  %%bias = input() : f32[%lld]\n  %%cv = input() : f32[%s]\n  %%sc = input() : f32[]\n",
+                 (long long)c->N, cv);
+  evtc_sb_printf(&b, "  %%res = input() : f32[%s]\n  %%resh = input() : %s[%s]\n  %%resf = cast(%%resh) {dtype=f32} : f32[%s]\n",
+                 s, t, s, s);
+  evtc_sb_printf(&b, "  %%cond = gt(%%res, %%cv) : bool[%s]\n", s);
+  char lab[64];
+  if (c->batch) snprintf(lab, sizeof lab, "%lld,%lld", (long long)c->batch, (long long)c->M);
+  else snprintf(lab, sizeof lab, "%lld", (long long)c->M);
+  evtc_sb_printf(&b, "  %%lab = input() : i64[%s]\n  %%oh = one_hot(%%lab) {depth=%lld} : f32[%s]\n", lab,
+                 (long long)c->N, s);
+  int mid = c->chain / 2;
+  for (int j = 1; j <= c->chain; j++) {
+    char x[16];
+    snprintf(x, sizeof x, "%%x%d", j - 1);
+    switch (j == 2 ? 11 : gen_pick(11)) {     /* step 2: x - one_hot(label), as a cross-entropy gradient */
+      case 11: evtc_sb_printf(&b, "  %%x%d = sub(%s, %%oh) : f32[%s]\n", j, x, s); break;
+      case 0: evtc_sb_printf(&b, "  %%x%d = add(%s, %%bias) : f32[%s]\n", j, x, s); break;
+      case 1: evtc_sb_printf(&b, "  %%x%d = mul(%s, %%cv) : f32[%s]\n", j, x, s); break;
+      case 2: evtc_sb_printf(&b, "  %%x%d = add(%s, %%sc) : f32[%s]\n", j, x, s); break;
+      case 3: evtc_sb_printf(&b, "  %%x%d = gelu(%s) : f32[%s]\n", j, x, s); break;
+      case 4: evtc_sb_printf(&b, "  %%x%d = tanh(%s) : f32[%s]\n", j, x, s); break;
+      case 5: evtc_sb_printf(&b, "  %%x%d = relu(%s) : f32[%s]\n", j, x, s); break;
+      case 6: evtc_sb_printf(&b, "  %%x%d = sigmoid(%s) : f32[%s]\n", j, x, s); break;
+      case 7: evtc_sb_printf(&b, "  %%x%d = where(%%cond, %s, %%res) : f32[%s]\n", j, x, s); break;
+      case 8: evtc_sb_printf(&b, "  %%x%d = dropout(%s) {p=0.25, seed=%d} : f32[%s]\n", j, x, 5 + j, s); break;
+      case 9: evtc_sb_printf(&b, "  %%x%d = add(%s, %%res) : f32[%s]\n", j, x, s); break;
+      default: evtc_sb_printf(&b, "  %%x%d = mul(%s, %%resf) : f32[%s]\n", j, x, s); break;
+    }
+  }
+  int n = c->chain;
+  evtc_sb_printf(&b, "  %%half = cast(%%x%d) {dtype=%s} : %s[%s]\n", mid, t, t, s);
+  evtc_sb_printf(&b, "  output %%x%d\n  output %%half\n", n);
+  if (c->reduce) {
+    if (c->batch) {
+      evtc_sb_printf(&b, "  %%rsum = reduce_sum(%%x%d) {axes=[0,1]} : f32[%lld]\n", n, (long long)c->N);
+      evtc_sb_printf(&b, "  %%csum = reduce_sum(%%x%d) {axes=[2]} : f32[%lld,%lld]\n", n, (long long)c->batch,
+                     (long long)c->M);
+      evtc_sb_printf(&b, "  %%sq = mul(%%x%d, %%x%d) : f32[%s]\n", n, n, s);
+      evtc_sb_printf(&b, "  %%csq = reduce_sum(%%sq) {axes=[2]} : f32[%lld,%lld]\n", (long long)c->batch, (long long)c->M);
+      evtc_sb_printf(&b, "  %%cmax = reduce_max(%%x%d) {axes=[2]} : f32[%lld,%lld]\n", mid, (long long)c->batch,
+                     (long long)c->M);
+      evtc_sb_printf(&b, "  %%all = reduce_mean(%%x%d) {axes=[0,1,2]} : f32[]\n", mid);
+    } else {
+      evtc_sb_printf(&b, "  %%rsum = reduce_sum(%%x%d) {axes=[0]} : f32[%lld]\n", n, (long long)c->N);
+      evtc_sb_printf(&b, "  %%csum = reduce_sum(%%x%d) {axes=[1]} : f32[%lld]\n", n, (long long)c->M);
+      evtc_sb_printf(&b, "  %%sq = mul(%%x%d, %%x%d) : f32[%s]\n", n, n, s);
+      evtc_sb_printf(&b, "  %%csq = reduce_sum(%%sq) {axes=[1]} : f32[%lld]\n", (long long)c->M);
+      evtc_sb_printf(&b, "  %%cmax = reduce_max(%%x%d) {axes=[1]} : f32[%lld]\n", mid, (long long)c->M);
+      evtc_sb_printf(&b, "  %%all = reduce_mean(%%x%d) {axes=[0,1]} : f32[]\n", mid);
+    }
+    evtc_sb_printf(&b, "  output %%rsum\n  output %%csum\n  output %%csq\n  output %%cmax\n  output %%all\n");
+  }
+  evtc_sb_printf(&b, "}\n");
+  return b.s;
+}
+
+/* What the CUDA backend accepts as a kernel (mirrors cuda_backend.c's supports()). */
+static bool accepts(const evtc_kernel *k, void *ctx) {
+  char why[256];
+  evtc_cuda_evt_plan pl;
+  (void)ctx;
+  if (k->kind == EVTC_ML_OPAQUE || k->kind == EVTC_ML_CONV || k->n_args > EVTC_CUDA_MAX_ARGS) return false;
+  if (k->kind == EVTC_ML_GEMM)
+    return evtc_cuda_gemm_use_evt(k, &pl, why, sizeof why) ||
+           (evtc_cuda_gemm_fits(k, why, sizeof why) && evtc_kernel_visitor_fits(k, why, sizeof why));
+  return evtc_kernel_visitor_fits(k, why, sizeof why);
+}
+
+/* The plan of g: every node in the GEMM kernel when accepts() takes that (a partitioner's best), else the greedy
+ * plan under accepts(); for each kernel, emits its CUDA C as the backend does for an H200 into *src
+ * (when src) and checks the GEMM kernel's path; returns the plan. */
+static int32_t *plan_case(const evt_case *c, const evtc_graph *g, int *nk, evtc_sb *src) {
+  int32_t *plan = malloc(sizeof(int32_t) * ((size_t)g->n_nodes + 1)), all[1024];
+  int n_all = 0;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    plan[i] = evtc_op_is_leaf(g->nodes[i]->op) ? -1 : 0;
+    if (plan[i] == 0 && n_all < 1024) all[n_all++] = i;
+  }
+  evtc_diag dd = {0};
+  evtc_kernel *one = evtc_kernel_build(g, all, n_all, &dd);
+  bool fused = one && accepts(one, NULL);
+  evtc_kernel_free(one);
+  CHECK(fused || !c->want_evt, "%s: the whole graph is not one evtc GEMM kernel: %s", c->name, dd.msg);
+  *nk = 1;
+  if (!fused) {
+    free(plan);
+    plan = evtc_plan_greedy(g, accepts, NULL, nk);
+  }
+  int gemms = 0;
+  for (int t = 0; t < *nk; t++) {
+    int32_t ids[512];
+    int n = 0;
+    for (int32_t i = 0; i < g->n_nodes && n < 512; i++)
+      if (plan[i] == t) ids[n++] = i;
+    evtc_diag d = {0};
+    evtc_kernel *k = evtc_kernel_build(g, ids, n, &d);
+    CHECK(k && accepts(k, NULL), "%s: kernel %d is refused: %s", c->name, t, d.msg);
+    if (!k || !accepts(k, NULL)) {
+      evtc_kernel_free(k);
+      continue;
+    }
+    snprintf(k->name, sizeof k->name, "k%d_%d", (int)(c - cases), t);
+    evtc_cuda_evt_plan pl;
+    char why[256] = "";
+    bool evt = k->kind == EVTC_ML_GEMM && evtc_cuda_gemm_use_evt(k, &pl, why, sizeof why);
+    if (k->kind == EVTC_ML_GEMM) {
+      gemms++;
+      CHECK(evt == (c->want_evt != 0), "%s: GEMM kernel on %s (%s)", c->name, evt ? "evtc's GEMM" : "cuBLASLt", why);
+      if (evt && c->reduce)   /* one column: sums over rows are scalars, over columns none */
+        CHECK(evtc_kernel_has_reduce(k, EVTC_VC_SCALAR) &&
+                  (c->N == 1 || (evtc_kernel_has_reduce(k, EVTC_VC_ROW) && evtc_kernel_has_reduce(k, EVTC_VC_COL))),
+              "%s: the reductions are in the GEMM kernel", c->name);
+      if (!evt) printf("%s: cuBLASLt path: %s\n", c->name, why);
+    }
+    if (src) {
+      evtc_sb_printf(src, "/* kernel %s: %d nodes */\n", k->name, k->n_nodes);
+      if (evt) evtc_cuda_emit_evt(src, k, &pl);
+      else if (k->kind == EVTC_ML_GEMM) evtc_cuda_emit_elementwise(src, k, "float");
+      else if (evtc_kernel_flat_fits(k)) evtc_cuda_emit_elementwise(src, k, NULL);
+      else {
+        evtc_cuda_rows_plan rp = evtc_cuda_rows_plan_of(k, 132, 227 * 1024);
+        evtc_cuda_emit_rows(src, k, &rp);
+      }
+    }
+    evtc_kernel_free(k);
+  }
+  CHECK(gemms == 1, "%s: %d GEMM kernels", c->name, gemms);
+  return plan;
+}
+
+static void compile_only(void) {
+  evtc_diag d = {0};
+  bool nvrtc = evtc_cuda_nvrtc_get(&d) != NULL;
+  if (!nvrtc) printf("no NVRTC (%s): the kernels are not compiled\n", d.msg);
+  for (int i = 0; i < N_CASES; i++) {
+    char *text = case_text(&cases[i]);
+    evtc_graph *g = oracle_parse(text, cases[i].name);
+    free(text);
+    if (!g) continue;
+    evtc_sb src = {0};
+    evtc_cuda_emit_prelude(&src);
+    int nk = 0;
+    free(plan_case(&cases[i], g, &nk, &src));
+    if (nvrtc) {
+      static const char *const opts[] = {"--std=c++17", "-lineinfo", "--diag-suppress=177,550"};
+      evtc_cuda_cubin cubin = {0};
+      evtc_diag cd = {0};
+      CHECK(evtc_cuda_compile(src.s, cases[i].name, "sm_90a", opts, 3, &cubin, &cd) == EVTC_OK && cubin.size > 0,
+            "%s: NVRTC: %s", cases[i].name, cd.msg);
+      printf("%s: %d kernels compiled for sm_90a (%s)\n", cases[i].name, nk, cubin.cache_hit ? "cache hit" : "NVRTC");
+      evtc_cuda_cubin_free(&cubin);
+    }
+    free(src.s);
+    evtc_graph_free(g);
+  }
+}
+
+static void run_case(const evt_case *c) {
+  char *text = case_text(c);
+  evtc_graph *g = oracle_parse(text, c->name);
+  free(text);
+  if (!g) return;
+  int nk = 0;
+  int32_t *plan = plan_case(c, g, &nk, NULL);
+  evtc_cuda_gemm_counts before = evtc_cuda_gemm_counts_get();
+  const double tol = c->f16 ? 4.0 / 2048 : 4.0 / 256;
+  evtc_program *p = cpu_compare(g, plan, nk, tol, c->N, c->name);   /* labels in [0, N) */
+  evtc_cuda_gemm_counts after = evtc_cuda_gemm_counts_get();
+  CHECK(after.evt - before.evt == (c->want_evt ? 1 : 0) && after.cublaslt - before.cublaslt == (c->want_evt ? 0 : 1),
+        "%s: GEMM kernels loaded: %d on evtc's GEMM, %d on cuBLASLt", c->name, after.evt - before.evt,
+        after.cublaslt - before.cublaslt);
+  if (p) {
+    evtc_program_stats st = evtc_program_get_stats(p);
+    CHECK(st.interpreted == 0, "%s: %d kernels fell back to the interpreter", c->name, st.interpreted);
+    CHECK(!c->want_evt || st.compiled == 1, "%s: %d kernels, not the one GEMM kernel", c->name, st.compiled);
+    printf("%s: %d kernels (%s GEMM)\n", c->name, st.compiled, c->want_evt ? "evtc" : "cuBLASLt");
+  }
+  evtc_program_free(p);
+  free(plan);
+  evtc_graph_free(g);
+}
+
+int main(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  unsetenv("EVTC_GEMM");
+  evtc_diag d = {0};
+  oracle_be = evtc_backend_cuda(&d);
+  if (!oracle_be) {
+    compile_only();
+    if (check_failed) return check_summary();
+    printf("SKIPPED: %s\n", d.msg);
+    return 77;
+  }
+  for (int i = 0; i < N_CASES; i++) run_case(&cases[i]);
+  return check_summary();
+}

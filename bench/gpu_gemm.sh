@@ -87,7 +87,7 @@ run-evt)
   {
     echo "== test_gpu_evt"
     rc=0
-    timeout "${EVT_TEST_TIMEOUT:-120}" "$stage/test_gpu_evt" || rc=$?
+    timeout "${EVT_TEST_TIMEOUT:-300}" "$stage/test_gpu_evt" || rc=$?
     echo "== test_gpu_evt exit code $rc"
     echo "== gpu_evt_bench"
     rc=0

@@ -11,7 +11,9 @@
  * rows (ROW, a bias gradient), sum and max over the columns (COL, a
  * layernorm's statistics), mean over everything (SCALAR).  The greedy plan
  * with the CUDA backend's acceptance puts every node into the GEMM kernel
- * when evtc's template takes it.  Odd sizes (M 2039, N 1 and 17, K 17,
+ * when evtc's template takes it; reductions it refuses for now (its
+ * reduction epilogue gave wrong max and mean results on the H200), so
+ * they run in kernels of their own and the test checks they stay out.  Odd sizes (M 2039, N 1 and 17, K 17,
  * more tiles than SMs) and batches; cases the template refuses (K = 17
  * gives lda 17, not a multiple of 8 elements; a batch-broadcast B has
  * batch stride 0, which only A's stacked batches fold away) must run correctly through the cuBLASLt fallback, and
@@ -184,7 +186,7 @@ static int32_t *plan_case(const evt_case *c, const evtc_graph *g, int *nk, evtc_
   evtc_kernel *one = evtc_kernel_build(g, all, n_all, &dd);
   bool fused = one && accepts(one, NULL);
   evtc_kernel_free(one);
-  CHECK(fused || !c->want_evt, "%s: the whole graph is not one evtc GEMM kernel: %s", c->name, dd.msg);
+  CHECK(fused || !c->want_evt || c->reduce, "%s: the whole graph is not one evtc GEMM kernel: %s", c->name, dd.msg);
   *nk = 1;
   if (!fused) {
     free(plan);
@@ -210,10 +212,10 @@ static int32_t *plan_case(const evt_case *c, const evtc_graph *g, int *nk, evtc_
     if (k->kind == EVTC_ML_GEMM) {
       gemms++;
       CHECK(evt == (c->want_evt != 0), "%s: GEMM kernel on %s (%s)", c->name, evt ? "evtc's GEMM" : "cuBLASLt", why);
-      if (evt && c->reduce)   /* one column: sums over rows are scalars, over columns none */
-        CHECK(evtc_kernel_has_reduce(k, EVTC_VC_SCALAR) &&
-                  (c->N == 1 || (evtc_kernel_has_reduce(k, EVTC_VC_ROW) && evtc_kernel_has_reduce(k, EVTC_VC_COL))),
-              "%s: the reductions are in the GEMM kernel", c->name);
+      if (evt && c->reduce)   /* refused by evtc's GEMM for now: they run in kernels of their own */
+        CHECK(!evtc_kernel_has_reduce(k, EVTC_VC_SCALAR) && !evtc_kernel_has_reduce(k, EVTC_VC_ROW) &&
+                  !evtc_kernel_has_reduce(k, EVTC_VC_COL),
+              "%s: reductions in evtc's GEMM epilogue (not yet correct on the GPU)", c->name);
       if (!evt) printf("%s: cuBLASLt path: %s\n", c->name, why);
     }
     if (src) {
@@ -276,7 +278,8 @@ static void run_case(const evt_case *c) {
   if (p) {
     evtc_program_stats st = evtc_program_get_stats(p);
     CHECK(st.interpreted == 0, "%s: %d kernels fell back to the interpreter", c->name, st.interpreted);
-    CHECK(!c->want_evt || st.compiled == 1, "%s: %d kernels, not the one GEMM kernel", c->name, st.compiled);
+    CHECK(!c->want_evt || c->reduce || st.compiled == 1, "%s: %d kernels, not the one GEMM kernel", c->name,
+          st.compiled);
     printf("%s: %d kernels (%s GEMM)\n", c->name, st.compiled, c->want_evt ? "evtc" : "cuBLASLt");
   }
   evtc_program_free(p);
@@ -287,7 +290,8 @@ static void run_case(const evt_case *c) {
 int main(int argc, char **argv) {
   (void)argc;
   (void)argv;
-  unsetenv("EVTC_GEMM");
+  setenv("EVTC_GEMM", "evtc", 1);          /* the experimental path under test (the default is cuBLASLt) */
+  unsetenv("EVTC_EVT_REDUCTIONS");
   evtc_diag d = {0};
   oracle_be = evtc_backend_cuda(&d);
   if (!oracle_be) {

@@ -73,3 +73,11 @@ bool evtc_cli_gemm(const char *s) {
   setenv("EVTC_GEMM", s, 1);
   return true;
 }
+
+bool evtc_cli_partitioner(const char *s) {
+  if (strcmp(s, "ilp") != 0 && strcmp(s, "greedy") != 0 && strcmp(s, "none") != 0 && strcmp(s, "builtin") != 0) {
+    fprintf(stderr, "evtc: --partitioner: '%s' is not ilp, greedy, none or builtin\n", s);
+    return false;
+  }
+  return true;
+}

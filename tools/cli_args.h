@@ -27,5 +27,8 @@ bool evtc_cli_mkdirs(const char *path);
  * sets the environment variable EVTC_GEMM, which the backend reads
  * (backend/cuda/cuda_gemm.h).  false with a message for another value. */
 bool evtc_cli_gemm(const char *s);
+/* --partitioner: ilp, greedy, none or builtin (runtime/program_plan.h);
+ * false with a message for another value. */
+bool evtc_cli_partitioner(const char *s);
 
 #endif

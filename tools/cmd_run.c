@@ -85,11 +85,7 @@ static bool parse_options(int argc, char **argv, run_options *o) {
     } else if (strcmp(a, "--gemm") == 0) {
       if (!evtc_cli_value(argc, argv, &i, &v) || !evtc_cli_gemm(v)) return false;
     } else if (strcmp(a, "--partitioner") == 0) {
-      if (!evtc_cli_value(argc, argv, &i, &v)) return false;
-      if (strcmp(v, "ilp") != 0 && strcmp(v, "greedy") != 0 && strcmp(v, "none") != 0 && strcmp(v, "builtin") != 0) {
-        fprintf(stderr, "evtc: --partitioner: '%s' is not ilp, greedy, none or builtin\n", v);
-        return false;
-      }
+      if (!evtc_cli_value(argc, argv, &i, &v) || !evtc_cli_partitioner(v)) return false;
       o->partitioner = v;
     } else if (strcmp(a, "--grads") == 0) {
       o->grads = true;

@@ -210,12 +210,16 @@ static void emit_comb(evtc_sb *b, const char *ind, const evtc_vnode *v, const ch
   else if (v->op == EVTC_OP_REDUCE_MIN) evtc_sb_printf(b, "%s%s = EVTC_MINN(%s, %s);\n", ind, p, p, x);
   else evtc_sb_printf(b, "%s%s += %s;\n", ind, p, x);
 }
-/* The butterfly over lanes xor `masks` (a 0-terminated list) of partial p. */
+/* The butterfly over lanes xor `masks` (a 0-terminated list) of partial p.  Each shuffle goes to a
+ * variable first: EVTC_MAXN / EVTC_MINN name their operands twice, and a shuffle evaluated in one arm
+ * of their conditional would run in some lanes only. */
 static void emit_shuffles(evtc_sb *b, const char *ind, const evtc_vnode *v, const char *p, const int *masks) {
+  char in[64];
+  snprintf(in, sizeof in, "%s  ", ind);
   for (const int *m = masks; *m; m++) {
-    char x[96];
-    snprintf(x, sizeof x, "__shfl_xor_sync(0xffffffffu, %s, %d)", p, *m);
-    emit_comb(b, ind, v, p, x);
+    evtc_sb_printf(b, "%s{\n%s  const auto s = __shfl_xor_sync(0xffffffffu, %s, %d);\n", ind, ind, p, *m);
+    emit_comb(b, in, v, p, "s");
+    evtc_sb_printf(b, "%s}\n", ind);
   }
 }
 

@@ -37,7 +37,7 @@
 #include "runtime/program_plan.h"
 
 enum { WARM = 3, ITERS = 20, SAMPLES = 65536 };
-enum { CUDA_R_16BF = 14, DESC_EPILOGUE = 7, DESC_BIAS_POINTER = 8, EPILOGUE_GELU_BIAS = 36 };
+enum { DESC_EPILOGUE = 7, DESC_BIAS_POINTER = 8, EPILOGUE_GELU_BIAS = 36 };
 static const int64_t M = 16384, N = 4096, K = 1024;
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
@@ -191,9 +191,9 @@ static double lt_gelu_bias(evtc_diag *d) {
   if (!st) st = lt->cublasLtMatmulDescSetAttribute(desc, EVTC_CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
   if (!st) st = lt->cublasLtMatmulDescSetAttribute(desc, DESC_EPILOGUE, &epi, sizeof epi);
   if (!st) st = lt->cublasLtMatmulDescSetAttribute(desc, DESC_BIAS_POINTER, &bias, sizeof bias);
-  if (!st) st = lt->cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, (uint64_t)K, (uint64_t)N, K);
-  if (!st) st = lt->cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, (uint64_t)K, (uint64_t)M, K);
-  if (!st) st = lt->cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, (uint64_t)N, (uint64_t)M, N);
+  if (!st) st = lt->cublasLtMatrixLayoutCreate(&la, EVTC_CUDA_R_16BF, (uint64_t)K, (uint64_t)N, K);
+  if (!st) st = lt->cublasLtMatrixLayoutCreate(&lb, EVTC_CUDA_R_16BF, (uint64_t)K, (uint64_t)M, K);
+  if (!st) st = lt->cublasLtMatrixLayoutCreate(&lc, EVTC_CUDA_R_16BF, (uint64_t)N, (uint64_t)M, N);
   cublasLtMatmulPreference_t pref = NULL;
   unsigned long long wsb = ws_bytes;
   if (!st) st = lt->cublasLtMatmulPreferenceCreate(&pref);

@@ -29,6 +29,7 @@
 
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_emit_gemm.h"
+#include "runtime/elements.h"
 
 static const evtc_cuda_gemm_config cfgs[] = {
     {128, 256, 64, 4, 2, 1, 1, 8},
@@ -36,7 +37,6 @@ static const evtc_cuda_gemm_config cfgs[] = {
     {128, 128, 64, 6, 2, 1, 1, 8},
 };
 enum { N_CFG = sizeof cfgs / sizeof cfgs[0], WARM = 5, ITERS = 20, SAMPLES = 2048 };
-enum { CUDA_R_16BF = 14 };
 static const int64_t shapes[][3] = {{8192, 8192, 8192}, {16384, 4096, 1024}, {16384, 1024, 4096}};
 enum { N_SHAPE = sizeof shapes / sizeof shapes[0] };
 
@@ -46,19 +46,6 @@ static double urand(void) {
   rng ^= rng << 25;
   rng ^= rng >> 27;
   return (double)((rng * 2685821657736338717ull) >> 11) * 0x1.0p-53;
-}
-
-static uint16_t bf16_of(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
-
-static double bf16_val(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
 }
 
 static int cmp_float(const void *a, const void *b) {
@@ -127,12 +114,12 @@ static double check_output(evtc_cuda_device *dev, const bufs *B, evtc_diag *d) {
     int64_t r = (int64_t)(urand() * (double)B->M), c = (int64_t)(urand() * (double)B->N);
     double ref = 0, mag = 0;
     for (int64_t k = 0; k < B->K; k++) {
-      double t = bf16_val(B->a[r * B->K + k]) * bf16_val(B->b_nk[c * B->K + k]);
+      double t = evtc_bf16_to_double(B->a[r * B->K + k]) * evtc_bf16_to_double(B->b_nk[c * B->K + k]);
       ref += t;
       mag += fabs(t);
     }
     double tol = (double)B->K * 0x1p-22 * mag + fabs(ref) * 0x1p-7 + 1e-30;
-    double e = fabs(bf16_val(out[r * B->N + c]) - ref) / tol;
+    double e = fabs(evtc_bf16_to_double(out[r * B->N + c]) - ref) / tol;
     if (!(e <= worst)) worst = e;   /* NaN sticks */
   }
   free(out);
@@ -203,10 +190,10 @@ static evtc_status lt_init(lt_run *r, const bufs *B, bool b_kmajor, evtc_diag *d
   if (!st) st = lt->cublasLtMatmulDescSetAttribute(r->desc, EVTC_CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
   /* B as stored: N x K row-major is column-major K x N (ld K); K x N row-major is column-major N x K (ld N) */
   if (!st)
-    st = b_kmajor ? lt->cublasLtMatrixLayoutCreate(&r->la, CUDA_R_16BF, (uint64_t)B->K, (uint64_t)B->N, B->K)
-                  : lt->cublasLtMatrixLayoutCreate(&r->la, CUDA_R_16BF, (uint64_t)B->N, (uint64_t)B->K, B->N);
-  if (!st) st = lt->cublasLtMatrixLayoutCreate(&r->lb, CUDA_R_16BF, (uint64_t)B->K, (uint64_t)B->M, B->K);
-  if (!st) st = lt->cublasLtMatrixLayoutCreate(&r->lc, CUDA_R_16BF, (uint64_t)B->N, (uint64_t)B->M, B->N);
+    st = b_kmajor ? lt->cublasLtMatrixLayoutCreate(&r->la, EVTC_CUDA_R_16BF, (uint64_t)B->K, (uint64_t)B->N, B->K)
+                  : lt->cublasLtMatrixLayoutCreate(&r->la, EVTC_CUDA_R_16BF, (uint64_t)B->N, (uint64_t)B->K, B->N);
+  if (!st) st = lt->cublasLtMatrixLayoutCreate(&r->lb, EVTC_CUDA_R_16BF, (uint64_t)B->K, (uint64_t)B->M, B->K);
+  if (!st) st = lt->cublasLtMatrixLayoutCreate(&r->lc, EVTC_CUDA_R_16BF, (uint64_t)B->N, (uint64_t)B->M, B->N);
   cublasLtMatmulPreference_t pref = NULL;
   unsigned long long ws = r->ws_bytes;
   if (!st) st = lt->cublasLtMatmulPreferenceCreate(&pref);
@@ -249,8 +236,8 @@ static void run_shape(evtc_cuda_device *dev, CUmodule mod, const evtc_cuda_cubla
   B.a = malloc(na * 2);
   B.b_nk = malloc(nb * 2);
   B.b_kn = malloc(nb * 2);
-  for (size_t i = 0; i < na; i++) B.a[i] = bf16_of((float)(urand() * 2 - 1));
-  for (size_t i = 0; i < nb; i++) B.b_nk[i] = bf16_of((float)(urand() * 2 - 1));
+  for (size_t i = 0; i < na; i++) B.a[i] = evtc_double_to_bf16(urand() * 2 - 1);
+  for (size_t i = 0; i < nb; i++) B.b_nk[i] = evtc_double_to_bf16(urand() * 2 - 1);
   for (int64_t n = 0; n < B.N; n++)
     for (int64_t k = 0; k < B.K; k++) B.b_kn[k * B.N + n] = B.b_nk[n * B.K + k];
   evtc_diag d = {0};

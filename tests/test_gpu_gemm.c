@@ -33,6 +33,7 @@
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_emit_gemm.h"
 #include "check.h"
+#include "runtime/elements.h"
 
 static const evtc_cuda_gemm_config cfgs[] = {
     {128, 256, 64, 4, 2, 1, 1, 8},   /* the default: 64x256 per consumer warpgroup */
@@ -126,43 +127,6 @@ static char *module_source(void) {
   return b.s;
 }
 
-/* ---- 16-bit floats on the host ---- */
-
-static uint32_t f32_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
-}
-
-static uint16_t bf16_of(float f) {   /* round to nearest even (no NaN here) */
-  uint32_t u = f32_bits(f);
-  return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
-
-static double bf16_val(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
-static uint16_t f16_of(float f) {   /* round to nearest even; |f| < 65504 */
-  uint16_t sign = (uint16_t)((f32_bits(f) >> 16) & 0x8000u);
-  float a = fabsf(f);
-  if (a < 0x1p-14f) return (uint16_t)(sign | (uint16_t)lrintf(a * 0x1p24f));   /* subnormal (1024: the least normal) */
-  int e;
-  float m = frexpf(a, &e);                                  /* a = m 2^e, m in [0.5, 1) */
-  long mant = lrintf((2 * m - 1) * 1024), ex = e - 1 + 15;
-  if (mant == 1024) mant = 0, ex++;
-  return (uint16_t)(sign | (uint16_t)(ex << 10) | (uint16_t)mant);
-}
-
-static double f16_val(uint16_t h) {
-  int ex = (h >> 10) & 31, mant = h & 1023;
-  double v = ex == 0 ? ldexp(mant, -24) : ex == 31 ? (mant ? NAN : INFINITY) : ldexp(1024 + mant, ex - 25);
-  return h & 0x8000 ? -v : v;
-}
-
 /* ---- one case ---- */
 
 typedef struct operand {
@@ -181,9 +145,9 @@ static void operand_make(operand *o, int64_t rows, int64_t cols, int64_t batch, 
   o->bits = malloc(o->elems * 2);
   o->val = malloc(o->elems * sizeof(double));
   for (size_t i = 0; i < o->elems; i++) {   /* padding too: values the kernel must not read */
-    float x = (float)(check_urand() * 2 - 1);
-    o->bits[i] = t == EVTC_BF16 ? bf16_of(x) : f16_of(x);
-    o->val[i] = t == EVTC_BF16 ? bf16_val(o->bits[i]) : f16_val(o->bits[i]);
+    double x = check_urand() * 2 - 1;
+    o->bits[i] = t == EVTC_BF16 ? evtc_double_to_bf16(x) : evtc_double_to_f16(x);
+    o->val[i] = t == EVTC_BF16 ? evtc_bf16_to_double(o->bits[i]) : evtc_f16_to_double(o->bits[i]);
   }
 }
 
@@ -204,7 +168,7 @@ static double out_val(const void *buf, size_t i, evtc_dtype t, int *poisoned) {
   uint16_t h;
   memcpy(&h, (const char *)buf + i * 2, 2);
   *poisoned = h == 0xFFFFu;
-  return t == EVTC_BF16 ? bf16_val(h) : f16_val(h);
+  return t == EVTC_BF16 ? evtc_bf16_to_double(h) : evtc_f16_to_double(h);
 }
 
 /* Runs case g with kernel k; false when the device is unusable afterwards (a fault). */

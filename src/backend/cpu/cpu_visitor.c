@@ -130,6 +130,14 @@ void evtc_cpu_emit_prelude(evtc_sb *b) {
     "  union { int32_t i; float f; } s1 = {.i = (n1 + 127) << 23}, s2 = {.i = (n2 + 127) << 23};\n"
     "  return x != x ? x : p * s1.f * s2.f;\n"
     "}\n"
+    /* f32 tanh, sigmoid and tanh-GELU: each backend's prelude has its own (CUDA's: one reciprocal, no division) */
+    "static inline float evtc_tanhf(float x) { return tanhf(x); }\n"
+    "static inline float evtc_sigmoidf(float x) {\n"
+    "  return x >= 0 ? 1.0f / (1.0f + evtc_expf(-x)) : evtc_expf(x) / (1.0f + evtc_expf(x));\n"
+    "}\n"
+    "static inline float evtc_gelu_tanhf(float x) {\n"
+    "  return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));\n"
+    "}\n"
     "static inline int64_t evtc_f2i(double x, double lo, double hi) {\n"
     "  return x != x ? 0 : x <= lo ? (int64_t)lo : x >= hi ? (int64_t)hi : (int64_t)x;\n"
     "}\n"
@@ -245,16 +253,13 @@ static const char *unary_expr(evtc_op op, bool f32) {
     case EVTC_OP_SQRT: return f32 ? "sqrtf(@)" : "sqrt(@)";
     case EVTC_OP_RSQRT: return f32 ? "1.0f / sqrtf(@)" : "1.0 / sqrt(@)";
     case EVTC_OP_RECIPROCAL: return f32 ? "1.0f / @" : "1.0 / @";
-    case EVTC_OP_TANH: return f32 ? "tanhf(@)" : "tanh(@)";
-    case EVTC_OP_SIGMOID:
-      return f32 ? "(@ >= 0 ? 1.0f / (1.0f + evtc_expf(-@)) : evtc_expf(@) / (1.0f + evtc_expf(@)))"
-                 : "(@ >= 0 ? 1.0 / (1.0 + exp(-@)) : exp(@) / (1.0 + exp(@)))";
+    case EVTC_OP_TANH: return f32 ? "evtc_tanhf(@)" : "tanh(@)";
+    case EVTC_OP_SIGMOID: return f32 ? "evtc_sigmoidf(@)" : "(@ >= 0 ? 1.0 / (1.0 + exp(-@)) : exp(@) / (1.0 + exp(@)))";
     case EVTC_OP_RELU: return "(@ > 0 ? @ : 0)";
     case EVTC_OP_GELU:
       return f32 ? "0.5f * @ * (1.0f + evtc_erff(@ * 0.70710678118654752f))" : "0.5 * @ * (1.0 + erf(@ * 0.70710678118654752))";
     case EVTC_OP_GELU_TANH:
-      return f32 ? "0.5f * @ * (1.0f + tanhf(0.79788456080286536f * (@ + 0.044715f * @ * @ * @)))"
-                 : "0.5 * @ * (1.0 + tanh(0.79788456080286536 * (@ + 0.044715 * @ * @ * @)))";
+      return f32 ? "evtc_gelu_tanhf(@)" : "0.5 * @ * (1.0 + tanh(0.79788456080286536 * (@ + 0.044715 * @ * @ * @)))";
     case EVTC_OP_ERF: return f32 ? "evtc_erff(@)" : "erf(@)";
     case EVTC_OP_SIN: return f32 ? "sinf(@)" : "sin(@)";
     case EVTC_OP_COS: return f32 ? "cosf(@)" : "cos(@)";

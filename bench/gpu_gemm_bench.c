@@ -32,9 +32,11 @@
 #include "runtime/elements.h"
 
 static const evtc_cuda_gemm_config cfgs[] = {
-    {128, 256, 64, 4, 2, 1, 1, 8},
-    {256, 128, 64, 4, 2, 1, 1, 8},
-    {128, 128, 64, 6, 2, 1, 1, 8},
+    {128, 256, 64, 4, 2, 1, 1, 8, false},
+    {256, 128, 64, 4, 2, 1, 1, 8, false},
+    {128, 128, 64, 6, 2, 1, 1, 8, false},
+    {128, 128, 64, 6, 2, 1, 1, 8, true},    /* pingpong: the visitor epilogue's default */
+    {64, 256, 64, 4, 2, 1, 1, 8, true},
 };
 enum { N_CFG = sizeof cfgs / sizeof cfgs[0], WARM = 5, ITERS = 20, SAMPLES = 2048 };
 static const int64_t shapes[][3] = {{8192, 8192, 8192}, {16384, 4096, 1024}, {16384, 1024, 4096}};

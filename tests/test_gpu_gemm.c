@@ -36,10 +36,12 @@
 #include "runtime/elements.h"
 
 static const evtc_cuda_gemm_config cfgs[] = {
-    {128, 256, 64, 4, 2, 1, 1, 8},   /* the default: 64x256 per consumer warpgroup */
-    {128, 128, 64, 6, 2, 1, 1, 8},
-    {256, 128, 64, 4, 2, 1, 1, 4},   /* two 64-row atoms per consumer */
-    {128, 128, 64, 5, 1, 1, 1, 2},   /* one consumer warpgroup (no register reallocation) */
+    {128, 256, 64, 4, 2, 1, 1, 8, false},   /* the default: 64x256 per consumer warpgroup */
+    {128, 128, 64, 6, 2, 1, 1, 8, false},
+    {256, 128, 64, 4, 2, 1, 1, 4, false},   /* two 64-row atoms per consumer */
+    {128, 128, 64, 5, 1, 1, 1, 2, false},   /* one consumer warpgroup (no register reallocation) */
+    {128, 128, 64, 5, 2, 1, 1, 8, true},    /* pingpong: consumers take alternate 128x128 tiles */
+    {64, 256, 64, 4, 2, 1, 1, 8, true},     /* pingpong: alternate 64x256 tiles */
 };
 enum { N_CFG = sizeof cfgs / sizeof cfgs[0] };
 /* (input, output) types: 0 bf16->f32, 1 bf16->bf16, 2 f16->f16, 3 f16->f32 */
@@ -87,6 +89,7 @@ static void make_cases(void) {
   add(129, 264, 65, 2, 2, 1, 2, 0);   /* batched, staged bf16 stores, two atoms per consumer */
   add_case(129, 257, 65, 2, 0, 0, 0, 1, 1);
   add_case(200, 100, 300, 1, 3, 3, 3, 0, 1);
+  add_case(300, 520, 130, 3, 1, 0, 4, 0, 1);   /* the hook on pingpong tiles */
 }
 
 /* The epilogue hook with a parameter: D = alpha acc + (r - 2 c), stored as f32 by hand. */
@@ -305,6 +308,25 @@ static void check_host_side(void) {
   bad = cfgs[2];
   bad.consumers = 1;   /* 2 x 256 / 2 = 256 accumulators per thread */
   CHECK(!evtc_cuda_gemm_config_check(&bad, &v, why, sizeof why) && strstr(why, "registers"), "regs refused: %s", why);
+  bad = cfgs[4];
+  bad.consumers = 1;
+  CHECK(!evtc_cuda_gemm_config_check(&bad, &v, why, sizeof why) && strstr(why, "pingpong"), "pingpong alone refused: %s",
+        why);
+  bad = cfgs[0];
+  bad.pingpong = true;   /* 128 x 256 whole per warpgroup: 256 accumulators per thread */
+  CHECK(!evtc_cuda_gemm_config_check(&bad, &v, why, sizeof why) && strstr(why, "registers"),
+        "pingpong 128x256 refused: %s", why);
+  for (int c = 0; c < N_CFG; c++) {
+    char name[64], again[64] = "";
+    evtc_cuda_gemm_config back;
+    evtc_cuda_gemm_config_name(&cfgs[c], name, sizeof name);
+    if (evtc_cuda_gemm_config_parse(name, &back)) evtc_cuda_gemm_config_name(&back, again, sizeof again);
+    CHECK(strcmp(name, again) == 0 && back.pingpong == cfgs[c].pingpong, "config name '%s' parses back ('%s')", name,
+          again);
+  }
+  evtc_cuda_gemm_config junk;
+  CHECK(!evtc_cuda_gemm_config_parse("128x256x64 s4 c2", &junk) && !evtc_cuda_gemm_config_parse("128x256x64 s4 c2 g8 px", &junk),
+        "malformed config names refused");
   evtc_cuda_gemm_variant f64 = v;
   f64.in = EVTC_F64;
   CHECK(!evtc_cuda_gemm_config_check(&cfgs[0], &f64, why, sizeof why), "f64 input refused");

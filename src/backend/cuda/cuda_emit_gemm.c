@@ -26,6 +26,20 @@
  * grouped raster: group_m tile rows form a group walked column by column,
  * so the CTAs in flight read a few A row-panels and B column-panels.
  *
+ * Pingpong (cfg.pingpong, 2 consumers).  Cooperative consumers split every
+ * tile's rows and run its epilogue together while the tensor cores wait.
+ * With pingpong each consumer takes every other tile of the CTA, whole
+ * (WM = tile_m / 64 atoms), and lets the other's k-blocks pass by in the
+ * ring (its stage and phase advance by kblocks); a stage then has one
+ * reader warpgroup (empty barrier count 4).  The producer fills the ring in
+ * tile order; the consumers also take turns on the tensor cores (named
+ * barriers 3 and 4: a warpgroup waits for its turn before its main loop
+ * and passes the turn on after it), which is what makes the skip safe: a
+ * consumer waits on a stage's `full` barrier only after the other has
+ * waited for every phase of its own tile, so the phase it asks for is never
+ * one that a parity test would take for an old, completed one.  Each
+ * epilogue then overlaps the other consumer's main loop.
+ *
  * Shared memory.  The ring starts at the first 1024-byte boundary of the
  * dynamic shared memory (the 128B swizzle repeats every 1024 bytes and TMA
  * and wgmma must agree on where it starts: descriptor base offset 0).
@@ -74,8 +88,30 @@ evtc_cuda_gemm_config evtc_cuda_gemm_config_default(void) {
 }
 
 void evtc_cuda_gemm_config_name(const evtc_cuda_gemm_config *c, char *buf, size_t cap) {
-  snprintf(buf, cap, "%dx%dx%d s%d c%d g%d", c->tile_m, c->tile_n, c->tile_k, c->stages, c->consumers, c->group_m);
+  snprintf(buf, cap, "%dx%dx%d s%d c%d g%d%s", c->tile_m, c->tile_n, c->tile_k, c->stages, c->consumers, c->group_m,
+           c->pingpong ? " pp" : "");
 }
+
+bool evtc_cuda_gemm_config_parse(const char *s, evtc_cuda_gemm_config *c) {
+  evtc_cuda_gemm_config r = evtc_cuda_gemm_config_default();
+  int used = 0;
+  if (sscanf(s, "%dx%dx%d s%d c%d g%d%n", &r.tile_m, &r.tile_n, &r.tile_k, &r.stages, &r.consumers, &r.group_m,
+             &used) != 6)
+    return false;
+  s += used;
+  while (*s == ' ') s++;
+  r.pingpong = strncmp(s, "pp", 2) == 0;
+  if (r.pingpong) s += 2;
+  while (*s == ' ') s++;
+  if (*s) return false;
+  *c = r;
+  return true;
+}
+
+int evtc_cuda_gemm_row_groups(const evtc_cuda_gemm_config *c) { return c->pingpong ? 1 : c->consumers; }
+
+/* 64-row wgmma atoms per consumer warpgroup and tile. */
+static int atoms(const evtc_cuda_gemm_config *c) { return c->tile_m / (ATOM_M * evtc_cuda_gemm_row_groups(c)); }
 
 unsigned evtc_cuda_gemm_threads(const evtc_cuda_gemm_config *c) { return 128u * (unsigned)(1 + c->consumers); }
 
@@ -104,15 +140,21 @@ bool evtc_cuda_gemm_config_check(const evtc_cuda_gemm_config *c, const evtc_cuda
     snprintf(why, cap, "%d consumer warpgroups (1 or 2)", c->consumers);
     return false;
   }
-  if (c->tile_m < ATOM_M * c->consumers || c->tile_m % (ATOM_M * c->consumers) || c->tile_m > 256) {
-    snprintf(why, cap, "tile_m %d (a multiple of 64 x consumers, at most 256)", c->tile_m);
+  if (c->pingpong && c->consumers != 2) {
+    snprintf(why, cap, "pingpong with %d consumer warpgroup (2 take turns)", c->consumers);
+    return false;
+  }
+  const int groups = evtc_cuda_gemm_row_groups(c);
+  if (c->tile_m < ATOM_M * groups || c->tile_m % (ATOM_M * groups) || c->tile_m > 256) {
+    snprintf(why, cap, "tile_m %d (a multiple of 64 x the warpgroups sharing a tile (%d), at most 256)", c->tile_m,
+             groups);
     return false;
   }
   if (c->tile_n < 64 || c->tile_n % 64 || c->tile_n > 256) {
     snprintf(why, cap, "tile_n %d (64, 128, 192 or 256: wgmma n <= 256, 64-wide TMA panels)", c->tile_n);
     return false;
   }
-  int regs = c->tile_m / (ATOM_M * c->consumers) * c->tile_n / 2;
+  int regs = atoms(c) * c->tile_n / 2;
   if (regs > 128) {
     snprintf(why, cap, "%d accumulator registers per consumer thread (at most 128)", regs);
     return false;
@@ -145,6 +187,7 @@ static void emit_helpers(evtc_sb *b) {
     "struct __align__(64) evtc_tmap { unsigned long long opaque[16]; };   /* a CUtensorMap */\n"
     "struct evtc_gemm_dims { int M, N, K, batch, tma_store, reserved; long long ldc, c_bstride; };\n"
     "struct __align__(8) evtc_f32x2 { float x, y; };\n"
+    "struct __align__(16) evtc_u32x4 { unsigned x, y, z, w; };\n"
     "__device__ __forceinline__ unsigned evtc_smem_u32(const void *p) {\n"
     "  unsigned a;\n"
     "  asm(\"{ .reg .u64 t; cvta.to.shared.u64 t, %%1; cvt.u32.u64 %%0, t; }\" : \"=r\"(a) : \"l\"(p));\n"
@@ -187,6 +230,9 @@ static void emit_helpers(evtc_sb *b) {
     "/* Generic-proxy shared-memory writes visible to the async proxy (TMA), then a warpgroup barrier. */\n"
     "__device__ __forceinline__ void evtc_fence_smem_async() { asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\"); }\n"
     "__device__ __forceinline__ void evtc_wg_sync(unsigned id) { asm volatile(\"bar.sync %%0, 128;\" :: \"r\"(id) : \"memory\"); }\n"
+    "/* Pingpong turns: named barrier id between two warpgroups, one waits (sync), the other signals (arrive). */\n"
+    "__device__ __forceinline__ void evtc_turn_wait(unsigned id) { asm volatile(\"bar.sync %%0, 256;\" :: \"r\"(id) : \"memory\"); }\n"
+    "__device__ __forceinline__ void evtc_turn_pass(unsigned id) { asm volatile(\"bar.arrive %%0, 256;\" :: \"r\"(id) : \"memory\"); }\n"
     "/* wgmma shared-memory descriptor, 128B swizzle (see cuda_emit_gemm.c). */\n"
     "__device__ __forceinline__ unsigned long long evtc_wgmma_desc(unsigned addr, unsigned lbo, unsigned sbo) {\n"
     "  return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |\n"
@@ -306,13 +352,13 @@ static void emit_producer(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc
     S);
 }
 
-/* The epilogue hook: every accumulator element inside the bounds, with r, c, rg (and bat) in scope.  8-column
- * blocks outside (a column's partial over the thread's rows is complete after the rows: the hook's col_end),
- * rows inside, the thread's two adjacent columns innermost (pair_begin / pair_end around them: paired
- * stores); every lane runs every iteration (warp shuffles in col_end / tile_end need them all). */
-static void emit_epilogue_hook(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_epilogue *epi) {
-  const int wm = c->tile_m / (ATOM_M * c->consumers), nj = c->tile_n / 8;
-  if (epi->emit_tile_begin) epi->emit_tile_begin(b, "      ", epi->ctx);
+/* The epilogue hook's loops over a tile: every accumulator element inside the bounds, with r, c, rg (and bat)
+ * in scope.  8-column blocks outside (a column's partial over the thread's rows is complete after the rows:
+ * the hook's col_end), rows inside, the thread's two adjacent columns innermost (pair_begin / pair_end
+ * around them: paired stores); every lane runs every iteration (warp shuffles in col_end / tile_end need
+ * them all).  Bounds are tested through EVTC_IN_M(row) and EVTC_IN_N(column), defined by the caller. */
+static void emit_hook_loops(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_epilogue *epi) {
+  const int wm = atoms(c), nj = c->tile_n / 8;
   evtc_sb_printf(b, "#pragma unroll\n      for (int j = 0; j < %d; j++) {\n", nj);
   if (epi->emit_col_begin) epi->emit_col_begin(b, "        ", epi->ctx);
   evtc_sb_printf(b,
@@ -329,7 +375,7 @@ static void emit_epilogue_hook(evtc_sb *b, const evtc_cuda_gemm_config *c, const
     "#pragma unroll\n"
     "            for (int e = 0; e < 2; e++) {\n"
     "              const long long c = c0 + e;\n"
-    "              if (r < dims.M && c < dims.N) {\n"
+    "              if (EVTC_IN_M(r) && EVTC_IN_N(c)) {\n"
     "                const float acc_v = acc[i][4 * j + 2 * h + e];\n");
   epi->emit_element(b, "                ", "acc_v", epi->ctx);
   evtc_sb_printf(b, "              }\n            }\n");
@@ -337,6 +383,19 @@ static void emit_epilogue_hook(evtc_sb *b, const evtc_cuda_gemm_config *c, const
   evtc_sb_printf(b, "          }\n        }\n");
   if (epi->emit_col_end) epi->emit_col_end(b, "        ", epi->ctx);
   evtc_sb_printf(b, "      }\n");
+}
+
+/* The epilogue hook on a tile: the loops twice, for a tile wholly inside the bounds (no tests: fewer
+ * instructions per element where nearly all tiles are) and for an edge tile. */
+static void emit_epilogue_hook(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_epilogue *epi) {
+  if (epi->emit_tile_begin) epi->emit_tile_begin(b, "      ", epi->ctx);
+  evtc_sb_printf(b, "      if (m0 + %d <= dims.M && n0 + %d <= dims.N) {\n"
+                    "#define EVTC_FULL_TILE 1\n#define EVTC_IN_M(x) true\n#define EVTC_IN_N(x) true\n", c->tile_m, c->tile_n);
+  emit_hook_loops(b, c, epi);
+  evtc_sb_printf(b, "#undef EVTC_FULL_TILE\n#undef EVTC_IN_M\n#undef EVTC_IN_N\n      } else {\n"
+                    "#define EVTC_FULL_TILE 0\n#define EVTC_IN_M(x) ((x) < dims.M)\n#define EVTC_IN_N(x) ((x) < dims.N)\n");
+  emit_hook_loops(b, c, epi);
+  evtc_sb_printf(b, "#undef EVTC_FULL_TILE\n#undef EVTC_IN_M\n#undef EVTC_IN_N\n      }\n");
   if (epi->emit_tile_end) epi->emit_tile_end(b, "      ", epi->ctx);
 }
 
@@ -350,7 +409,7 @@ static void emit_epilogue_hook(evtc_sb *b, const evtc_cuda_gemm_config *c, const
  * (wait_group.read 1 before each subtile, the running subtile count dq picking the buffer).  Direct
  * otherwise: each thread stores its pairs of columns, with bounds checks. */
 static void emit_epilogue_store(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_variant *v) {
-  const int wm = c->tile_m / (ATOM_M * c->consumers), nj = c->tile_n / 8;
+  const int wm = atoms(c), nj = c->tile_n / 8;
   const char *t = v->out == EVTC_F32 ? "f32" : v->out == EVTC_BF16 ? "bf16" : "f16";
   const size_t es = evtc_dtype_size(v->out);
   const int sub_cols = ROW_BYTES / (int)es, nsub = c->tile_n / sub_cols;
@@ -363,7 +422,7 @@ static void emit_epilogue_store(evtc_sb *b, const evtc_cuda_gemm_config *c, cons
     "          for (int q = 0; q < %d; q++, dq++) {        /* subtile: 64 rows x %d columns */\n"
     "            const unsigned buf = stage_d + (dq & 1u) * %uu;\n"
     "            if (leader) evtc_bulk_wait_read1();\n"
-    "            evtc_wg_sync(1 + cw);\n"
+    "            evtc_wg_sync(1 + wg);\n"
     "#pragma unroll\n"
     "            for (int jj = 0; jj < %d; jj++) {\n"
     "#pragma unroll\n"
@@ -374,7 +433,7 @@ static void emit_epilogue_store(evtc_sb *b, const evtc_cuda_gemm_config *c, cons
     "              }\n"
     "            }\n"
     "            evtc_fence_smem_async();\n"
-    "            evtc_wg_sync(1 + cw);\n"
+    "            evtc_wg_sync(1 + wg);\n"
     "            if (leader) evtc_tma_store(&tma_d, buf, n0 + q * %d, m0 + (cw * %d + i) * 64, bat);\n"
     "          }\n"
     "        }\n"
@@ -409,20 +468,22 @@ static void emit_epilogue_store(evtc_sb *b, const evtc_cuda_gemm_config *c, cons
 /* A consumer warpgroup: main loop over the ring, then the epilogue, tile after tile. */
 static void emit_consumer(evtc_sb *b, const char *name, const evtc_cuda_gemm_config *c,
                           const evtc_cuda_gemm_variant *v, const evtc_cuda_gemm_epilogue *epi) {
-  const int S = c->stages, wm = c->tile_m / (ATOM_M * c->consumers), regs = c->tile_n / 2;
+  const int S = c->stages, wm = atoms(c), regs = c->tile_n / 2;
   const unsigned a_bytes = (unsigned)c->tile_m * ROW_BYTES;
   /* k16 step within the 64-wide block: 32 bytes along a K-major row, 16 k-rows (2048 bytes) for MN-major */
   const unsigned a_step = v->a_kmajor ? 32 : 2048, b_step = v->b_kmajor ? 32 : 2048;
   const unsigned a_lbo = v->a_kmajor ? 16 : PANEL_BYTES, b_lbo = v->b_kmajor ? 16 : PANEL_BYTES;
-  evtc_sb_printf(b, "    const int cw = (threadIdx.x >> 7) - 1, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;\n"
-                    "    (void)warp;\n");
+  /* wg: the consumer warpgroup; cw: its block of rows in a tile (0 with pingpong: each owns whole tiles) */
+  evtc_sb_printf(b, "    const int wg = (threadIdx.x >> 7) - 1, cw = %s, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;\n"
+                    "    (void)warp; (void)cw;\n",
+                 c->pingpong ? "0" : "wg");
   if (epi && epi->emit_setup) epi->emit_setup(b, "    ", epi->ctx);
   if (!(epi && epi->emit_element)) {
     size_t es = evtc_dtype_size(v->out);
     evtc_sb_printf(b, "    /* direct stores: two columns at a time when every row and batch start keeps them %zu-byte aligned */\n"
                       "    const bool pairs = ((dims.ldc | dims.c_bstride) & 1) == 0 && ((unsigned long long)out_ptr & %zu) == 0;\n"
                       "    /* staged stores: this warpgroup's two subtile buffers, its TMA-issuing thread */\n"
-                      "    const unsigned stage_d = dbuf + (unsigned)cw * %uu;\n"
+                      "    const unsigned stage_d = dbuf + (unsigned)wg * %uu;\n"
                       "    const bool leader = (threadIdx.x & 127) == 0;\n"
                       "    unsigned dq = 0;\n",
                    2 * es, 2 * es - 1, 2u * D_SUBTILE);
@@ -430,7 +491,17 @@ static void emit_consumer(evtc_sb *b, const char *name, const evtc_cuda_gemm_con
   evtc_sb_printf(b,
     "    float acc[%d][%d];\n"
     "    unsigned s = 0, ph = 0;\n"
-    "    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {\n"
+    "    for (int t = blockIdx.x, it = 0; t < tiles; t += gridDim.x, it++) {\n"
+    "      (void)it;\n", wm, regs);
+  if (c->pingpong)
+    evtc_sb_printf(b,
+      "      if ((it & 1) != wg) {               /* the other warpgroup's tile: its k-blocks pass by in the ring */\n"
+      "        const unsigned q = s + (unsigned)kblocks;\n"
+      "        s = q %% %uu;\n"
+      "        ph ^= (q / %uu) & 1u;\n"
+      "        continue;\n"
+      "      }\n", (unsigned)S, (unsigned)S);
+  evtc_sb_printf(b,
     "      int bat, m0, n0;\n"
     "      evtc_gemm_tile(t, tiles_m, tiles_n, %d, %d, %d, &bat, &m0, &n0);\n"
     "#pragma unroll\n"
@@ -439,7 +510,10 @@ static void emit_consumer(evtc_sb *b, const char *name, const evtc_cuda_gemm_con
     "        for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n"
     "        %s_pin(acc[i]);\n"
     "      }\n"
-    "      unsigned prev = 0;\n"
+    "      unsigned prev = 0;\n", c->group_m, c->tile_m, c->tile_n, wm, regs, name);
+  if (c->pingpong)   /* the other warpgroup's k-blocks must all have been waited for: see pingpong above */
+    evtc_sb_printf(b, "      if (it > 0 || wg > 0) evtc_turn_wait(3 + wg);   /* this warpgroup's turn on the tensor cores */\n");
+  evtc_sb_printf(b,
     "      for (int kb = 0; kb < kblocks; kb++) {\n"
     "        evtc_mbar_wait(bar0 + 8u * s, ph);                      /* stage s full */\n"
     "        const unsigned sa = ring + s * %uu + (unsigned)cw * %uu, sb = ring + s * %uu + %uu;\n"
@@ -458,13 +532,16 @@ static void emit_consumer(evtc_sb *b, const char *name, const evtc_cuda_gemm_con
     "        }\n"
     "        prev = s;\n"
     "        if (++s == %d) { s = 0; ph ^= 1u; }\n"
-    "      }\n"
+    "      }\n", stage_bytes(c), (unsigned)wm * PANEL_BYTES, stage_bytes(c), a_bytes, b_step, b_lbo, wm, name,
+    (unsigned)PANEL_BYTES, a_step, a_lbo, S, S);
+  if (c->pingpong)   /* the next tile is the other warpgroup's */
+    evtc_sb_printf(b, "      if (t + (int)gridDim.x < tiles) evtc_turn_pass(3 + (wg ^ 1));\n");
+  evtc_sb_printf(b,
     "      evtc_wgmma_wait<0>();               /* unconditional: ptxas must see every path drained */\n"
     "      if (kblocks > 0 && lane == 0) evtc_mbar_arrive(bar0 + 8u * (%d + prev));\n"
     "#pragma unroll\n"
     "      for (int i = 0; i < %d; i++) %s_pin(acc[i]);\n",
-    wm, regs, c->group_m, c->tile_m, c->tile_n, wm, regs, name, stage_bytes(c), (unsigned)wm * PANEL_BYTES,
-    stage_bytes(c), a_bytes, b_step, b_lbo, wm, name, (unsigned)PANEL_BYTES, a_step, a_lbo, S, S, S, wm, name);
+    S, wm, name);
   if (epi && epi->emit_element) {
     emit_epilogue_hook(b, c, epi);
     evtc_sb_printf(b, "    }\n");
@@ -504,13 +581,14 @@ void evtc_cuda_gemm_emit(evtc_sb *b, const char *name, const evtc_cuda_gemm_conf
     "  if (threadIdx.x == 0) {\n"
     "    for (int s = 0; s < %d; s++) {\n"
     "      evtc_mbar_init(bar0 + 8u * s, 1u);            /* the producer's expect_tx (+ TMA bytes) */\n"
-    "      evtc_mbar_init(bar0 + 8u * (%d + s), %du);    /* one arrive per consumer warp */\n"
+    "      evtc_mbar_init(bar0 + 8u * (%d + s), %du);    /* one arrive per warp reading the stage */\n"
     "    }\n"
     "    asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");\n"
     "  }\n"
     "  __syncthreads();\n"
     "  if (threadIdx.x < 128) {                /* producer warpgroup */\n",
-    (unsigned)S * stage_bytes(c), (unsigned)(c->consumers * 2 * D_SUBTILE), S, c->tile_m - 1, c->tile_m, c->tile_n - 1, c->tile_n, S, S, 4 * c->consumers);
+    (unsigned)S * stage_bytes(c), (unsigned)(c->consumers * 2 * D_SUBTILE), S, c->tile_m - 1, c->tile_m, c->tile_n - 1, c->tile_n, S, S,
+    4 * evtc_cuda_gemm_row_groups(c));
   if (c->consumers == 2) evtc_sb_printf(b, "    asm volatile(\"setmaxnreg.dec.sync.aligned.u32 40;\");\n");
   emit_producer(b, c, v);
   evtc_sb_printf(b, "  } else {                                /* consumer warpgroups */\n");

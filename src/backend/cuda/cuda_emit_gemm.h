@@ -49,9 +49,12 @@ typedef struct evtc_cuda_gemm_config {
   int tile_m, tile_n;        /* output tile of one CTA */
   int tile_k;                /* k-block per stage: 64 (128 bytes of bf16/f16, the 128B swizzle span) */
   int stages;                /* shared-memory ring depth */
-  int consumers;             /* consumer warpgroups (1 or 2); each owns tile_m / consumers rows */
+  int consumers;             /* consumer warpgroups (1 or 2) */
   int cluster_m, cluster_n;  /* thread-block cluster shape: 1 x 1 only for now (no TMA multicast yet) */
   int group_m;               /* tile rows per raster group of the tile scheduler */
+  bool pingpong;             /* false: the consumers share each tile (cooperative, tile_m / consumers rows
+                              * each); true (2 consumers): they take alternate tiles, each the whole tile,
+                              * so one's epilogue runs while the other's main loop keeps the tensor cores busy */
 } evtc_cuda_gemm_config;
 
 /* What the kernel's code depends on besides the config: element types and operand majorness. */
@@ -76,14 +79,20 @@ typedef struct evtc_cuda_gemm_problem {
  * of the pair c0, c0 + 1 that c belongs to), `int bat` (batch index),
  * `int t` (the tile number), `int m0, n0` (the tile's first row and
  * column), `int i, h, j, e` (the accumulator fragment's atom, row half,
- * 8-column block and column: acc[i][4 j + 2 h + e], c = c0 + e), `int cw,
- * warp, lane`, `const evtc_gemm_dims dims` (M, N, K, batch, ldc, c_bstride
+ * 8-column block and column: acc[i][4 j + 2 h + e], c = c0 + e), `int cw`
+ * (the warpgroup's block of rows in the tile, < evtc_cuda_gemm_row_groups:
+ * atom i covers rows m0 + (cw WM + i) 64 ...), `int warp, lane`, `const
+ * evtc_gemm_dims dims` (M, N, K, batch, ldc, c_bstride
  * as passed), `void *out_ptr` and the float named by `acc`.  The elements
  * of a tile are visited by 8-column block j (emit_col_begin / emit_col_end
  * around it: the thread's columns c0 and c0 + 1 of every row it holds),
  * then row (i, h; r, rg and c0 in scope, also for emit_pair_begin /
  * emit_pair_end around the pair), then e; every lane runs every iteration
- * and skips only the elements outside the bounds, so col_end and
+ * and skips only the elements outside the bounds (the loops are emitted
+ * twice: for a tile wholly inside, with EVTC_FULL_TILE 1 and the bounds
+ * tests EVTC_IN_M(row), EVTC_IN_N(column) defined as true, and for an edge
+ * tile, with EVTC_FULL_TILE 0 and the real tests: the hooks test bounds
+ * through these macros), so col_end and
  * emit_tile_end (after the tile; emit_tile_begin before) may use warp
  * shuffles.  Its stores are direct (the staged TMA store is the built-in
  * epilogue's only).  emit_params appends kernel parameters (", T name,
@@ -130,10 +139,14 @@ typedef struct evtc_cuda_gemm_launch {
   void *params[5];           /* &map_a, &map_b, &map_d, &out, &dims: the fixed kernel parameters */
 } evtc_cuda_gemm_launch;
 
-/* 128x256x64, 4 stages, 2 consumer warpgroups, 1x1 cluster, group_m 8. */
+/* 128x256x64, 4 stages, 2 cooperative consumer warpgroups, 1x1 cluster, group_m 8. */
 evtc_cuda_gemm_config evtc_cuda_gemm_config_default(void);
-/* "128x256x64 s4 c2 g8" into buf. */
+/* "128x256x64 s4 c2 g8" (" pp" appended for pingpong) into buf. */
 void evtc_cuda_gemm_config_name(const evtc_cuda_gemm_config *cfg, char *buf, size_t cap);
+/* Parses config_name's format ("128x128x64 s5 c2 g8 pp"); false on anything else.  Does not check it. */
+bool evtc_cuda_gemm_config_parse(const char *s, evtc_cuda_gemm_config *cfg);
+/* Warpgroups that split one tile's rows: consumers when cooperative, 1 with pingpong. */
+int evtc_cuda_gemm_row_groups(const evtc_cuda_gemm_config *cfg);
 
 /* Whether cfg is buildable for variant v: false with the reason in why.
  * Checks tile shapes against wgmma (m64, n <= 256) and TMA (boxes <= 256),

@@ -26,6 +26,13 @@
 # run(command="sh bench/gpu_gemm.sh run", carry=[".gpu-gemm"]).
 set -eu
 stage=${EVTC_STAGE:-.gpu-gemm}     # another stage (an ignored path, e.g. build-x/stage) keeps runs apart
+# test_gpu_evt runs with the plan's tile config (pingpong) and the cooperative one
+evt_combos="plan coop"
+with_combo() (   # with_combo COMBO COMMAND...: COMMAND in a subshell with that combination's tile config
+  case "$1" in coop) export EVTC_GEMM_CONFIG="128x256x64 s4 c2 g8" ;; *) unset EVTC_GEMM_CONFIG ;; esac
+  shift
+  "$@"
+)
 
 case "${1:-}" in
 prepare)
@@ -46,9 +53,12 @@ prepare)
   rc=0
   XDG_CACHE_HOME="$PWD/$stage/cache" "$stage/test_gpu_gemm" || rc=$?
   [ "$rc" = 0 ] || [ "$rc" = 77 ] || { echo "test_gpu_gemm failed here ($rc)" >&2; exit 1; }
-  rc=0
-  XDG_CACHE_HOME="$PWD/$stage/cache" "$stage/test_gpu_evt" >/dev/null || rc=$?
-  [ "$rc" = 0 ] || [ "$rc" = 77 ] || { echo "test_gpu_evt failed here ($rc)" >&2; exit 1; }
+  for combo in $evt_combos; do   # every tile config that run-evt tests
+    rc=0
+    XDG_CACHE_HOME="$PWD/$stage/cache" && export XDG_CACHE_HOME
+    with_combo "$combo" "$stage/test_gpu_evt" >/dev/null || rc=$?
+    [ "$rc" = 0 ] || [ "$rc" = 77 ] || { echo "test_gpu_evt ($combo) failed here ($rc)" >&2; exit 1; }
+  done
   XDG_CACHE_HOME="$PWD/$stage/cache" "$stage/gpu_gemm_bench" --compile-only --dump "$stage"
   du -sh "$stage"
   ;;
@@ -85,10 +95,13 @@ run-evt)
   export LD_LIBRARY_PATH="$PWD/$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export XDG_CACHE_HOME="$PWD/$stage/cache"
   {
-    echo "== test_gpu_evt"
-    rc=0
-    timeout "${EVT_TEST_TIMEOUT:-300}" "$stage/test_gpu_evt" || rc=$?
-    echo "== test_gpu_evt exit code $rc"
+    for combo in $evt_combos; do
+      echo "== test_gpu_evt ($combo)"
+      rc=0
+      with_combo "$combo" timeout "${EVT_TEST_TIMEOUT:-120}" "$stage/test_gpu_evt" >/tmp/evt_test.log 2>&1 || rc=$?
+      grep -v ": [0-9]* kernels (" /tmp/evt_test.log | tail -40
+      echo "== test_gpu_evt ($combo) exit code $rc"
+    done
     echo "== gpu_evt_bench"
     rc=0
     timeout "${EVT_BENCH_TIMEOUT:-150}" "$stage/gpu_evt_bench" || rc=$?

@@ -9,6 +9,13 @@
  * parameter afterwards.  Kernel caches go to a temp dir set in main.
  * Programs run on oracle_be when a test sets it (the GPU tests set the
  * CUDA backend), else on the CPU backend.
+ *
+ * oracle_sum_walk (set by a test whose kernels keep values the interpreter
+ * rounds, e.g. a bf16 matmul output carried in f32): an element of a
+ * reduce_sum / reduce_mean output is a sum of terms that each may differ
+ * by up to tol (1 + |term|), unbiased, so it gets the random-walk bound
+ * tol sqrt(sum (1 + |term|)^2) (divided by the count for a mean), the
+ * terms being the interpreter's values of the reduced operand.
  */
 #ifndef EVTC_CPU_ORACLE_H
 #define EVTC_CPU_ORACLE_H
@@ -73,15 +80,55 @@ static bool oracle_near(double got, double want, double tol) {
   return fabs(got - want) <= tol * (1 + fabs(want));
 }
 
-/* Compares one value; prints the first bad element. */
-static int oracle_check_value(const char *what, const evtc_node *n, const double *got, const double *want, double tol) {
-  int64_t numel = evtc_type_numel(&n->type);
-  for (int64_t e = 0; e < numel; e++)
-    if (!oracle_near(got[e], want[e], tol)) {
-      fprintf(stderr, "  %s: %%%s[%lld]: got %.9g, want %.9g\n", what, n->name, (long long)e, got[e], want[e]);
-      return 1;
+static bool oracle_sum_walk;
+
+/* For a reduce_sum / reduce_mean n: per output element, tol sqrt(sum over its terms of (1 + |term|)^2) (/ count
+ * for a mean), relative to (1 + |want|) as oracle_near measures; NULL for other ops (malloc'd). */
+static double *oracle_walk_tol(const evtc_interp *it, const evtc_node *n, double tol) {
+  if (n->op != EVTC_OP_REDUCE_SUM && n->op != EVTC_OP_REDUCE_MEAN) return NULL;
+  const evtc_node *u = n->inputs[0];
+  const double *x = evtc_interp_value(it, u);
+  const evtc_attr *ax = evtc_node_attr(n, "axes");
+  bool red[EVTC_MAX_RANK] = {false};
+  for (int d = 0; d < u->type.rank; d++) red[d] = !ax || ax->n == 0;
+  for (int j = 0; ax && j < ax->n; j++) red[(ax->v.ints[j] + u->type.rank) % u->type.rank] = true;
+  const int64_t out_n = evtc_type_numel(&n->type), in_n = evtc_type_numel(&u->type);
+  double *acc = calloc((size_t)(out_n > 0 ? out_n : 1), sizeof(double));
+  for (int64_t e = 0; e < in_n; e++) {
+    int64_t rest = e, o = 0, scale = 1;   /* the output index: the kept coordinates of e, row-major */
+    for (int d = u->type.rank - 1; d >= 0; d--) {
+      const int64_t dim = u->type.shape[d], coord = rest % dim;
+      rest /= dim;
+      if (!red[d]) {
+        o += coord * scale;
+        scale *= dim;
+      }
     }
-  return 0;
+    acc[o] += (1 + fabs(x[e])) * (1 + fabs(x[e]));
+  }
+  const double count = out_n > 0 ? (double)in_n / (double)out_n : 1;
+  const double *want = evtc_interp_value(it, n);
+  for (int64_t o = 0; o < out_n; o++)
+    acc[o] = tol * sqrt(acc[o]) / (n->op == EVTC_OP_REDUCE_MEAN ? count : 1) / (1 + fabs(want[o]));
+  return acc;
+}
+
+/* Compares one value; prints the first bad element. */
+static int oracle_check_value(const char *what, const evtc_node *n, const double *got, const double *want, double tol,
+                              const evtc_interp *it) {
+  int64_t numel = evtc_type_numel(&n->type);
+  double *walk = oracle_sum_walk && it ? oracle_walk_tol(it, n, tol) : NULL;
+  int bad = 0;
+  for (int64_t e = 0; e < numel && !bad; e++) {
+    const double t = walk && walk[e] > tol ? walk[e] : tol;
+    if (!oracle_near(got[e], want[e], t)) {
+      fprintf(stderr, "  %s: %%%s[%lld]: got %.9g, want %.9g (tolerance %.3g)\n", what, n->name, (long long)e, got[e],
+              want[e], t * (1 + fabs(want[e])));
+      bad = 1;
+    }
+  }
+  free(walk);
+  return bad;
 }
 
 /* Runs g once both ways; returns the program (caller frees) for extra checks, or NULL. */
@@ -110,7 +157,7 @@ static inline evtc_program *cpu_compare(const evtc_graph *g, const int32_t *plan
     int64_t numel = evtc_type_numel(&n->type);
     double *got = malloc(sizeof(double) * (size_t)(numel > 0 ? numel : 1));
     CHECK(evtc_program_get(p, n, got), "%s: output %%%s has a buffer", what, n->name);
-    bad += oracle_check_value(what, n, got, evtc_interp_value(it, n), tol);
+    bad += oracle_check_value(what, n, got, evtc_interp_value(it, n), tol, it);
     free(got);
   }
   CHECK(bad == 0, "%s: %d of %d outputs differ from the interpreter", what, bad, g->n_outputs);
@@ -157,7 +204,7 @@ static inline void cpu_train_compare(const evtc_graph *g, int steps, double tol,
     int64_t numel = evtc_type_numel(&n->type);
     double *got = malloc(sizeof(double) * (size_t)(numel > 0 ? numel : 1));
     evtc_program_get(p, n, got);
-    bad += oracle_check_value(what, n, got, o.v[i], tol);
+    bad += oracle_check_value(what, n, got, o.v[i], tol, NULL);
     free(got);
   }
   CHECK(bad == 0, "%s: %d parameters or states differ after %d steps", what, bad, steps);

@@ -14,9 +14,7 @@
  * for bit the interpreter's mask), one-hot and stores (f32 -> bf16 / f16
  * rounding at the store) mean what they mean on every backend.
  *
- * Reductions (EXPERIMENTAL, refused unless EVTC_EVT_REDUCTIONS=1: on the
- * H200 the max and mean results came out wrong while sums mostly passed;
- * each REDUCE node's only consumers are stores).  A thread
+ * Reductions (each REDUCE node's only consumers are stores).  A thread
  * folds its elements into f32 partials (f64 for f64 values): COL (over the
  * columns of a row) one per fragment row, ROW (over the rows of a column)
  * one per column while the hook walks that column's rows, SCALAR one.
@@ -30,6 +28,7 @@
  * one block for scalars, then a block reduction in a fixed tree), so runs
  * are deterministic, divides means by their count and stores.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,10 +71,6 @@ static bool visitor_ok(const evtc_kernel *k, char *why, size_t cap) {
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
     if (v->kind == EVTC_V_REDUCE) {
-      /* EXPERIMENTAL: the reduction epilogue (slots + NAME_fin) gave wrong max and mean results on the H200
-       * (test_gpu_evt); refused unless EVTC_EVT_REDUCTIONS=1 asks for it, to debug it */
-      const char *on = getenv("EVTC_EVT_REDUCTIONS");
-      if (!on || strcmp(on, "1") != 0) return fail(why, cap, "a reduction in the epilogue (not yet correct on the GPU)");
       const evtc_vnode *a = &k->v[v->args[0]];
       if (!per_element(k, a->cls) || !evtc_dtype_is_float(a->dtype) || v->cls == EVTC_VC_FULL)
         return fail(why, cap, "a reduction of a broadcast or integer value in the epilogue");
@@ -86,6 +81,34 @@ static bool visitor_ok(const evtc_kernel *k, char *why, size_t cap) {
     }
     if (v->kind == EVTC_V_STORE && !per_element(k, v->cls) && k->v[v->args[0]].kind != EVTC_V_REDUCE)
       return fail(why, cap, "a vector or scalar store of a broadcast value");
+  }
+  return true;
+}
+
+/* The tile config: EVTC_GEMM_CONFIG when set (config_name's format; for experiments and the tuner's
+ * measurements: one that does not parse or fit is refused, naming it), else the cooperative 128x256
+ * default for the built-in store, and for a visitor epilogue pingpong 128x128 tiles (that epilogue runs
+ * on the CUDA cores while the other warpgroup's main loop keeps the tensor cores busy). */
+static bool tile_config(bool builtin_store, const evtc_cuda_gemm_variant *v, evtc_cuda_gemm_config *cfg, char *why,
+                        size_t cap) {
+  const char *env = getenv("EVTC_GEMM_CONFIG");
+  char cwhy[160];
+  if (env && *env) {
+    if (!evtc_cuda_gemm_config_parse(env, cfg)) {
+      snprintf(why, cap, "EVTC_GEMM_CONFIG '%s' is not like '128x256x64 s4 c2 g8' (+ ' pp')", env);
+      return false;
+    }
+  } else {
+    *cfg = evtc_cuda_gemm_config_default();
+    if (!builtin_store) {
+      cfg->tile_n = 128;
+      cfg->stages = 6;
+      cfg->pingpong = true;
+    }
+  }
+  if (!evtc_cuda_gemm_config_check(cfg, v, cwhy, sizeof cwhy)) {
+    snprintf(why, cap, "tile config%s: %s", env && *env ? " (EVTC_GEMM_CONFIG)" : "", cwhy);
+    return false;
   }
   return true;
 }
@@ -140,11 +163,6 @@ bool evtc_cuda_evt_plan_of(const evtc_kernel *k, evtc_cuda_evt_plan *pl, char *w
     snprintf(why, cap, "%s", pwhy);
     return false;
   }
-  pl->cfg = evtc_cuda_gemm_config_default();
-  if (!evtc_cuda_gemm_config_check(&pl->cfg, &v, pwhy, sizeof pwhy)) {
-    snprintf(why, cap, "config: %s", pwhy);
-    return false;
-  }
   /* a plain store of the accumulator as f32 / bf16 / f16: the template's own epilogue (TMA stores) */
   const evtc_vnode *st = &k->v[k->n_v - 1];
   if (k->n_v == 2 && k->v[0].kind == EVTC_V_ACC && st->kind == EVTC_V_STORE && st->args[0] == 0 &&
@@ -153,6 +171,7 @@ bool evtc_cuda_evt_plan_of(const evtc_kernel *k, evtc_cuda_evt_plan *pl, char *w
     pl->out_arg = st->arg;
     v.out = st->dtype;
   }
+  if (!tile_config(pl->builtin_store, &v, &pl->cfg, why, cap)) return false;
   pl->var = v;
   pl->prob = p;
   /* the launch's tiles (after folding batches into rows: the problem's M and batch, not the kernel's) */
@@ -171,7 +190,7 @@ bool evtc_cuda_evt_plan_of(const evtc_kernel *k, evtc_cuda_evt_plan *pl, char *w
 }
 
 int64_t evtc_cuda_evt_slots(const evtc_cuda_evt_plan *pl, evtc_vclass cls) {
-  const int64_t warps = 4 * pl->cfg.consumers;
+  const int64_t warps = 4 * evtc_cuda_gemm_row_groups(&pl->cfg);
   switch (cls) {
     case EVTC_VC_COL: return pl->tiles_n;
     case EVTC_VC_ROW: return pl->prob.batch * pl->tiles_m * warps;
@@ -236,12 +255,25 @@ static void evt_setup(evtc_sb *b, const char *ind, void *ctx) {
                  ind, (long long)e->k->cols, ind, ind, ind);
 }
 
+/* Stores of per-element values go through sv<i>[e], written as a pair after the thread's two columns. */
+static bool is_pair_store(const evtc_kernel *k, const evtc_vnode *v) {
+  return v->kind == EVTC_V_STORE && k->v[v->args[0]].kind != EVTC_V_REDUCE;
+}
+
+/* A pair store of 2-byte values into rows of CC % 8 == 0 elements: on a full tile, the lanes of a quad trade
+ * their pairs of four 8-column blocks (after every fourth block) so that each lane stores one block's 16
+ * bytes, a quad 64 contiguous bytes of its row (whole sectors instead of 16 bytes per row). */
+static bool is_quad_store(const evtc_kernel *k, const evtc_vnode *v) {
+  return is_pair_store(k, v) && (v->dtype == EVTC_BF16 || v->dtype == EVTC_F16) && k->cols % 8 == 0;
+}
+
 static void evt_tile_begin(evtc_sb *b, const char *ind, void *ctx) {
   const evt_ctx *e = ctx;
   const evtc_kernel *k = e->k;
-  const int wm = e->pl->cfg.tile_m / (64 * e->pl->cfg.consumers);
+  const int wm = e->pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&e->pl->cfg));
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
+    if (is_quad_store(k, v)) evtc_sb_printf(b, "%suint32_t sq%d[%d][2][4];\n", ind, i, wm);
     if (v->kind != EVTC_V_REDUCE) continue;
     if (v->cls == EVTC_VC_COL)
       evtc_sb_printf(b, "%s%s rp%d[%d][2];\n#pragma unroll\n%sfor (int q = 0; q < %d; q++) rp%d[q / 2][q %% 2] = %s;\n",
@@ -249,22 +281,6 @@ static void evt_tile_begin(evtc_sb *b, const char *ind, void *ctx) {
     else if (v->cls == EVTC_VC_SCALAR)
       evtc_sb_printf(b, "%s%s rp%d = %s;\n", ind, part_type(k, v), i, part_init(v));
   }
-}
-
-/* ROW partials of the thread's two columns of this 8-column block. */
-static void evt_col_begin(evtc_sb *b, const char *ind, void *ctx) {
-  const evt_ctx *e = ctx;
-  const evtc_kernel *k = e->k;
-  for (int i = 0; i < k->n_v; i++) {
-    const evtc_vnode *v = &k->v[i];
-    if (v->kind == EVTC_V_REDUCE && v->cls == EVTC_VC_ROW)
-      evtc_sb_printf(b, "%s%s rp%d[2] = {%s, %s};\n", ind, part_type(k, v), i, part_init(v), part_init(v));
-  }
-}
-
-/* Stores of per-element values go through sv<i>[e], written as a pair after the thread's two columns. */
-static bool is_pair_store(const evtc_kernel *k, const evtc_vnode *v) {
-  return v->kind == EVTC_V_STORE && k->v[v->args[0]].kind != EVTC_V_REDUCE;
 }
 
 /* Loads of f32 / bf16 / f16 values along contiguous columns (aux loads, row broadcasts) go through lv<i>[e],
@@ -282,27 +298,91 @@ static bool evt_storage(const evtc_cpu_vctx *x, int i, char *buf, size_t cap) {
   return true;
 }
 
+/* The pair load of lv<i>: columns col, col + 1 of row rg (a row-invariant view: any row, no row test). */
+static void emit_pair_load(evtc_sb *b, const char *ind, const evtc_kernel *k, int i, int64_t row_stride,
+                           const char *col) {
+  const evtc_vnode *v = &k->v[i];
+  const char *st = evtc_cpu_storage_ctype(v->dtype);
+  /* offset and row stride are even (load_vectorizes), col is even: the pair is aligned */
+  evtc_sb_printf(b, "%s%s lv%d[2] = {0, 0};\n%sif (%s) {\n"
+                    "%s  const %s *const p = a%d + (%lldLL + %s%lldLL + %s);\n",
+                 ind, st, i, ind, row_stride ? "EVTC_IN_M(r)" : "true", ind, st, v->arg, (long long)v->offset,
+                 row_stride ? "rg * " : "", (long long)row_stride, col);
+  if (v->dtype == EVTC_F32)
+    evtc_sb_printf(b, "%s  if (EVTC_IN_N(%s + 1)) { const evtc_f32x2 q = *(const evtc_f32x2 *)p; lv%d[0] = q.x; lv%d[1] = q.y; }\n",
+                   ind, col, i, i);
+  else
+    evtc_sb_printf(b, "%s  if (EVTC_IN_N(%s + 1)) { const uint32_t w = *(const uint32_t *)p; lv%d[0] = (uint16_t)w; "
+                      "lv%d[1] = (uint16_t)(w >> 16); }\n",
+                   ind, col, i, i);
+  evtc_sb_printf(b, "%s  else if (EVTC_IN_N(%s)) lv%d[0] = p[0];\n%s}\n", ind, col, i, ind);
+}
+
 static void evt_pair_begin(evtc_sb *b, const char *ind, void *ctx) {
   const evt_ctx *e = ctx;
   const evtc_kernel *k = e->k;
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
-    const char *st = evtc_cpu_storage_ctype(v->dtype);
     int64_t sr;
-    if (is_pair_store(k, v)) evtc_sb_printf(b, "%s%s sv%d[2] = {0, 0};\n", ind, st, i);
-    if (!is_pair_load(k, v, &sr)) continue;
-    /* offset and row stride are even (load_vectorizes), c0 is even: the pair is aligned */
-    evtc_sb_printf(b, "%s%s lv%d[2] = {0, 0};\n%sif (r < dims.M) {\n"
-                      "%s  const %s *const p = a%d + (%lldLL + rg * %lldLL + c0);\n",
-                   ind, st, i, ind, ind, st, v->arg, (long long)v->offset, (long long)sr);
-    if (v->dtype == EVTC_F32)
-      evtc_sb_printf(b, "%s  if (c0 + 1 < dims.N) { const evtc_f32x2 q = *(const evtc_f32x2 *)p; lv%d[0] = q.x; lv%d[1] = q.y; }\n",
-                     ind, i, i);
-    else
-      evtc_sb_printf(b, "%s  if (c0 + 1 < dims.N) { const uint32_t w = *(const uint32_t *)p; lv%d[0] = (uint16_t)w; "
-                        "lv%d[1] = (uint16_t)(w >> 16); }\n",
-                     ind, i, i);
-    evtc_sb_printf(b, "%s  else if (c0 < dims.N) lv%d[0] = p[0];\n%s}\n", ind, i, ind);
+    if (is_pair_store(k, v)) evtc_sb_printf(b, "%s%s sv%d[2] = {0, 0};\n", ind, evtc_cpu_storage_ctype(v->dtype), i);
+    if (is_pair_load(k, v, &sr) && sr != 0) emit_pair_load(b, ind, k, i, sr, "c0");
+  }
+}
+
+/* Whether FULL RNG node v (dropout's mask) gets its Philox words per lane pair (evt_col_begin): a 4-element
+ * Philox block is then 4 columns of one row (CC % 4 == 0). */
+static bool rng_shared(const evtc_kernel *k, const evtc_vnode *v) {
+  return v->kind == EVTC_V_RNG && v->cls == EVTC_VC_FULL && k->cols % 4 == 0;
+}
+
+/* The keep test of a Philox word x for drop probability p: (x >> 8) 2^-24 >= p, as the integer test
+ * (x >> 8) >= ceil(p 2^24) (exact: p 2^24 is p scaled by a power of two). */
+static void emit_keep(evtc_sb *b, const char *x, double p) {
+  const double thr = ceil(p * 16777216.0);
+  if (thr <= 0) evtc_sb_printf(b, "1");
+  else if (thr > 16777215.0) evtc_sb_printf(b, "0");
+  else evtc_sb_printf(b, "(%s >> 8) >= %.0fu", x, thr);
+}
+
+/* Per 8-column block: ROW partials of the thread's two columns; the pair loads of row-invariant views (row
+ * broadcasts such as a bias), once for all the thread's rows; the dropout masks kp<i>[atom][h][e] of the
+ * thread's elements.  A lane holds columns c0, c0 + 1 (words 2 (lane & 1) + e of their Philox block) in rows
+ * h = 0, 1; its partner lane ^ 1 holds the other two words of the same two blocks.  So each lane evaluates
+ * the block of row half lane & 1 only and trades two words with its partner: one Philox evaluation per four
+ * elements. */
+static void evt_col_begin(evtc_sb *b, const char *ind, void *ctx) {
+  const evt_ctx *e = ctx;
+  const evtc_kernel *k = e->k;
+  evtc_sb_printf(b, "%sconst long long cj = n0 + j * 8 + (lane & 3) * 2;\n%s(void)cj;\n", ind, ind);
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    int64_t sr;
+    if (v->kind == EVTC_V_REDUCE && v->cls == EVTC_VC_ROW)
+      evtc_sb_printf(b, "%s%s rp%d[2] = {%s, %s};\n", ind, part_type(k, v), i, part_init(v), part_init(v));
+    if (is_pair_load(k, v, &sr) && sr == 0) emit_pair_load(b, ind, k, i, 0, "cj");
+    if (!rng_shared(k, v)) continue;
+    const int wm = e->pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&e->pl->cfg));
+    evtc_sb_printf(b, "%suint8_t kp%d[%d][2][2];\n#pragma unroll\n%sfor (int ii = 0; ii < %d; ii++) {\n", ind, i, wm, ind,
+                   wm);
+    evtc_sb_printf(b, "%s  const int hl = lane & 1;\n"
+                      "%s  const long long rr = (long long)bat * dims.M + m0 + (cw * %d + ii) * 64 + warp * 16 + hl * 8 + (lane >> 2);\n"
+                      "%s  uint32_t w[4];\n"
+                      "%s  evtc_philox4(%lluULL, step, (uint64_t)((rr * CC + cj) >> 2), w);\n"
+                      "%s  const uint32_t own0 = hl ? w[2] : w[0], own1 = hl ? w[3] : w[1];\n"
+                      "%s  const uint32_t got0 = __shfl_xor_sync(0xffffffffu, hl ? w[0] : w[2], 1);\n"
+                      "%s  const uint32_t got1 = __shfl_xor_sync(0xffffffffu, hl ? w[1] : w[3], 1);\n",
+                   ind, ind, wm, ind, ind, (unsigned long long)v->seed, ind, ind, ind);
+    static const char *const words[2][2] = {{"own0", "own1"}, {"got0", "got1"}};
+    for (int h = 0; h < 2; h++)
+      for (int q = 0; q < 2; q++) {
+        /* row half h: the lane's own block when h == hl, the partner's otherwise */
+        evtc_sb_printf(b, "%s  kp%d[ii][%d][%d] = hl == %d ? (", ind, i, h, q, h);
+        emit_keep(b, words[0][q], v->value);
+        evtc_sb_printf(b, ") : (");
+        emit_keep(b, words[1][q], v->value);
+        evtc_sb_printf(b, ");\n");
+      }
+    evtc_sb_printf(b, "%s}\n", ind);
   }
 }
 
@@ -316,17 +396,41 @@ static void evt_pair_end(evtc_sb *b, const char *ind, void *ctx) {
     if (!is_pair_store(k, v)) continue;
     const char *st = evtc_cpu_storage_ctype(v->dtype);
     const bool half = v->dtype == EVTC_BF16 || v->dtype == EVTC_F16, f32 = v->dtype == EVTC_F32;
-    evtc_sb_printf(b, "%sif (r < dims.M) {\n%s  %s *const p = a%d + rg * CC + c0;\n", ind, ind, st, v->arg);
+    if (is_quad_store(k, v)) {
+      /* round s sends the lane's word of block q ^ s to lane q ^ s and gets that lane's word of block q */
+      evtc_sb_printf(b,
+        "%sif (EVTC_FULL_TILE) {\n"
+        "%s  sq%d[i][h][j & 3] = (uint32_t)sv%d[0] | (uint32_t)sv%d[1] << 16;\n"
+        "%s  if ((j & 3) == 3) {\n"
+        "%s    const int q = lane & 3;\n"
+        "%s    const uint32_t x0 = sq%d[i][h][0], x1 = sq%d[i][h][1], x2 = sq%d[i][h][2], x3 = sq%d[i][h][3];\n"
+        "%s    const uint32_t own = q == 0 ? x0 : q == 1 ? x1 : q == 2 ? x2 : x3;\n"
+        "%s    const uint32_t r1 = __shfl_xor_sync(0xffffffffu, q == 0 ? x1 : q == 1 ? x0 : q == 2 ? x3 : x2, 1);\n"
+        "%s    const uint32_t r2 = __shfl_xor_sync(0xffffffffu, q == 0 ? x2 : q == 1 ? x3 : q == 2 ? x0 : x1, 2);\n"
+        "%s    const uint32_t r3 = __shfl_xor_sync(0xffffffffu, q == 0 ? x3 : q == 1 ? x2 : q == 2 ? x1 : x0, 3);\n"
+        "%s    evtc_u32x4 o;   /* o.<k> = lane k's pair of block q: own when k == q, else r_(k ^ q) */\n"
+        "%s    o.x = q == 0 ? own : q == 1 ? r1 : q == 2 ? r2 : r3;\n"
+        "%s    o.y = q == 1 ? own : q == 0 ? r1 : q == 3 ? r2 : r3;\n"
+        "%s    o.z = q == 2 ? own : q == 3 ? r1 : q == 0 ? r2 : r3;\n"
+        "%s    o.w = q == 3 ? own : q == 2 ? r1 : q == 1 ? r2 : r3;\n"
+        "%s    *(evtc_u32x4 *)(a%d + rg * CC + n0 + (j - 3 + q) * 8) = o;\n"
+        "%s  }\n"
+        "%s} else ",
+        ind, ind, i, i, i, ind, ind, ind, i, i, i, i, ind, ind, ind, ind, ind, ind, ind, ind, ind, ind, v->arg, ind, ind);
+    } else {
+      evtc_sb_printf(b, "%s", ind);
+    }
+    evtc_sb_printf(b, "if (EVTC_IN_M(r)) {\n%s  %s *const p = a%d + rg * CC + c0;\n", ind, st, v->arg);
     if ((half || f32) && k->cols % 2 == 0) {
       if (half)
-        evtc_sb_printf(b, "%s  if (c0 + 1 < dims.N) *(uint32_t *)p = (uint32_t)sv%d[0] | (uint32_t)sv%d[1] << 16;\n",
+        evtc_sb_printf(b, "%s  if (EVTC_IN_N(c0 + 1)) *(uint32_t *)p = (uint32_t)sv%d[0] | (uint32_t)sv%d[1] << 16;\n",
                        ind, i, i);
       else
-        evtc_sb_printf(b, "%s  if (c0 + 1 < dims.N) { evtc_f32x2 q; q.x = sv%d[0]; q.y = sv%d[1]; *(evtc_f32x2 *)p = q; }\n",
+        evtc_sb_printf(b, "%s  if (EVTC_IN_N(c0 + 1)) { evtc_f32x2 q; q.x = sv%d[0]; q.y = sv%d[1]; *(evtc_f32x2 *)p = q; }\n",
                        ind, i, i);
-      evtc_sb_printf(b, "%s  else if (c0 < dims.N) p[0] = sv%d[0];\n", ind, i);
+      evtc_sb_printf(b, "%s  else if (EVTC_IN_N(c0)) p[0] = sv%d[0];\n", ind, i);
     } else {
-      evtc_sb_printf(b, "%s  if (c0 < dims.N) p[0] = sv%d[0];\n%s  if (c0 + 1 < dims.N) p[1] = sv%d[1];\n", ind, i,
+      evtc_sb_printf(b, "%s  if (EVTC_IN_N(c0)) p[0] = sv%d[0];\n%s  if (EVTC_IN_N(c0 + 1)) p[1] = sv%d[1];\n", ind, i,
                      ind, i);
     }
     evtc_sb_printf(b, "%s}\n", ind);
@@ -344,6 +448,8 @@ static void evt_element(evtc_sb *b, const char *ind, const char *acc, void *ctx)
     const evtc_vnode *v = &k->v[i];
     if (v->kind == EVTC_V_STORE) {
       if (is_pair_store(k, v)) evtc_cpu_emit_store(&x, i);
+    } else if (rng_shared(k, v)) {
+      evtc_sb_printf(b, "%suint8_t v%d = kp%d[i][h][e];\n", in, i, i);
     } else if (v->kind == EVTC_V_REDUCE) {
       char p[32], val[48];
       snprintf(p, sizeof p, v->cls == EVTC_VC_COL ? "rp%d[i][h]" : v->cls == EVTC_VC_ROW ? "rp%d[e]" : "rp%d", i);
@@ -368,11 +474,11 @@ static void evt_col_end(evtc_sb *b, const char *ind, void *ctx) {
       snprintf(p, sizeof p, "rp%d[%d]", i, q);
       emit_shuffles(b, ind, v, p, column_lanes);
       evtc_sb_printf(b,
-                     "%sif (lane < 4 && n0 + j * 8 + lane * 2 + %d < dims.N)\n"
+                     "%sif (lane < 4 && EVTC_IN_N(n0 + j * 8 + lane * 2 + %d))\n"
                      "%s  red[%lldLL + (((long long)bat * %lld + m0 / %d) * %d + cw * 4 + warp) * CC + n0 + j * 8 + lane * 2 + %d]"
                      " = (double)rp%d[%d];\n",
                      ind, q, ind, (long long)red_offset(k, e->pl, i), (long long)e->pl->tiles_m, e->pl->cfg.tile_m,
-                     4 * e->pl->cfg.consumers, q, i, q);
+                     4 * evtc_cuda_gemm_row_groups(&e->pl->cfg), q, i, q);
     }
   }
 }
@@ -380,7 +486,7 @@ static void evt_col_end(evtc_sb *b, const char *ind, void *ctx) {
 static void evt_tile_end(evtc_sb *b, const char *ind, void *ctx) {
   const evt_ctx *e = ctx;
   const evtc_kernel *k = e->k;
-  const int wm = e->pl->cfg.tile_m / (64 * e->pl->cfg.consumers);
+  const int wm = e->pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&e->pl->cfg));
   static const int row_lanes[] = {1, 2, 0}, all_lanes[] = {16, 8, 4, 2, 1, 0};
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
@@ -403,7 +509,7 @@ static void evt_tile_end(evtc_sb *b, const char *ind, void *ctx) {
       snprintf(p, sizeof p, "rp%d", i);
       emit_shuffles(b, ind, v, p, all_lanes);
       evtc_sb_printf(b, "%sif (lane == 0) red[%lldLL + ((long long)t * %d + cw) * 4 + warp] = (double)rp%d;\n", ind, off,
-                     e->pl->cfg.consumers, i);
+                     evtc_cuda_gemm_row_groups(&e->pl->cfg), i);
     }
   }
 }

@@ -192,11 +192,11 @@ void evtc_cuda_gemm_free(evtc_cuda_gemm *g) {
 evtc_cuda_gemm_mode evtc_cuda_gemm_mode_get(void) {
   static bool warned;
   const char *m = getenv("EVTC_GEMM");
-  if (m && strcmp(m, "evtc") == 0) return EVTC_CUDA_GEMM_EVTC;
-  if (!m || !*m || strcmp(m, "cublaslt") == 0) return EVTC_CUDA_GEMM_CUBLASLT;
-  if (!warned) fprintf(stderr, "evtc: EVTC_GEMM=%s is not evtc or cublaslt: using cublaslt\n", m);
+  if (m && strcmp(m, "cublaslt") == 0) return EVTC_CUDA_GEMM_CUBLASLT;
+  if (!m || !*m || strcmp(m, "evtc") == 0) return EVTC_CUDA_GEMM_EVTC;
+  if (!warned) fprintf(stderr, "evtc: EVTC_GEMM=%s is not evtc or cublaslt: using evtc\n", m);
   warned = true;
-  return EVTC_CUDA_GEMM_CUBLASLT;
+  return EVTC_CUDA_GEMM_EVTC;
 }
 
 bool evtc_cuda_gemm_use_evt(const evtc_kernel *k, evtc_cuda_evt_plan *pl, char *why, size_t cap) {

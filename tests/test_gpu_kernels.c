@@ -329,6 +329,12 @@ static void test_row_schemes(void) {
   compare_fused_env("EVTC_CUDA_ROW_ACC", "f32", ln_text, "x,g,b", "layernorm fwd+bwd 300x4096", 1, 1e-4);
   compare_fused_env("EVTC_CUDA_ROW_ACC", "f32", drl_text, "x,res,g,b", "dropout+residual+layernorm", 1, 1e-4);
   compare_fused_env("EVTC_CUDA_PREFETCH", "0", ln_text, "x,g,b", "layernorm fwd+bwd 300x4096", 1, 1e-4);
+  compare_fused_env("EVTC_CUDA_PREFETCH", "1", ln_text, "x,g,b", "layernorm fwd+bwd 300x4096", 1, 1e-4);
+  compare_fused_env("EVTC_CUDA_PREFETCH", "1", drl_text, "x,res,g,b", "dropout+residual+layernorm", 1, 1e-4);
+  compare_fused_env("EVTC_CUDA_PREFETCH", "1", ce_bf16_text, "x", "cross-entropy bf16", 32000, TOL_BF16);
+  compare_fused_env("EVTC_CUDA_ROW_COLS", "16", drl_text, "x,res,g,b", "dropout+residual+layernorm", 1, 1e-4);
+  compare_fused_env("EVTC_CUDA_XWARP", "shfl", ln_text, "x,g,b", "layernorm fwd+bwd 300x4096", 1, 1e-4);
+  compare_fused_env("EVTC_CUDA_XWARP", "shfl", drl_text, "x,res,g,b", "dropout+residual+layernorm", 1, 1e-4);
   compare_fused_env("EVTC_CUDA_PREFETCH", "1", sm_text, "", "softmax 150x32000", 1, 1e-4);
   compare_fused_env("EVTC_CUDA_CLUSTER", "4", sm_text, "", "softmax 150x32000", 1, 1e-4);
   compare_fused_env("EVTC_CUDA_ROW_CACHE", "smem", sm_text, "", "softmax 150x32000", 1, 1e-4);

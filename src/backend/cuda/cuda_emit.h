@@ -56,7 +56,7 @@ typedef struct evtc_cuda_rows_plan {
   bool row_flush;               /* row_partials 0: f32 values summed in f32 registers, added every 8 rows to f64
                                    partial rows in shared memory */
   bool row_acc_f32;             /* row_partials 1: partial rows in f32 (EVTC_CUDA_ROW_ACC=f32) */
-  bool prefetch;                /* the next row's kept loads go to shared memory (cp.async) during this one */
+  int prefetch;                 /* rows ahead (0, 1 or 2) whose loads go to shared memory (cp.async) */
   int min_blocks;
   unsigned grid;
   unsigned smem;                /* dynamic shared memory bytes */

@@ -15,29 +15,35 @@
  * and values the graph computes twice (an autodiff backward recomputing
  * the forward's statistics) are computed once, so a softmax or a layernorm
  * forward + backward reads each input once and writes each output once.
- * In a persistent loop the next row's kept loads are copied to shared
- * memory with cp.async while the current row is processed (each thread
- * copies and later reads only its own vectors, so no barrier is needed).
+ * In a persistent loop the kept loads of the next one or two rows are
+ * copied to shared memory with cp.async while the current row is processed
+ * (one buffer and one commit group a row, the row after them going into the
+ * buffer a row is done with; each thread copies and later reads only its
+ * own vectors, so no barrier is needed).
  *
  * A pass's COL reductions finish together in one round: a warp-shuffle
  * butterfly per warp, one value per warp and reduction into shared memory
  * (two buffers, alternating rounds, so one barrier per round is enough),
  * a barrier (__syncthreads, or the cluster barrier with release / acquire
- * semantics), then every warp gathers all the warps' values -- of every
- * block of the cluster, through distributed shared memory (mapa +
- * ld.shared::cluster) -- and reduces them with the same butterfly, so
- * every thread of the row holds the same bits.  A thread sums its own
- * columns of f32 values in f32 (at most 64 terms), everything across
- * threads in double (EVTC_CUDA_THREAD_ACC=f64: double throughout).
+ * semantics), then every thread of a block of at most 8 warps reads the
+ * warps' values and combines them in one order; in larger blocks and
+ * clusters every warp gathers all the warps' values -- of every block of
+ * the cluster, through distributed shared memory (mapa +
+ * ld.shared::cluster) -- and reduces them with the same butterfly
+ * (EVTC_CUDA_XWARP=shfl: always), so every thread of the row holds the
+ * same bits.  A thread sums its own columns of f32 values in f32 (at most
+ * 64 terms), everything across threads in double
+ * (EVTC_CUDA_THREAD_ACC=f64: double throughout).
  *
  * Reductions over rows (ROW) and over everything (SCALAR) go to partial
  * slots in scratch, one per row group (a warp, a block, a cluster): ROW
  * partials are summed in f32 registers and added every 8 rows to f64
  * partial rows in shared memory, or kept in shared memory or scratch; a
  * second kernel NAME_fin combines the slots in a fixed order (8 columns x
- * 32 slot groups per block) and stores the results, so runs are
- * deterministic.  A cluster kernel ends on a cluster barrier: no block
- * leaves while another may still read its shared memory.
+ * 32 slot groups per block, four partials per thread so that four loads
+ * are in flight) and stores the results, so runs are deterministic.  A
+ * cluster kernel ends on a cluster barrier: no block leaves while another
+ * may still read its shared memory.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -74,8 +80,9 @@ typedef struct rows_ctx {
   bool block;                   /* reductions span warps (a block or a cluster per row) */
   const char *kidx;             /* index of the thread's column among its own: "j * V + e" */
   const char *pt;               /* C type of ROW partials */
-  int pf_pass;                  /* the pass after which the next row is prefetched, or -1 */
+  int pf_pass;                  /* the pass after which row r + prefetch * grid is prefetched, or -1 */
   bool opaque_c;                /* FULL one-hot values: hide c from cross-pass reuse */
+  bool xwarp_shfl;              /* EVTC_CUDA_XWARP=shfl: warps' values combined by a butterfly (else read by all) */
 } rows_ctx;
 
 /* A COL reduction finished by pass p (copies of another, alias >= 0, are not computed). */
@@ -116,9 +123,9 @@ static bool shares_philox(const rows_ctx *x) {
   return false;
 }
 
-/* Load i comes from the block's prefetch buffer in shared memory. */
+/* Load i comes from the block's prefetch buffers in shared memory. */
 static bool prefetched(const rows_ctx *x, int i) {
-  return x->pl->prefetch && x->info.kept[i] && x->info.vec_load[i] && x->k->v[i].cls == EVTC_VC_FULL &&
+  return x->pl->prefetch > 0 && x->info.kept[i] && x->info.vec_load[i] && x->k->v[i].cls == EVTC_VC_FULL &&
          x->V * (int)evtc_buffer_elem_size(x->k->v[i].dtype) == 16;
 }
 
@@ -155,6 +162,8 @@ static void emit_helpers(evtc_sb *b) {
     "}\n"
     "__device__ __forceinline__ void evtc_cp_async_commit() { asm volatile(\"cp.async.commit_group;\" ::: \"memory\"); }\n"
     "__device__ __forceinline__ void evtc_cp_async_wait() { asm volatile(\"cp.async.wait_all;\" ::: \"memory\"); }\n"
+    "/* all but the most recent group */\n"
+    "__device__ __forceinline__ void evtc_cp_async_wait1() { asm volatile(\"cp.async.wait_group 1;\" ::: \"memory\"); }\n"
     "#endif\n");
 }
 
@@ -240,8 +249,9 @@ static void open_cols(const rows_ctx *x, const char *ind) {
   evtc_sb_printf(x->b, "%s    const CI cb = q * %d;\n", ind, x->V);
 }
 
-/* cp.async of the thread's vectors of row `row` of every prefetched load into the block's buffers. */
-static void emit_prefetch(const rows_ctx *x, const char *ind, const char *row) {
+/* cp.async of the thread's vectors of row `row` of every prefetched load into the block's buffers at element
+ * offset `buf` (one buffer a row, pl->prefetch of them, used in turn), as one group. */
+static void emit_prefetch(const rows_ctx *x, const char *ind, const char *row, const char *buf) {
   const evtc_kernel *k = x->k;
   evtc_sb *b = x->b;
   evtc_sb_printf(b, "%sif (%s < RR) {\n", ind, row);
@@ -250,7 +260,7 @@ static void emit_prefetch(const rows_ctx *x, const char *ind, const char *row) {
     if (!prefetched(x, i)) continue;
     int64_t sr;
     evtc_cuda_load_vectorizes(k, &k->v[i], x->V, &sr);
-    evtc_sb_printf(b, "%s    evtc_cp_async16(pf%d + cb, a%d + (%lldLL + (%s) * %lldLL + cb));\n", ind, i, k->v[i].arg,
+    evtc_sb_printf(b, "%s    evtc_cp_async16(pf%d + %s + cb, a%d + (%lldLL + (%s) * %lldLL + cb));\n", ind, i, buf, k->v[i].arg,
                    (long long)k->v[i].offset, row, (long long)sr);
   }
   evtc_sb_printf(b, "%s  }\n%s}\n%s}\n%sevtc_cp_async_commit();\n", ind, ind, ind, ind);
@@ -279,7 +289,7 @@ static void emit_pass(const rows_ctx *x, int p) {
       bool from_kept = pl->cache && in->kept[i] && in->first[i] < p;
       if (need[i] && v->kind == EVTC_V_LOAD && in->vec_load[i] && !from_kept && in->alias[i] < 0) {
         if (prefetched(x, i)) {
-          evtc_sb_printf(b, "        const evtc_vec<%s, %d> lv%d = *(const evtc_vec<%s, %d> *)(pf%d + cb);\n", st, x->V, i,
+          evtc_sb_printf(b, "        const evtc_vec<%s, %d> lv%d = *(const evtc_vec<%s, %d> *)(pf%d + pb + cb);\n", st, x->V, i,
                          st, x->V, i);
         } else {
           int64_t sr;
@@ -333,7 +343,7 @@ static void emit_pass(const rows_ctx *x, int p) {
   for (int i = 0; i < k->n_v; i++)
     if (reduce_in_pass(k, i, p) && k->v[i].cls == EVTC_VC_SCALAR)
       evtc_sb_printf(b, "    ps%d = evtc_comb<%d>(ps%d, (double)pa%d);\n", i, red_op(k->v[i].op), i, i);
-  if (p == x->pf_pass) emit_prefetch(x, "    ", "rn");
+  if (p == x->pf_pass) emit_prefetch(x, "    ", "rn", "pb");   /* into the buffer this row is done with */
 }
 
 /* The COL reductions pass p finishes: one round across the row's threads. */
@@ -361,6 +371,23 @@ static void emit_round(const rows_ctx *x, int p, int round) {
     for (int i = 0; i < k->n_v; i++) {
       if (!col_red(x, i, p)) continue;
       int op = red_op(k->v[i].op);
+      if (pl->cluster == 1 && nw <= 8 && !x->xwarp_shfl) {
+        /* every thread reads the warps' values (broadcasts) and combines them in the same order */
+        int chains = nw < 4 ? nw : 4;
+        for (int c = 0; c < chains; c++) {
+          evtc_sb_printf(b, "    double t%d_%d = evtc_rr[rb%d][%d][%d];\n", i, c, p, m, c);
+          for (int w = c + chains; w < nw; w += chains)
+            evtc_sb_printf(b, "    t%d_%d = evtc_comb<%d>(t%d_%d, evtc_rr[rb%d][%d][%d]);\n", i, c, op, i, c, p, m, w);
+        }
+        if (chains == 4)
+          evtc_sb_printf(b, "    s%d = evtc_comb<%d>(evtc_comb<%d>(t%d_0, t%d_1), evtc_comb<%d>(t%d_2, t%d_3));\n", i, op, op, i, i, op,
+                         i, i);
+        else if (chains == 1) evtc_sb_printf(b, "    s%d = t%d_0;\n", i, i);
+        else if (chains == 2) evtc_sb_printf(b, "    s%d = evtc_comb<%d>(t%d_0, t%d_1);\n", i, op, i, i);
+        else evtc_sb_printf(b, "    s%d = evtc_comb<%d>(evtc_comb<%d>(t%d_0, t%d_1), t%d_2);\n", i, op, op, i, i, i);
+        m++;
+        continue;
+      }
       evtc_sb_printf(b, "    s%d = %s;\n    for (int w = threadIdx.x & 31; w < %d; w += 32)\n", i, red_init(k->v[i].op),
                      nw * pl->cluster);
       if (pl->cluster > 1)
@@ -407,11 +434,19 @@ static void emit_fin(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_plan
     int op = red_op(v->op);
     long long off = (long long)evtc_cuda_reduce_offset(k, pl, i);
     if (v->cls == EVTC_VC_ROW) {
-      evtc_sb_printf(b, "  {\n    double acc = %s;\n    if (c < CC)\n      for (int64_t s = g; s < %lldLL; s += %d)\n"
+      /* four partials over every fourth of the thread's slots: four loads in flight, a fixed order */
+      evtc_sb_printf(b, "  {\n    double acc = %s, acc1 = acc, acc2 = acc, acc3 = acc;\n    if (c < CC) {\n"
+                        "      int64_t s = g;\n      for (; s + %d < %lldLL; s += %d) {\n"
                         "        acc = evtc_comb<%d>(acc, red[%lldLL + s * CC + c]);\n"
+                        "        acc1 = evtc_comb<%d>(acc1, red[%lldLL + (s + %d) * CC + c]);\n"
+                        "        acc2 = evtc_comb<%d>(acc2, red[%lldLL + (s + %d) * CC + c]);\n"
+                        "        acc3 = evtc_comb<%d>(acc3, red[%lldLL + (s + %d) * CC + c]);\n      }\n"
+                        "      for (; s < %lldLL; s += %d) acc = evtc_comb<%d>(acc, red[%lldLL + s * CC + c]);\n"
+                        "      acc = evtc_comb<%d>(evtc_comb<%d>(acc, acc1), evtc_comb<%d>(acc2, acc3));\n    }\n"
                         "    evtc_fin[g][threadIdx.x %% %d] = acc;\n    __syncthreads();\n    if (g == 0 && c < CC) {\n"
                         "      for (int h = 1; h < %d; h++) acc = evtc_comb<%d>(acc, evtc_fin[h][threadIdx.x]);\n",
-                     red_init(v->op), (long long)pl->row_slots, fs, op, off, fc, fs, op);
+                     red_init(v->op), 3 * fs, (long long)pl->row_slots, 4 * fs, op, off, op, off, fs, op, off, 2 * fs, op, off,
+                     3 * fs, (long long)pl->row_slots, fs, op, off, op, op, op, fc, fs, op);
     } else {
       evtc_sb_printf(b, "  if (blockIdx.x == 0) {\n    double acc = %s;\n    for (int64_t s = threadIdx.x; s < %lldLL; s += %d)\n"
                         "      acc = evtc_comb<%d>(acc, red[%lldLL + s]);\n    acc = evtc_block_reduce<%d>(acc, evtc_red);\n"
@@ -490,7 +525,7 @@ static void emit_partials(const rows_ctx *x) {
     if (prefetched(x, i)) {
       const char *st = evtc_cpu_storage_ctype(k->v[i].dtype);
       evtc_sb_printf(b, "  %s *pf%d = (%s *)(evtc_smem + %lld);\n", st, i, st, (long long)smem_off);
-      smem_off += (k->cols * (int64_t)evtc_buffer_elem_size(k->v[i].dtype) + 15) / 16 * 16;
+      smem_off += pl->prefetch * ((k->cols * (int64_t)evtc_buffer_elem_size(k->v[i].dtype) + 15) / 16 * 16);
     }
 }
 
@@ -523,6 +558,8 @@ void evtc_cuda_emit_rows(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_
   x.kidx = pl->unrolled ? "j * VV + e" : "0";   /* register arrays need the unrolled loop */
   x.pt = pl->row_acc_f32 ? "float" : "double";
   x.pf_pass = -1;
+  const char *xw = getenv("EVTC_CUDA_XWARP");
+  x.xwarp_shfl = xw && strcmp(xw, "shfl") == 0;
   evtc_cuda_rows_info_init(&x.info, k, pl->vec, pl->cache != 0);
   for (int i = 0; i < k->n_v; i++) {
     if (prefetched(&x, i) && x.info.first[i] > x.pf_pass) x.pf_pass = x.info.first[i];
@@ -550,12 +587,21 @@ void evtc_cuda_emit_rows(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_
   }
   if (pl->smem) evtc_sb_printf(b, "  extern __shared__ __align__(16) unsigned char evtc_smem[];\n");
   emit_partials(&x);
-  if (x.pf_pass >= 0) emit_prefetch(&x, "  ", "slot");
+  for (int d = 0; x.pf_pass >= 0 && d < pl->prefetch; d++) {   /* the first rows, one group each */
+    char row[64], buf[32];
+    snprintf(row, sizeof row, "slot + %d * (int64_t)gridDim.x", d);
+    snprintf(buf, sizeof buf, "%lld", (long long)(d * k->cols));
+    emit_prefetch(&x, "  ", row, buf);
+  }
   if (n > 1) evtc_sb_printf(b, "  for (int64_t r = slot, it = 0; r < RR; r += gridDim.x / %d, it++) {\n", n);
   else evtc_sb_printf(b, "  for (int64_t r = slot, it = 0; r < RR; r += (int64_t)gridDim.x * %d, it++) {\n", rpb);
   evtc_sb_printf(b, "    (void)it;\n");
-  if (x.pf_pass >= 0)    /* the thread's own copies of this row are in; the next row's go out after pass pf_pass */
-    evtc_sb_printf(b, "    const int64_t rn = r + (int64_t)gridDim.x;\n    evtc_cp_async_wait();\n");
+  if (x.pf_pass >= 0)    /* the thread's own copies of this row are in (one group a row, in order); row rn goes out
+                          * after pass pf_pass, into this row's buffer */
+    evtc_sb_printf(b, "    const int64_t rn = r + %d * (int64_t)gridDim.x;\n    const CI pb = (CI)(it %% %d) * %lld;\n"
+                      "    %s;\n",
+                   pl->prefetch, pl->prefetch, (long long)k->cols,
+                   pl->prefetch > 1 ? "evtc_cp_async_wait1()" : "evtc_cp_async_wait()");
   if (pl->cache == 1)
     for (int i = 0; i < k->n_v; i++) {
       if (!x.info.kept[i]) continue;

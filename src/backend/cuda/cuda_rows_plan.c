@@ -8,28 +8,38 @@
  * (evtc_cuda_rows_info: loads, dropout masks, and values that would
  * otherwise need several kept inputs, in place of those inputs) and
  * values the graph computes twice computed once; a thread owns about 16
- * columns, 32 in rows too long for that (a 32000-column f32 row in one
- * block of 1000 threads, in registers), and a row longer still is split
+ * columns, fewer where a row would get less than 4 warps, 32 in rows too
+ * long for 16 (a 32000-column f32 row in one block of 1000 threads, in
+ * registers), and a row longer still is split
  * over a thread-block cluster of 2-8 blocks that combine their reductions
  * through distributed shared memory.  The launch bounds ask the compiler
  * for the blocks per SM that a register estimate allows; kernels with ROW
  * reductions run one persistent wave (a partial row per block) and
- * prefetch the next row into shared memory, as do kernels with enough
- * arithmetic per column to hide the copy, the others a block per row.
+ * prefetch the kept loads of the next two rows into shared memory (one
+ * where a second buffer would cost blocks per SM), as do kernels with
+ * enough arithmetic per column to hide the copy, the others a block per row.
  * Measured on an H200 (2026-11-29; bench/gpu.sh's workloads, each as one
  * fused kernel): f32 per-thread sums took softmax from 60 to 75% of copy
  * bandwidth, f32 partial rows flushed to f64 took a layernorm forward +
  * backward from 51 to 77-82%, a block per row beat 4-block clusters (94
  * against 73%), prefetching helped cross-entropy (83 against 62%) and
- * layernorm (77 against 56%) but not softmax (89 against 94%).
+ * layernorm (77 against 56%) but not softmax (89 against 94%).  Through
+ * the pass pipeline and the ILP plan (bench/gpu_bench.c, 13:50Z) the
+ * layernorm kernel with one row prefetched ran 0.455 ms where the same
+ * source built from the autodiff graph ran 0.32-0.36 (ptxas schedules the
+ * two differently; one 8-warp block per SM leaves no slack), and 0.33-0.36
+ * with two rows prefetched; the dropout + residual + layernorm block ran
+ * 0.139 ms with 4 warps a row against 0.149 with 2, and prefetching its
+ * loads that no later pass needs cost time (13:40Z: 0.157 against 0.149).
  *
  * The environment can force choices, for measuring them side by side:
  * EVTC_CUDA_VEC=0 (one column per access), EVTC_CUDA_CLUSTER=n (1: never
  * a cluster), EVTC_CUDA_ROW_CACHE=regs|smem|none (where kept values live;
  * EVTC_CUDA_SMEM_ROWS=0, the earlier switch, means no cluster and none:
  * rows re-read from global memory), EVTC_CUDA_ROW_COLS=n (columns per
- * thread), EVTC_CUDA_MIN_BLOCKS=n (blocks per SM the launch bounds ask
- * for), EVTC_CUDA_PREFETCH=0|1, EVTC_CUDA_ROW_PARTIALS=regs|smem|scratch,
+ * thread, even where a row gets less than 4 warps), EVTC_CUDA_MIN_BLOCKS=n
+ * (blocks per SM the launch bounds ask for), EVTC_CUDA_PREFETCH=0|1|2 (rows
+ * ahead), EVTC_CUDA_ROW_PARTIALS=regs|smem|scratch,
  * EVTC_CUDA_ROW_ACC=f32 (shared-memory partial rows in f32),
  * EVTC_CUDA_THREAD_ACC=f64 (per-thread sums in double).
  */
@@ -338,6 +348,10 @@ evtc_cuda_rows_plan evtc_cuda_rows_plan_of(const evtc_kernel *k, int sm_count, i
   } else {
     pl.rows_per_block = 1;
     int64_t per = cdiv(want_cols, V), t = (cdiv(nvec, per) + 31) / 32 * 32;
+    if (t < 128 && !getenv("EVTC_CUDA_ROW_COLS")) {    /* at least 4 warps a row: fewer columns a thread */
+      per = cdiv(nvec, 128);
+      t = (cdiv(nvec, per) + 31) / 32 * 32;
+    }
     int cl = env_is("EVTC_CUDA_SMEM_ROWS", "0") ? 1 : env_int("EVTC_CUDA_CLUSTER", 0);
     if (t > 1024) {                                  /* long rows: 32 columns per thread */
       per = cdiv(2 * want_cols, V);
@@ -388,7 +402,7 @@ evtc_cuda_rows_plan evtc_cuda_rows_plan_of(const evtc_kernel *k, int sm_count, i
   int64_t smem = pl.cache == 2 ? kept_smem(k, &info) : 0;
   if (pl.row_partials == 1) smem += part_bytes / (pl.row_acc_f32 ? 2 : 1);
   if (pl.row_flush) smem += part_bytes;
-  /* the next row's kept 16-byte loads prefetched into shared memory, in a persistent loop */
+  /* the next rows' kept 16-byte loads prefetched into shared memory, in a persistent loop (as the emitter's prefetched()) */
   int64_t pf = 0;
   for (int i = 0; i < k->n_v; i++)
     if (info.kept[i] && info.vec_load[i] && k->v[i].cls == EVTC_VC_FULL && V * (int64_t)evtc_buffer_elem_size(k->v[i].dtype) == 16)
@@ -400,9 +414,20 @@ evtc_cuda_rows_plan evtc_cuda_rows_plan_of(const evtc_kernel *k, int sm_count, i
   for (int i = 0; i < k->n_v; i++)
     full_ops += k->v[i].cls == EVTC_VC_FULL && info.alias[i] < 0 &&
                 (k->v[i].kind == EVTC_V_COMPUTE || k->v[i].kind == EVTC_V_ONE_HOT || k->v[i].kind == EVTC_V_RNG);
-  bool want_pf = env_is("EVTC_CUDA_PREFETCH", "1") || (!env_is("EVTC_CUDA_PREFETCH", "0") && (info.n_row > 0 || full_ops > 4));
-  pl.prefetch = want_pf && pf > 0 && pl.cache == 1 && pl.cluster == 1 && pl.rows_per_block == 1 && smem + pf <= smem_max - 4096;   /* room for the static reduction buffers */
-  if (pl.prefetch) smem += pf;
+  const char *pfe = getenv("EVTC_CUDA_PREFETCH");
+  int depth = pfe && *pfe ? atoi(pfe) : info.n_row > 0 || full_ops > 4 ? 2 : 0;
+  depth = depth < 0 ? 0 : depth > 2 ? 2 : depth;
+  while (depth > 0 && smem + depth * pf > smem_max - 4096) depth--;   /* room for the static reduction buffers */
+  pl.prefetch = pf > 0 && pl.cache == 1 && pl.cluster == 1 && pl.rows_per_block == 1 ? depth : 0;
+  if (pl.prefetch == 2 && !(pfe && *pfe)) {       /* two rows ahead only where it costs no blocks per SM */
+    evtc_cuda_rows_plan one = pl, two = pl;
+    one.smem = (unsigned)(smem + pf);
+    two.smem = (unsigned)(smem + 2 * pf);
+    occupancy(&one, &info, smem_max);
+    occupancy(&two, &info, smem_max);
+    if (two.min_blocks < one.min_blocks) pl.prefetch = 1;
+  }
+  smem += pl.prefetch * pf;
   pl.smem = (unsigned)smem;
   occupancy(&pl, &info, smem_max);
   /* one wave of persistent row groups when ROW partials are kept per group, else a group per row */

@@ -173,7 +173,7 @@ static bool accepts(const evtc_kernel *k, void *ctx) {
   (void)ctx;
   if (k->kind == EVTC_ML_OPAQUE || k->kind == EVTC_ML_CONV || k->n_args > EVTC_CUDA_MAX_ARGS) return false;
   if (k->kind == EVTC_ML_GEMM)
-    return evtc_cuda_gemm_use_evt(k, &pl, why, sizeof why) ||
+    return evtc_cuda_gemm_use_evt(k, NULL, &pl, why, sizeof why) ||
            (evtc_cuda_gemm_fits(k, why, sizeof why) && evtc_kernel_visitor_fits(k, why, sizeof why));
   return evtc_kernel_visitor_fits(k, why, sizeof why);
 }
@@ -214,7 +214,7 @@ static int32_t *plan_case(const evt_case *c, const evtc_graph *g, int *nk, evtc_
     snprintf(k->name, sizeof k->name, "k%d_%d", (int)(c - cases), t);
     evtc_cuda_evt_plan pl;
     char why[256] = "";
-    bool evt = k->kind == EVTC_ML_GEMM && evtc_cuda_gemm_use_evt(k, &pl, why, sizeof why);
+    bool evt = k->kind == EVTC_ML_GEMM && evtc_cuda_gemm_use_evt(k, NULL, &pl, why, sizeof why);
     if (k->kind == EVTC_ML_GEMM) {
       gemms++;
       CHECK(evt == (c->want_evt != 0), "%s: GEMM kernel on %s (%s)", c->name, evt ? "evtc's GEMM" : "cuBLASLt", why);

@@ -24,6 +24,7 @@ int evtc_cmd_opt(int argc, char **argv);
 int evtc_cmd_run(int argc, char **argv);
 int evtc_cmd_train(int argc, char **argv);
 int evtc_cmd_explain(int argc, char **argv);
+int evtc_cmd_tune(int argc, char **argv);
 
 /* The model options, as given on the command line. */
 typedef struct evtc_cli_model_options {

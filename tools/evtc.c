@@ -19,6 +19,7 @@ static const struct {
     {"explain", evtc_cmd_explain, "partition a model into fused kernels; show the plan (text, dot, svg, html)"},
     {"run", evtc_cmd_run, "run a model once on .npy inputs; write every output (--grads: and the gradients)"},
     {"train", evtc_cmd_train, "train a model on a .npy data set; report loss and accuracy; save a checkpoint"},
+    {"tune", evtc_cmd_tune, "tune evtc's GEMM on this GPU once per kernel family; cache the winners"},
 };
 
 static void usage(FILE *f) {

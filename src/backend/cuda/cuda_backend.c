@@ -95,7 +95,7 @@ static bool use_evt(const cuda_ctx *c, const evtc_kernel *k, evtc_cuda_evt_plan 
     snprintf(why, cap, "the device is %s (wgmma and TMA need sm_90a)", c->dev.arch);
     return false;
   }
-  return evtc_cuda_gemm_use_evt(k, pl, why, cap);
+  return evtc_cuda_gemm_use_evt(k, &c->dev, pl, why, cap);
 }
 
 static bool cuda_supports(const evtc_backend *be, const evtc_kernel *k, char *why, size_t cap) {

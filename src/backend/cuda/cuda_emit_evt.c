@@ -35,6 +35,7 @@
 
 #include "backend/cuda/cuda_emit.h"
 #include "backend/cuda/cuda_emit_gemm.h"
+#include "backend/cuda/cuda_gemm_tune.h"
 
 enum { FIN_THREADS = 256 };
 
@@ -85,12 +86,13 @@ static bool visitor_ok(const evtc_kernel *k, char *why, size_t cap) {
   return true;
 }
 
-/* The tile config: EVTC_GEMM_CONFIG when set (config_name's format; for experiments and the tuner's
- * measurements: one that does not parse or fit is refused, naming it), else the cooperative 128x256
- * default for the built-in store, and for a visitor epilogue pingpong 128x128 tiles (that epilogue runs
- * on the CUDA cores while the other warpgroup's main loop keeps the tensor cores busy). */
-static bool tile_config(bool builtin_store, const evtc_cuda_gemm_variant *v, evtc_cuda_gemm_config *cfg, char *why,
-                        size_t cap) {
+/* The tile config: EVTC_GEMM_CONFIG when set (config_name's format, for experiments: one that does not
+ * parse or fit is refused, naming it), else the tuner's winner for dev and the kernel's family when
+ * `evtc tune` has measured it, else the cooperative 128x256 default for the built-in store, and for a
+ * visitor epilogue pingpong 128x128 tiles (that epilogue runs on the CUDA cores while the other
+ * warpgroup's main loop keeps the tensor cores busy). */
+static bool tile_config(const evtc_cuda_device *dev, bool builtin_store, const evtc_cuda_gemm_variant *v,
+                        evtc_cuda_gemm_config *cfg, char *why, size_t cap) {
   const char *env = getenv("EVTC_GEMM_CONFIG");
   char cwhy[160];
   if (env && *env) {
@@ -98,7 +100,7 @@ static bool tile_config(bool builtin_store, const evtc_cuda_gemm_variant *v, evt
       snprintf(why, cap, "EVTC_GEMM_CONFIG '%s' is not like '128x256x64 s4 c2 g8' (+ ' pp')", env);
       return false;
     }
-  } else {
+  } else if (!dev || !evtc_cuda_gemm_tuned_config(dev, v, !builtin_store, cfg)) {
     *cfg = evtc_cuda_gemm_config_default();
     if (!builtin_store) {
       cfg->tile_n = 128;
@@ -113,7 +115,8 @@ static bool tile_config(bool builtin_store, const evtc_cuda_gemm_variant *v, evt
   return true;
 }
 
-bool evtc_cuda_evt_plan_of(const evtc_kernel *k, evtc_cuda_evt_plan *pl, char *why, size_t cap) {
+bool evtc_cuda_evt_plan_of(const evtc_kernel *k, const struct evtc_cuda_device *dev, evtc_cuda_evt_plan *pl, char *why,
+                           size_t cap) {
   memset(pl, 0, sizeof *pl);
   if (k->kind != EVTC_ML_GEMM) return fail(why, cap, "not a matmul");
   const evtc_gemm_desc *g = &k->gemm;
@@ -171,7 +174,7 @@ bool evtc_cuda_evt_plan_of(const evtc_kernel *k, evtc_cuda_evt_plan *pl, char *w
     pl->out_arg = st->arg;
     v.out = st->dtype;
   }
-  if (!tile_config(pl->builtin_store, &v, &pl->cfg, why, cap)) return false;
+  if (!tile_config(dev, pl->builtin_store, &v, &pl->cfg, why, cap)) return false;
   pl->var = v;
   pl->prob = p;
   /* the launch's tiles (after folding batches into rows: the problem's M and batch, not the kernel's) */

@@ -199,12 +199,13 @@ evtc_cuda_gemm_mode evtc_cuda_gemm_mode_get(void) {
   return EVTC_CUDA_GEMM_EVTC;
 }
 
-bool evtc_cuda_gemm_use_evt(const evtc_kernel *k, evtc_cuda_evt_plan *pl, char *why, size_t cap) {
+bool evtc_cuda_gemm_use_evt(const evtc_kernel *k, const evtc_cuda_device *dev, evtc_cuda_evt_plan *pl, char *why,
+                            size_t cap) {
   if (evtc_cuda_gemm_mode_get() == EVTC_CUDA_GEMM_CUBLASLT) {
     snprintf(why, cap, "EVTC_GEMM=cublaslt");
     return false;
   }
-  return evtc_cuda_evt_plan_of(k, pl, why, cap);
+  return evtc_cuda_evt_plan_of(k, dev, pl, why, cap);
 }
 
 static evtc_cuda_gemm_counts counts;

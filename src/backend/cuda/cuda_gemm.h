@@ -19,6 +19,7 @@
 #include <stdbool.h>
 
 #include "backend/cuda/cuda_api.h"
+#include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_emit_gemm.h"
 #include "kernel/kernel.h"
 
@@ -52,9 +53,11 @@ void evtc_cuda_gemm_free(evtc_cuda_gemm *g);
  * once on stderr and means evtc. */
 typedef enum evtc_cuda_gemm_mode { EVTC_CUDA_GEMM_EVTC, EVTC_CUDA_GEMM_CUBLASLT } evtc_cuda_gemm_mode;
 evtc_cuda_gemm_mode evtc_cuda_gemm_mode_get(void);
-/* Whether GEMM kernel k runs on evtc's GEMM (*pl filled); false with the
- * reason (the selector or the template's refusal) in why. */
-bool evtc_cuda_gemm_use_evt(const evtc_kernel *k, evtc_cuda_evt_plan *pl, char *why, size_t cap);
+/* Whether GEMM kernel k runs on evtc's GEMM (*pl filled, with dev's tuned
+ * config when there is one; dev may be NULL); false with the reason (the
+ * selector or the template's refusal) in why. */
+bool evtc_cuda_gemm_use_evt(const evtc_kernel *k, const evtc_cuda_device *dev, evtc_cuda_evt_plan *pl, char *why,
+                            size_t cap);
 /* GEMM kernels the backend has loaded on each path, process-wide (tests check which path ran). */
 typedef struct evtc_cuda_gemm_counts {
   int evt, cublaslt;

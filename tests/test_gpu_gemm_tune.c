@@ -1,0 +1,276 @@
+/* test_gpu_gemm_tune.c -- the GEMM tuner (cuda_gemm_tune.h): families,
+ * search space, the on-disk cache and, on an sm_90a GPU, a small tuning
+ * run.
+ *
+ * Host part (no GPU): family names round-trip; every candidate of the
+ * space passes config_check, none twice, both schedules and both consumer
+ * counts are there; a saved result reads back field for field and through
+ * evtc_cuda_gemm_tuned_config; damaged files (garbage, truncated, a
+ * missing key, another device, another template version, a config the
+ * template refuses, an unknown key, a duplicate) read as "not tuned", and
+ * the lookup notices a file replaced under it.  With NVRTC the reduced
+ * space's kernels of a store and a visitor family are compiled (that also
+ * fills the CUBIN cache that bench/gpu_gemm_tune.sh carries to the GPU).
+ *
+ * GPU part: the reduced space on two small problems (tile remainders on
+ * every side) for bf16 A M x K, B N x K with the built-in store and f16 A K
+ * x M, B K x N with the visitor epilogue: nothing rejected (every config
+ * the template accepts must match the default's output), the winner saved
+ * and found by the lookup.  Without a GPU it prints SKIPPED and exits 77.
+ *
+ * The tuning cache goes to a temporary $XDG_CACHE_HOME whose evtc/cuda is
+ * a link to the real CUBIN cache.
+ */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/cuda/cuda_gemm_tune.h"
+#include "check.h"
+#include "util/fs.h"
+
+static char tmp[64] = "/tmp/evtc-tune-test-XXXXXX";
+
+static bool same_cfg(const evtc_cuda_gemm_config *a, const evtc_cuda_gemm_config *b) {
+  return a->tile_m == b->tile_m && a->tile_n == b->tile_n && a->tile_k == b->tile_k && a->stages == b->stages &&
+         a->consumers == b->consumers && a->pingpong == b->pingpong && a->cluster_m == b->cluster_m &&
+         a->cluster_n == b->cluster_n && a->group_m == b->group_m;
+}
+
+static void test_families(void) {
+  for (int i = 0; i < 16; i++) {
+    evtc_cuda_gemm_family f = {.in = i & 1 ? EVTC_F16 : EVTC_BF16, .a_kmajor = i & 2, .b_kmajor = i & 4,
+                               .visitor = i & 8}, g;
+    char name[32];
+    evtc_cuda_gemm_family_name(&f, name, sizeof name);
+    CHECK(evtc_cuda_gemm_family_parse(name, &g) && g.in == f.in && g.a_kmajor == f.a_kmajor &&
+              g.b_kmajor == f.b_kmajor && g.visitor == f.visitor,
+          "family %s", name);
+  }
+  evtc_cuda_gemm_family g;
+  CHECK(!evtc_cuda_gemm_family_parse("f32-mk-nk-store", &g) && !evtc_cuda_gemm_family_parse("bf16-mk-nk", &g) &&
+            !evtc_cuda_gemm_family_parse("", &g),
+        "bad family names refused");
+}
+
+static void test_space(void) {
+  evtc_cuda_gemm_family f = {.in = EVTC_BF16, .a_kmajor = true, .b_kmajor = true};
+  evtc_cuda_gemm_config cs[512];
+  int n = evtc_cuda_gemm_tune_space(&f, 8, false, cs, 512);
+  CHECK(n >= 40 && n <= 512, "%d candidates", n);
+  evtc_cuda_gemm_variant v = {.in = EVTC_BF16, .out = EVTC_BF16, .a_kmajor = true, .b_kmajor = true};
+  int pp = 0, one = 0, bad = 0, dup = 0;
+  for (int i = 0; i < n && i < 512; i++) {
+    char why[160];
+    if (!evtc_cuda_gemm_config_check(&cs[i], &v, why, sizeof why)) bad++;
+    for (int j = 0; j < i; j++) dup += same_cfg(&cs[i], &cs[j]);
+    pp += cs[i].pingpong;
+    one += cs[i].consumers == 1;
+    if (cs[i].group_m != 8) bad++;
+  }
+  CHECK(bad == 0 && dup == 0, "%d refused, %d duplicates", bad, dup);
+  CHECK(pp > 0 && one > 0 && pp + one < n, "%d pingpong, %d one-consumer of %d", pp, one, n);
+  CHECK(evtc_cuda_gemm_tune_space(&f, 4, true, cs, 512) == 3, "reduced space");
+  printf("search space: %d candidates per group_m (%d pingpong, %d with one consumer)\n", n, pp, one);
+}
+
+static evtc_cuda_device fake_device(void) {
+  evtc_cuda_device dev = {.sm_count = 132, .cc_major = 9, .cc_minor = 0};
+  snprintf(dev.name, sizeof dev.name, "Test GPU");
+  return dev;
+}
+
+static bool write_text(const char *path, const char *text) {
+  unlink(path);   /* a new file: the lookup must notice the change */
+  FILE *f = fopen(path, "w");
+  if (!f) return false;
+  fputs(text, f);
+  return fclose(f) == 0;
+}
+
+static char *read_text(const char *path) {
+  FILE *f = fopen(path, "r");
+  char *s = calloc(1, 8192);
+  if (f) {
+    size_t n = fread(s, 1, 8191, f);
+    s[n] = 0;
+    fclose(f);
+  }
+  return s;
+}
+
+/* Copy of text with the line starting with `key ` replaced by repl (NULL: deleted). */
+static char *edit_line(const char *text, const char *key, const char *repl) {
+  char *out = calloc(1, strlen(text) + 512);
+  size_t kl = strlen(key);
+  for (const char *p = text; *p;) {
+    const char *e = strchr(p, '\n');
+    size_t len = e ? (size_t)(e - p + 1) : strlen(p);
+    if (strncmp(p, key, kl) == 0 && p[kl] == ' ') {
+      if (repl) strcat(strcat(out, repl), "\n");
+    } else {
+      strncat(out, p, len);
+    }
+    p += len;
+  }
+  return out;
+}
+
+static void test_cache(void) {
+  evtc_cuda_device dev = fake_device();
+  evtc_cuda_tune_device id = evtc_cuda_tune_device_of(&dev);
+  evtc_cuda_gemm_family f = {.in = EVTC_BF16, .a_kmajor = true, .b_kmajor = false, .visitor = true};
+  evtc_cuda_gemm_variant v = {.in = EVTC_BF16, .out = EVTC_F32, .a_kmajor = true, .b_kmajor = false};
+  evtc_cuda_gemm_config got, def = evtc_cuda_gemm_config_default();
+  char why[512], path[4352];
+  evtc_cuda_gemm_tuned t = {.cfg = def, .n_problems = 2, .mnk = {{8192, 8192, 4096}, {4096, 4096, 4096}},
+                            .tflops = {812.5, 700.25}, .default_tflops = {800, 690.5}, .candidates = 120,
+                            .rejected = 2, .compile_s = 1.5, .measure_s = 9.25}, r;
+  t.cfg.tile_n = 128;
+  t.cfg.stages = 5;
+  t.cfg.pingpong = true;
+  t.cfg.group_m = 16;
+  CHECK(!evtc_cuda_gemm_tune_load(&id, &f, &r, why, sizeof why) && strstr(why, "not tuned yet"), "absent: %s", why);
+  CHECK(!evtc_cuda_gemm_tuned_config(&dev, &v, true, &got), "absent: no config");
+  evtc_diag d = {0};
+  CHECK(evtc_cuda_gemm_tune_save(&id, &f, &t, &d) == EVTC_OK, "save: %s", d.msg);
+  CHECK(evtc_cuda_gemm_tune_load(&id, &f, &r, why, sizeof why), "load: %s", why);
+  CHECK(same_cfg(&r.cfg, &t.cfg) && r.n_problems == 2 && r.mnk[1][2] == 4096 && r.tflops[0] == 812.5 &&
+            r.default_tflops[1] == 690.5 && r.candidates == 120 && r.rejected == 2 && r.compile_s == 1.5 &&
+            r.measure_s == 9.25,
+        "round trip");
+  CHECK(evtc_cuda_gemm_tuned_config(&dev, &v, true, &got) && same_cfg(&got, &t.cfg), "lookup finds the result");
+  CHECK(!evtc_cuda_gemm_tuned_config(&dev, &v, false, &got), "another family (store) is not tuned");
+  evtc_cuda_gemm_variant f32 = v;
+  f32.in = EVTC_F32;
+  CHECK(!evtc_cuda_gemm_tuned_config(&dev, &f32, true, &got), "f32 inputs: no family");
+  evtc_cuda_device other = dev;
+  other.sm_count = 114;
+  CHECK(!evtc_cuda_gemm_tuned_config(&other, &v, true, &got), "another SM count is another device");
+
+  CHECK(evtc_cuda_gemm_tune_path(&id, &f, path, sizeof path), "path");
+  char *good = read_text(path);
+  char other_dev[160];
+  snprintf(other_dev, sizeof other_dev, "device Other GPU");
+  struct {
+    const char *what;
+    char *text;
+  } bad[] = {
+      {"garbage", strdup("\x01\x02 not a tuning file\n")},
+      {"empty", strdup("")},
+      {"truncated", strndup(good, strlen(good) / 2)},
+      {"missing config", edit_line(good, "config", NULL)},
+      {"another device", edit_line(good, "device", other_dev)},
+      {"another template", edit_line(good, "template", "template 0000000000000000")},
+      {"refused config", edit_line(good, "config", "config 256x256x64 s4 c2 g8")},
+      {"unreadable config", edit_line(good, "config", "config 128x128")},
+      {"unknown key", edit_line(good, "rejected", "rejected 2\ncolour blue")},
+      {"duplicate key", edit_line(good, "rejected", "rejected 2\nrejected 3")},
+      {"bad problem", edit_line(good, "problem", "problem 8192x8192 1 2")},
+      {"other version", edit_line(good, "evtc-gemm-tune", "evtc-gemm-tune 2")},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    CHECK(write_text(path, bad[i].text), "write %s", bad[i].what);
+    why[0] = 0;
+    CHECK(!evtc_cuda_gemm_tune_load(&id, &f, &r, why, sizeof why) && why[0], "%s: loaded", bad[i].what);
+    got = def;
+    CHECK(!evtc_cuda_gemm_tuned_config(&dev, &v, true, &got) && same_cfg(&got, &def), "%s: lookup", bad[i].what);
+    printf("  %-18s -> %s\n", bad[i].what, why);
+    free(bad[i].text);
+  }
+  CHECK(write_text(path, good), "restore");
+  CHECK(evtc_cuda_gemm_tuned_config(&dev, &v, true, &got) && same_cfg(&got, &t.cfg), "lookup after repair");
+  free(good);
+}
+
+/* XDG_CACHE_HOME = tmp, tmp/evtc/cuda -> the real CUBIN cache. */
+static bool setup_cache(void) {
+  char cuda[4096], link[128];
+  if (!mkdtemp(tmp) || !evtc_cuda_cache_dir(cuda, sizeof cuda) || !evtc_mkdirs(cuda)) return false;
+  snprintf(link, sizeof link, "%s/evtc", tmp);
+  if (!evtc_mkdirs(link)) return false;
+  snprintf(link, sizeof link, "%s/evtc/cuda", tmp);
+  return symlink(cuda, link) == 0 && setenv("XDG_CACHE_HOME", tmp, 1) == 0;
+}
+
+static void remove_cache(void) {
+  char p[512];
+  snprintf(p, sizeof p, "%s/evtc/tune", tmp);
+  DIR *dir = opendir(p);
+  for (struct dirent *e; dir && (e = readdir(dir));) {
+    if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2]))) continue;
+    char f[800];
+    snprintf(f, sizeof f, "%s/%s", p, e->d_name);
+    unlink(f);
+  }
+  if (dir) closedir(dir);
+  rmdir(p);
+  snprintf(p, sizeof p, "%s/evtc/cuda", tmp);
+  unlink(p);
+  snprintf(p, sizeof p, "%s/evtc", tmp);
+  rmdir(p);
+  rmdir(tmp);
+}
+
+static const evtc_cuda_gemm_family gpu_fams[] = {
+    {.in = EVTC_BF16, .a_kmajor = true, .b_kmajor = true, .visitor = false},
+    {.in = EVTC_F16, .a_kmajor = false, .b_kmajor = false, .visitor = true},
+};
+
+static void test_tuning(evtc_cuda_device *dev) {
+  evtc_cuda_gemm_tune_options o = {.reduced = true, .n_problems = 2, .mnk = {{1000, 520, 200}, {264, 776, 1032}},
+                                   .log = stdout};
+  for (size_t i = 0; i < sizeof gpu_fams / sizeof gpu_fams[0]; i++) {
+    char fam[32], cfg[64];
+    evtc_cuda_gemm_family_name(&gpu_fams[i], fam, sizeof fam);
+    evtc_cuda_gemm_tuned t;
+    evtc_diag d = {0};
+    printf("== tuning %s (reduced)\n", fam);
+    evtc_status s = evtc_cuda_gemm_tune(dev, &gpu_fams[i], &o, &t, &d);
+    CHECK(s == EVTC_OK, "%s: %s", fam, d.msg);
+    if (s != EVTC_OK) continue;
+    evtc_cuda_gemm_config_name(&t.cfg, cfg, sizeof cfg);
+    printf("%s: winner %s, %d candidates, %d rejected, NVRTC %.1f s, GPU %.1f s\n", fam, cfg, t.candidates,
+           t.rejected, t.compile_s, t.measure_s);
+    CHECK(t.rejected == 0, "%s: %d correct configs rejected", fam, t.rejected);
+    CHECK(t.candidates >= 4 && t.n_problems == 2 && t.tflops[0] > 0 && t.default_tflops[1] > 0, "%s: result", fam);
+    evtc_cuda_gemm_variant v = {.in = gpu_fams[i].in, .out = EVTC_F32, .a_kmajor = gpu_fams[i].a_kmajor,
+                                .b_kmajor = gpu_fams[i].b_kmajor};
+    evtc_cuda_gemm_config got;
+    CHECK(evtc_cuda_gemm_tuned_config(dev, &v, gpu_fams[i].visitor, &got) && same_cfg(&got, &t.cfg),
+          "%s: the lookup finds the winner", fam);
+  }
+}
+
+int main(void) {
+  if (!setup_cache()) {
+    fprintf(stderr, "test_gpu_gemm_tune: cannot set up the temporary cache in %s\n", tmp);
+    return 1;
+  }
+  test_families();
+  test_space();
+  test_cache();
+  evtc_diag d = {0};
+  evtc_cuda_gemm_tune_options o = {.reduced = true, .jobs = 2};
+  bool nvrtc = true;
+  for (size_t i = 0; i < sizeof gpu_fams / sizeof gpu_fams[0] && nvrtc; i++) {
+    int built = 0, hits = 0;
+    evtc_status s = evtc_cuda_gemm_tune_compile("sm_90a", &gpu_fams[i], &o, &built, &hits, &d);
+    if (s == EVTC_ERR_UNSUPPORTED) nvrtc = false;
+    else CHECK(s == EVTC_OK && built + hits == 4, "compile: %s (%d + %d kernels)", d.msg, built, hits);
+  }
+  evtc_cuda_device dev;
+  d = (evtc_diag){0};
+  bool gpu = evtc_cuda_device_open(&dev, 0, &d) == EVTC_OK;
+  if (gpu && strcmp(dev.arch, "sm_90a") == 0) test_tuning(&dev);
+  if (gpu) evtc_cuda_device_close(&dev);
+  remove_cache();
+  int rc = check_summary();
+  if (rc == 0 && !(gpu && strcmp(dev.arch, "sm_90a") == 0)) {
+    printf("SKIPPED: GPU tuning (%s)\n", gpu ? "the GPU is not sm_90a" : d.msg);
+    return 77;
+  }
+  return rc;
+}

@@ -8,6 +8,10 @@
  *   ln_stats    z = dropout(gelu_tanh(h + b)) + res (bf16), and the row sums
  *               of z and z^2 in f32 for the following layernorm (no
  *               library epilogue does this)
+ *   dgelu_bgrad the backward of linear + bias + GELU: g = dy W2^T (the same
+ *               GEMM shape), dh = g gelu_tanh'(h) (bf16, h the saved
+ *               pre-activation) and the bias gradient db = column sums of
+ *               dh (f32): cuBLASLt's DGELU_BGRAD epilogue, written out
  * each with EVTC_GEMM=evtc (evtc's GEMM, the whole graph as one kernel
  * plus the reductions' finishing kernel: the plan puts every node in the GEMM kernel when
  * the backend accepts that, else the built-in greedy plan), with the tile
@@ -83,6 +87,29 @@ static char *graph_text(const char *name) {
                 (long long)N, (long long)M, (long long)N, (long long)M, (long long)N);
   if (strcmp(name, "bias_gelu") == 0) {
     snprintf(s + n, 4096 - (size_t)n, "  output %%y\n}\n");
+    return s;
+  }
+  if (strcmp(name, "dgelu_bgrad") == 0) {   /* %x, %w read as dy, W2; %b unused: the saved h instead */
+    const long long m = M, nn = N;
+    snprintf(s + n, 4096 - (size_t)n,
+             "  %%hs = input() : bf16[%lld,%lld]\n  %%hf = cast(%%hs) {dtype=f32} : f32[%lld,%lld]\n"
+             "  %%gf = cast(%%h) {dtype=f32} : f32[%lld,%lld]\n"
+             "  %%one = const() {value=1.0} : f32[]\n  %%half = const() {value=0.5} : f32[]\n"
+             "  %%ck = const() {value=0.7978845608028654} : f32[]\n  %%c1 = const() {value=0.044715} : f32[]\n"
+             "  %%c3 = const() {value=0.134145} : f32[]\n"
+             "  %%h2 = mul(%%hf, %%hf) : f32[%lld,%lld]\n  %%a = mul(%%h2, %%c1) : f32[%lld,%lld]\n"
+             "  %%a1 = add(%%a, %%one) : f32[%lld,%lld]\n  %%u0 = mul(%%hf, %%a1) : f32[%lld,%lld]\n"
+             "  %%u = mul(%%u0, %%ck) : f32[%lld,%lld]\n  %%t = tanh(%%u) : f32[%lld,%lld]\n"
+             "  %%t1 = add(%%t, %%one) : f32[%lld,%lld]\n  %%left = mul(%%t1, %%half) : f32[%lld,%lld]\n"
+             "  %%tt = mul(%%t, %%t) : f32[%lld,%lld]\n  %%omt = sub(%%one, %%tt) : f32[%lld,%lld]\n"
+             "  %%b0 = mul(%%h2, %%c3) : f32[%lld,%lld]\n  %%b1 = add(%%b0, %%one) : f32[%lld,%lld]\n"
+             "  %%b2 = mul(%%b1, %%ck) : f32[%lld,%lld]\n  %%r0 = mul(%%omt, %%b2) : f32[%lld,%lld]\n"
+             "  %%r1 = mul(%%r0, %%hf) : f32[%lld,%lld]\n  %%right = mul(%%r1, %%half) : f32[%lld,%lld]\n"
+             "  %%dg = add(%%left, %%right) : f32[%lld,%lld]\n  %%dhf = mul(%%gf, %%dg) : f32[%lld,%lld]\n"
+             "  %%dh = cast(%%dhf) {dtype=bf16} : bf16[%lld,%lld]\n  %%db = reduce_sum(%%dhf) {axes=[0]} : f32[%lld]\n"
+             "  output %%dh\n  output %%db\n}\n",
+             m, nn, m, nn, m, nn, m, nn, m, nn, m, nn, m, nn, m, nn, m, nn, m, nn, m, nn, m, nn, m, nn, m, nn, m, nn,
+             m, nn, m, nn, m, nn, m, nn, m, nn, m, nn, nn);
     return s;
   }
   snprintf(s + n, 4096 - (size_t)n,
@@ -281,6 +308,8 @@ static const variant variants[] = {
     {"ln_stats", "evtc", NULL},
     {"ln_stats", "evtc", "128x256x64 s4 c2 g8"},
     {"ln_stats", "cublaslt", NULL},
+    {"dgelu_bgrad", "evtc", NULL},
+    {"dgelu_bgrad", "cublaslt", NULL},
 };
 enum { N_VARIANTS = sizeof variants / sizeof variants[0] };
 

@@ -19,8 +19,10 @@
 #                               is the noise), its table last; then `run-evt`.
 #   bench/gpu_gemm.sh run-evt   on the GPU machine: the EVT test (GEMM kernels
 #                               with their visitor epilogue against the float64
-#                               interpreter) and the EVT benchmark through evtc
-#                               graphs (bench/gpu_evt_bench.c), its table last.
+#                               interpreter), the EVT benchmark through evtc
+#                               graphs (bench/gpu_evt_bench.c) and PyTorch's
+#                               eager and torch.compile times of the same
+#                               workloads (bench/gpu_evt_torch.py), tables last.
 #
 # In this workplace: add /.gpu-gemm/ to .git/info/exclude and
 # run(command="sh bench/gpu_gemm.sh run", carry=[".gpu-gemm"]).
@@ -106,6 +108,10 @@ run-evt)
     rc=0
     timeout "${EVT_BENCH_TIMEOUT:-150}" "$stage/gpu_evt_bench" || rc=$?
     echo "== gpu_evt_bench exit code $rc"
+    echo "== gpu_evt_torch.py (PyTorch eager and torch.compile on the same workloads)"
+    rc=0
+    timeout "${EVT_TORCH_TIMEOUT:-240}" python3 bench/gpu_evt_torch.py 2>&1 | grep -v Warning || rc=$?
+    echo "== gpu_evt_torch.py exit code $rc"
   } 2>&1 | tee "$out/gpu_evt.log"
   ;;
 *)

@@ -27,7 +27,8 @@
  * gets the same inputs; its first output is compared with the cuBLASLt
  * run's on 65536 sampled elements (max |difference| / max |value|: both
  * GPU, rounding order only, dropout masks identical).  TFLOP/s counts the
- * GEMM's 2 M N K.  The table comes last.
+ * GEMM's 2 M N K.  Arguments name the graphs to run (the GEMM alone always
+ * runs: the ratios' base); none: all.  The table comes last.
  */
 #include <math.h>
 #include <stdint.h>
@@ -90,26 +91,28 @@ static char *graph_text(const char *name) {
     return s;
   }
   if (strcmp(name, "dgelu_bgrad") == 0) {   /* %x, %w read as dy, W2; %b unused: the saved h instead */
-    const long long m = M, nn = N;
-    snprintf(s + n, 4096 - (size_t)n,
-             "  %%hs = input() : bf16[%lld,%lld]\n  %%hf = cast(%%hs) {dtype=f32} : f32[%lld,%lld]\n"
-             "  %%gf = cast(%%h) {dtype=f32} : f32[%lld,%lld]\n"
-             "  %%one = const() {value=1.0} : f32[]\n  %%half = const() {value=0.5} : f32[]\n"
-             "  %%ck = const() {value=0.7978845608028654} : f32[]\n  %%c1 = const() {value=0.044715} : f32[]\n"
-             "  %%c3 = const() {value=0.134145} : f32[]\n"
-             "  %%h2 = mul(%%hf, %%hf) : f32[%lld,%lld]\n  %%a = mul(%%h2, %%c1) : f32[%lld,%lld]\n"
-             "  %%a1 = add(%%a, %%one) : f32[%lld,%lld]\n  %%u0 = mul(%%hf, %%a1) : f32[%lld,%lld]\n"
-             "  %%u = mul(%%u0, %%ck) : f32[%lld,%lld]\n  %%t = tanh(%%u) : f32[%lld,%lld]\n"
-             "  %%t1 = add(%%t, %%one) : f32[%lld,%lld]\n  %%left = mul(%%t1, %%half) : f32[%lld,%lld]\n"
-             "  %%tt = mul(%%t, %%t) : f32[%lld,%lld]\n  %%omt = sub(%%one, %%tt) : f32[%lld,%lld]\n"
-             "  %%b0 = mul(%%h2, %%c3) : f32[%lld,%lld]\n  %%b1 = add(%%b0, %%one) : f32[%lld,%lld]\n"
-             "  %%b2 = mul(%%b1, %%ck) : f32[%lld,%lld]\n  %%r0 = mul(%%omt, %%b2) : f32[%lld,%lld]\n"
-             "  %%r1 = mul(%%r0, %%hf) : f32[%lld,%lld]\n  %%right = mul(%%r1, %%half) : f32[%lld,%lld]\n"
-             "  %%dg = add(%%left, %%right) : f32[%lld,%lld]\n  %%dhf = mul(%%gf, %%dg) : f32[%lld,%lld]\n"
-             "  %%dh = cast(%%dhf) {dtype=bf16} : bf16[%lld,%lld]\n  %%db = reduce_sum(%%dhf) {axes=[0]} : f32[%lld]\n"
-             "  output %%dh\n  output %%db\n}\n",
-             m, nn, m, nn, m, nn, m, nn, m, nn, m, nn, m, nn, m, nn, m, nn, m, nn, m, nn, m, nn, m, nn, m, nn, m, nn,
-             m, nn, m, nn, m, nn, m, nn, m, nn, m, nn, nn);
+    static const char *const lines[] = {
+        "%%hs = input() : bf16[%s]", "%%hf = cast(%%hs) {dtype=f32} : f32[%s]", "%%gf = cast(%%h) {dtype=f32} : f32[%s]",
+        "%%h2 = mul(%%hf, %%hf) : f32[%s]", "%%a = mul(%%h2, %%c1) : f32[%s]", "%%a1 = add(%%a, %%one) : f32[%s]",
+        "%%u0 = mul(%%hf, %%a1) : f32[%s]", "%%u = mul(%%u0, %%ck) : f32[%s]", "%%t = tanh(%%u) : f32[%s]",
+        "%%t1 = add(%%t, %%one) : f32[%s]", "%%left = mul(%%t1, %%half) : f32[%s]", "%%tt = mul(%%t, %%t) : f32[%s]",
+        "%%omt = sub(%%one, %%tt) : f32[%s]", "%%b0 = mul(%%h2, %%c3) : f32[%s]", "%%b1 = add(%%b0, %%one) : f32[%s]",
+        "%%b2 = mul(%%b1, %%ck) : f32[%s]", "%%r0 = mul(%%omt, %%b2) : f32[%s]", "%%r1 = mul(%%r0, %%hf) : f32[%s]",
+        "%%right = mul(%%r1, %%half) : f32[%s]", "%%dg = add(%%left, %%right) : f32[%s]",
+        "%%dhf = mul(%%gf, %%dg) : f32[%s]", "%%dh = cast(%%dhf) {dtype=bf16} : bf16[%s]"};
+    char shape[64];
+    snprintf(shape, sizeof shape, "%lld,%lld", (long long)M, (long long)N);
+    n += snprintf(s + n, 4096 - (size_t)n,
+                  "  %%one = const() {value=1.0} : f32[]\n  %%half = const() {value=0.5} : f32[]\n"
+                  "  %%ck = const() {value=0.7978845608028654} : f32[]\n  %%c1 = const() {value=0.044715} : f32[]\n"
+                  "  %%c3 = const() {value=0.134145} : f32[]\n");
+    for (size_t l = 0; l < sizeof lines / sizeof lines[0]; l++) {
+      n += snprintf(s + n, 4096 - (size_t)n, "  ");
+      n += snprintf(s + n, 4096 - (size_t)n, lines[l], shape);
+      n += snprintf(s + n, 4096 - (size_t)n, "\n");
+    }
+    snprintf(s + n, 4096 - (size_t)n, "  %%db = reduce_sum(%%dhf) {axes=[0]} : f32[%lld]\n  output %%dh\n  output %%db\n}\n",
+             (long long)N);
     return s;
   }
   snprintf(s + n, 4096 - (size_t)n,
@@ -313,7 +316,16 @@ static const variant variants[] = {
 };
 enum { N_VARIANTS = sizeof variants / sizeof variants[0] };
 
-int main(void) {
+/* Whether graph g is asked for: every graph without arguments, else those named (the GEMM alone always: the
+ * ratios' base). */
+static bool wanted(const char *g, int argc, char **argv) {
+  if (argc < 2 || strcmp(g, "gemm") == 0) return true;
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], g) == 0) return true;
+  return false;
+}
+
+int main(int argc, char **argv) {
   evtc_diag d = {0};
   const evtc_backend *be = evtc_backend_cuda(&d);
   if (!be) {
@@ -324,10 +336,10 @@ int main(void) {
   for (int v = 0; v < N_VARIANTS; v++) {
     if (variants[v].config) setenv("EVTC_GEMM_CONFIG", variants[v].config, 1);
     else unsetenv("EVTC_GEMM_CONFIG");
-    res[v] = run_graph(be, variants[v].graph, variants[v].mode);
+    res[v] = wanted(variants[v].graph, argc, argv) ? run_graph(be, variants[v].graph, variants[v].mode) : (result){0};
   }
   unsetenv("EVTC_GEMM_CONFIG");
-  double lt_ms = lt_gelu_bias(&d);
+  double lt_ms = wanted("bias_gelu", argc, argv) ? lt_gelu_bias(&d) : 0;
   if (d.status != EVTC_OK) fprintf(stderr, "cuBLASLt GELU_BIAS: %s\n", d.msg);
   double sync_ms = sync_only(be);
   const double flop = 2.0 * (double)M * (double)N * (double)K, base = res[0].ms;
@@ -335,7 +347,7 @@ int main(void) {
          (long long)M, (long long)N, (long long)K, ITERS);
   printf("(tile: EVTC_GEMM_CONFIG, '-' = the plan's choice; ~cublaslt: max |diff| / max |value| against the"
          " EVTC_GEMM=cublaslt run on the same inputs)\n");
-  printf("%-10s %-9s %-22s %7s %8s %8s %11s %10s\n", "graph", "gemm", "tile", "kernels", "ms", "TFLOP/s",
+  printf("%-11s %-9s %-22s %7s %8s %8s %11s %10s\n", "graph", "gemm", "tile", "kernels", "ms", "TFLOP/s",
          "/gemm(evtc)", "~cublaslt");
   for (int v = 0; v < N_VARIANTS; v++) {
     const variant *x = &variants[v];
@@ -345,7 +357,8 @@ int main(void) {
       if (u != v && strcmp(variants[u].graph, x->graph) == 0 && strcmp(variants[u].mode, "cublaslt") == 0 &&
           strcmp(x->mode, "evtc") == 0 && r->sample && res[u].sample)
         snprintf(agree, sizeof agree, "%.2e", max_rel(r->sample, res[u].sample));
-    printf("%-10s %-9s %-22s ", x->graph, x->mode, x->config ? x->config : "-");
+    if (!wanted(x->graph, argc, argv)) continue;
+    printf("%-11s %-9s %-22s ", x->graph, x->mode, x->config ? x->config : "-");
     if (!r->ms) {
       printf("  FAILED\n");
       continue;
@@ -353,9 +366,9 @@ int main(void) {
     printf("%7d %8.3f %8.1f %11.3f %10s\n", r->kernels, r->ms, flop / r->ms * 1e-9, base ? r->ms / base : 0, agree);
   }
   if (lt_ms)
-    printf("%-10s %-9s %-22s %7d %8.3f %8.1f %11.3f\n", "bias_gelu", "cuBLASLt", "GELU_BIAS epilogue", 1,
+    printf("%-11s %-9s %-22s %7d %8.3f %8.1f %11.3f\n", "bias_gelu", "cuBLASLt", "GELU_BIAS epilogue", 1,
            lt_ms, flop / lt_ms * 1e-9, base ? lt_ms / base : 0);
-  printf("%-10s %-9s %-22s %7d %8.3f\n", "sync only", "-", "(fixed cost per run)", 1, sync_ms);
+  printf("%-11s %-9s %-22s %7d %8.3f\n", "sync only", "-", "(fixed cost per run)", 1, sync_ms);
   for (int v = 0; v < N_VARIANTS; v++) free(res[v].sample);
   return 0;
 }

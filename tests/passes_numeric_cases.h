@@ -207,4 +207,23 @@ static const pcase cases[] = {
      "  %cond = gt(%e6, %y) : bool[3,4]\n"
      "  %w = where(%cond, %e6, %y) : f64[3,4]\n"
      "  output %c\n  output %d\n  output %e4\n  output %keep\n  output %w\n}\n"},
+    {"attention-fuse", "attention-fuse,dce", "softmax", false,
+     "graph t {\n"
+     "  %q = input() : f64[2,3,4,8]\n"
+     "  %k = input() : f64[2,3,6,8]\n"
+     "  %v = input() : f64[2,3,6,5]\n"
+     "  %s = batch_matmul(%q, %k) {trans_b=1} : f64[2,3,4,6]\n"
+     "  %c = const() {value=2.8284271247461903} : f64[]\n"
+     "  %sd = div(%s, %c) : f64[2,3,4,6]\n"
+     "  %m = const() {data=[0,0,0,-1e30,-1e30,-1e30, 0,0,0,0,-1e30,-1e30, 0,0,0,0,0,-1e30, 0,0,0,0,0,0]} : f64[4,6]\n"
+     "  %sm = add(%m, %sd) : f64[2,3,4,6]\n"
+     "  %p = softmax(%sm) : f64[2,3,4,6]\n"
+     "  %o = batch_matmul(%p, %v) : f64[2,3,4,5]\n"
+     "  %s2 = batch_matmul(%o, %v) {trans_b=1} : f64[2,3,4,6]\n"
+     "  %f = const() {value=-inf} : f64[]\n"
+     "  %keep = const() {data=[1,1,1,0,0,0, 1,1,1,1,0,0, 1,1,1,1,1,0, 1,1,1,1,1,1]} : bool[1,1,4,6]\n"
+     "  %w = where(%keep, %s2, %f) : f64[2,3,4,6]\n"
+     "  %p2 = softmax(%w) {axis=3} : f64[2,3,4,6]\n"
+     "  %o2 = batch_matmul(%p2, %k) : f64[2,3,4,8]\n"
+     "  output %o2\n}\n"},
 };

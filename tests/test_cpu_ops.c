@@ -3,7 +3,8 @@
  * gather, embedding, scatter_add, max/avg pooling and their backward ops,
  * both conv2d backward ops (groups, stride, dilation, asymmetric padding),
  * training-mode batchnorm and its running statistics, reductions over
- * middle axes, and batch-1 softmax / cross-entropy.  Fresh random inputs,
+ * middle axes, batch-1 softmax / cross-entropy, and the attention family
+ * (forward, log-sum-exp, the three backward ops; causal and not).  Fresh random inputs,
  * poisoned outputs, odd sizes; every node must run compiled (none in the
  * interpreter), under the greedy plan and one node per kernel.  Indices out
  * of range raise the same run-time error as in the interpreter.  The fusion
@@ -51,10 +52,19 @@ static const char ops_text[] =
     "  %r3 = reduce_max(%x) {axes=[0,2], keepdims=1} : f32[1,3,1,9]\n  %r4 = reduce_min(%x) {axes=[1,3]} : f32[2,7]\n"
     "  %l1 = input() : f32[1,10]\n  %lab1 = input() : i64[1]\n"
     "  %sm1 = softmax(%l1) : f32[1,10]\n  %ce1 = cross_entropy(%l1, %lab1) : f32[]\n"
+    "  %aq = input() : f32[2,3,5,16]\n  %ak = input() : f32[2,3,7,16]\n  %av = input() : f32[2,3,7,8]\n"
+    "  %ado = input() : f32[2,3,5,8]\n"
+    "  %at = attention(%aq, %ak, %av) {scale=0.25, causal=1} : f32[2,3,5,8]\n"
+    "  %atn = attention(%aq, %ak, %av) {scale=0.25} : f32[2,3,5,8]\n"
+    "  %al = attention_lse(%aq, %ak) {scale=0.25, causal=1} : f32[2,3,5]\n"
+    "  %adq = attention_backward_q(%aq, %ak, %av, %at, %ado, %al) {scale=0.25, causal=1} : f32[2,3,5,16]\n"
+    "  %adk = attention_backward_k(%aq, %ak, %av, %at, %ado, %al) {scale=0.25, causal=1} : f32[2,3,7,16]\n"
+    "  %adv = attention_backward_v(%aq, %ak, %av, %at, %ado, %al) {scale=0.25, causal=1} : f32[2,3,7,8]\n"
     "  output %pd\n  output %cat\n  output %ga\n  output %gb\n  output %em\n  output %sa\n  output %ipd\n"
     "  output %mp\n  output %mpb\n  output %ap\n  output %api\n  output %apb\n  output %cbi\n  output %cbw\n"
     "  output %cbi2\n  output %cbw2\n  output %bn\n  output %bnm\n  output %bnv\n  output %r1\n  output %r2\n"
     "  output %r3\n  output %r4\n  output %sm1\n  output %ce1\n"
+    "  output %atn\n  output %adq\n  output %adk\n  output %adv\n"
     "}\n";
 
 static void test_ops(void) {

@@ -235,6 +235,10 @@ static evtc_node *c_cross_entropy(evtc_graph *g) {
   return OP0(CROSS_ENTROPY, INS(in(g, "logits", SHAPE(4, 5)), labels));
 }
 static evtc_node *c_mse(evtc_graph *g) { return OP0(MSE, INS(in(g, "a", SHAPE(3, 4)), in(g, "b", SHAPE(3, 4)))); }
+static evtc_node *c_attention(evtc_graph *g) {   /* causal, S < T, Dv != D (tests/test_attention.c has more) */
+  return OP(ATTENTION, INS(in(g, "q", SHAPE(1, 2, 3, 4)), in(g, "k", SHAPE(1, 2, 5, 4)), in(g, "v", SHAPE(1, 2, 5, 3))),
+            ATTRS(evtc_attr_float("scale", 0.7), I("causal", 1)));
+}
 
 /* A two-layer MLP with the loss attached by loss.c (kind in the name). */
 static evtc_node *mlp(evtc_graph *g, const char *kind) {
@@ -288,7 +292,7 @@ static const gcase cases[] = {
     {"layernorm axis=1", c_layernorm, ANY, false}, {"layernorm axis=-1", c_layernorm_last, ANY, false},
     {"batchnorm [4,3,2,3]", c_batchnorm, ANY, false}, {"batchnorm [5,3] eps=1e-3", c_batchnorm2, ANY, false},
     {"dropout p=0.3", c_dropout, ANY, false}, {"cross_entropy", c_cross_entropy, ANY, false},
-    {"mse", c_mse, ANY, false}, {"loss_attach cross_entropy", c_loss_ce, ANY, true},
+    {"mse", c_mse, ANY, false}, {"attention causal", c_attention, ANY, false}, {"loss_attach cross_entropy", c_loss_ce, ANY, true},
     {"loss_attach mse", c_loss_mse, ANY, true}, {"loss_attach mean_square", c_loss_ms, ANY, true},
 };
 

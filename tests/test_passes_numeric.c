@@ -1,4 +1,4 @@
-/* test_passes_numeric.c -- the rewriting passes (decompose, simplify,
+/* test_passes_numeric.c -- the rewriting passes (decompose, simplify, attention-fuse,
  * permute-fold, permute-propagate, broadcast-canonicalize) preserve what a
  * graph computes.
  *

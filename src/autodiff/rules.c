@@ -3,7 +3,8 @@
  * ORDER OP: one positional entry per line of ops.def, checked against
  * EVTC_OP_COUNT.  NULL means that no gradient flows through the op: leaves,
  * comparisons, sign (zero almost everywhere), one_hot (integer input) and
- * the batchnorm running statistics (they only feed STATE updates).
+ * the batchnorm running statistics (they only feed STATE updates), and the
+ * attention backward ops and log-sum-exp (no second derivatives).
  */
 #include "autodiff/rules.h"
 
@@ -76,6 +77,11 @@ const evtc_vjp_rule evtc_vjp_rules[] = {
     /* CROSS_ENTROPY */ evtc_vjp_cross_entropy,
     /* MSE */ evtc_vjp_mse,
     /* EMBEDDING */ evtc_vjp_embedding,
+    /* ATTENTION */ evtc_vjp_attention,
+    /* ATTENTION_LSE */ NULL,
+    /* ATTENTION_BACKWARD_Q */ NULL,
+    /* ATTENTION_BACKWARD_K */ NULL,
+    /* ATTENTION_BACKWARD_V */ NULL,
 };
 _Static_assert(sizeof(evtc_vjp_rules) / sizeof(evtc_vjp_rules[0]) == EVTC_OP_COUNT,
                "gradient rule table out of step with ops.def");

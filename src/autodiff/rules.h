@@ -120,6 +120,9 @@ void evtc_vjp_dropout(evtc_vjp *v);
 void evtc_vjp_cross_entropy(evtc_vjp *v);
 void evtc_vjp_mse(evtc_vjp *v);
 
+/* rules_attention.c */
+void evtc_vjp_attention(evtc_vjp *v);
+
 /* ---- optimizer updates (optim.c) ---- */
 
 /* Appends the update ops of opt (SGD or ADAMW) for params[k] with gradient

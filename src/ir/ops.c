@@ -47,6 +47,7 @@ static const evtc_attr_spec attrs_layernorm[] = {OPT_I("axis", -1), OPT_F("eps",
 static const evtc_attr_spec attrs_eps[] = {OPT_F("eps", 1e-5), {0}};
 static const evtc_attr_spec attrs_momentum[] = {OPT_F("momentum", 0.1), {0}};
 static const evtc_attr_spec attrs_dropout[] = {OPT_F("p", 0.5), OPT_I("seed", 0), {0}};
+static const evtc_attr_spec attrs_attention[] = {REQ("scale", FLOAT), OPT_I("causal", 0), {0}};
 
 /* Every spec ends in a {0} sentinel, so attrs_none counts zero. */
 #define N_ATTRS(a) ((int)(sizeof(a) / sizeof((a)[0])) - 1)

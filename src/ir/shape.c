@@ -522,6 +522,56 @@ static bool infer_composite(evtc_graph *g, evtc_node *n) {
   }
 }
 
+/* attention family: q[B,H,S,D], k[B,H,T,D] (and v[B,H,T,Dv]) of one float
+ * dtype; *lse_dt is the dtype of the per-row log-sum-exp (f32 for 2-byte
+ * floats, so it keeps its precision). */
+static bool attention_operands(evtc_graph *g, evtc_node *n, bool with_v, evtc_dtype *lse_dt) {
+  int nv = with_v ? 3 : 2;
+  for (int i = 0; i < nv; i++)
+    if (!need_float(g, n, i) || !same_dtype(g, n, 0, i) || !need_rank(g, n, i, 4)) return false;
+  const evtc_type *q = in_type(n, 0), *k = in_type(n, 1), *v = with_v ? in_type(n, 2) : k;
+  char b0[96], b1[96];
+  for (int d = 0; d < 2; d++)
+    if (k->shape[d] != q->shape[d] || v->shape[d] != q->shape[d])
+      return FAIL("batch and head dims of q %s, k %s and v differ", tstr(q, b0), tstr(k, b1));
+  if (k->shape[3] != q->shape[3])
+    return FAIL("q %s and k %s have different head dims", tstr(q, b0), tstr(k, b1));
+  if (v->shape[2] != k->shape[2])
+    return FAIL("k %s and v %s have different key counts", tstr(k, b0), tstr(v, b1));
+  int64_t causal = evtc_node_int(n, "causal");
+  double scale = evtc_node_float(n, "scale");
+  if (causal != 0 && causal != 1) return FAIL("causal = %lld must be 0 or 1", (long long)causal);
+  if (!(scale == scale) || scale - scale != 0) return FAIL("scale %g is not finite", scale);
+  if (causal && q->shape[2] > k->shape[2])
+    return FAIL("causal with more queries (%lld) than keys (%lld) leaves rows with no key", (long long)q->shape[2],
+                (long long)k->shape[2]);
+  *lse_dt = q->dtype == EVTC_F64 ? EVTC_F64 : EVTC_F32;
+  return true;
+}
+
+static bool infer_attention(evtc_graph *g, evtc_node *n) {
+  evtc_dtype lse_dt;
+  if (!attention_operands(g, n, n->op != EVTC_OP_ATTENTION_LSE, &lse_dt)) return false;
+  const evtc_type *q = in_type(n, 0);
+  int64_t o[4] = {q->shape[0], q->shape[1], q->shape[2], n->op == EVTC_OP_ATTENTION_LSE ? 0 : in_type(n, 2)->shape[3]};
+  switch (n->op) {
+    case EVTC_OP_ATTENTION: set_type(n, q->dtype, 4, o); return true;
+    case EVTC_OP_ATTENTION_LSE: set_type(n, lse_dt, 3, o); return true;
+    default: break;
+  }
+  /* backward: (q, k, v, out, dout, lse) -> the gradient of q, k or v */
+  for (int i = 3; i < 5; i++)
+    if (!same_dtype(g, n, 0, i) || !need_shape(g, n, i, 4, o, i == 3 ? "the attention output" : "its gradient"))
+      return false;
+  if (in_type(n, 5)->dtype != lse_dt)
+    return FAIL("input 5 (%%%s) must be the %s log-sum-exp, not %s", n->inputs[5]->name, evtc_dtype_name(lse_dt),
+                evtc_dtype_name(in_type(n, 5)->dtype));
+  if (!need_shape(g, n, 5, 3, o, "one log-sum-exp per query row")) return false;
+  const evtc_type *x = in_type(n, n->op == EVTC_OP_ATTENTION_BACKWARD_Q ? 0 : n->op == EVTC_OP_ATTENTION_BACKWARD_K ? 1 : 2);
+  set_type(n, x->dtype, 4, x->shape);
+  return true;
+}
+
 static bool infer_elementwise(evtc_graph *g, evtc_node *n) {
   int64_t shape[EVTC_MAX_RANK];
   int rank = 0;
@@ -598,6 +648,9 @@ static bool infer(evtc_graph *g, evtc_node *n) {
     case EVTC_OP_BATCHNORM_RUNNING_MEAN: case EVTC_OP_BATCHNORM_RUNNING_VAR: case EVTC_OP_DROPOUT:
     case EVTC_OP_CROSS_ENTROPY: case EVTC_OP_MSE: case EVTC_OP_EMBEDDING:
       return infer_composite(g, n);
+    case EVTC_OP_ATTENTION: case EVTC_OP_ATTENTION_LSE: case EVTC_OP_ATTENTION_BACKWARD_Q:
+    case EVTC_OP_ATTENTION_BACKWARD_K: case EVTC_OP_ATTENTION_BACKWARD_V:
+      return infer_attention(g, n);
     default:
       EVTC_ASSERT(evtc_op_get(n->op)->fusion == EVTC_FUSE_ELEMENTWISE);
       return infer_elementwise(g, n);

@@ -164,6 +164,11 @@ const evtc_kernel *evtc_kernel_at_line(const char *src, const evtc_kernel *const
 /* True when the kernel has a REDUCE vnode of class c (ROW, COL, SCALAR). */
 bool evtc_kernel_has_reduce(const evtc_kernel *k, evtc_vclass c);
 
+/* For a one-node kernel (an OPAQUE template): the argument index of input j of its node, and of its first
+ * output; -1 when there is none. */
+int evtc_kernel_input_arg(const evtc_kernel *k, int j);
+int evtc_kernel_output_arg(const evtc_kernel *k);
+
 /* Prints the kernel: main loop, domain, arguments, visitor DAG, schedule. */
 void evtc_kernel_print(const evtc_kernel *k, FILE *out);
 const char *evtc_vclass_name(evtc_vclass c);

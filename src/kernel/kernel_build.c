@@ -504,3 +504,15 @@ bool evtc_kernel_has_reduce(const evtc_kernel *k, evtc_vclass c) {
     if (k->v[i].kind == EVTC_V_REDUCE && k->v[i].cls == c) return true;
   return false;
 }
+
+int evtc_kernel_input_arg(const evtc_kernel *k, int j) {
+  for (int i = 0; i < k->n_args; i++)
+    if (!k->args[i].output && k->args[i].node == k->main->inputs[j]) return i;
+  return -1;
+}
+
+int evtc_kernel_output_arg(const evtc_kernel *k) {
+  for (int i = 0; i < k->n_args; i++)
+    if (k->args[i].output) return i;
+  return -1;
+}

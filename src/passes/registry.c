@@ -18,6 +18,7 @@ extern const evtc_pass evtc_pass_simplify;
 extern const evtc_pass evtc_pass_permute_fold;
 extern const evtc_pass evtc_pass_permute_propagate;
 extern const evtc_pass evtc_pass_broadcast_canonicalize;
+extern const evtc_pass evtc_pass_attention_fuse;
 
 const evtc_pass *const evtc_pass_registry[] = {
     &evtc_pass_cleanup,
@@ -30,6 +31,7 @@ const evtc_pass *const evtc_pass_registry[] = {
     &evtc_pass_permute_fold,
     &evtc_pass_permute_propagate,
     &evtc_pass_broadcast_canonicalize,
+    &evtc_pass_attention_fuse,
 };
 const int evtc_pass_registry_count = (int)(sizeof evtc_pass_registry / sizeof evtc_pass_registry[0]);
 

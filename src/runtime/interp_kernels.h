@@ -5,7 +5,7 @@
  * its output in float64; the core then rounds the output to the node's
  * dtype.  Kernels are grouped by op family, one file each:
  * interp_elementwise.c, interp_reduce.c, interp_layout.c, interp_linalg.c,
- * interp_pool.c, interp_composite.c; interp.c holds the leaves, the
+ * interp_pool.c, interp_composite.c, interp_attention.c; interp.c holds the leaves, the
  * dispatch table and the driver.
  */
 #ifndef EVTC_INTERP_KERNELS_H
@@ -86,5 +86,7 @@ evtc_status evtc_kernel_dropout(const evtc_kernel_args *k);
 evtc_status evtc_kernel_cross_entropy(const evtc_kernel_args *k);
 evtc_status evtc_kernel_mse(const evtc_kernel_args *k);
 evtc_status evtc_kernel_embedding(const evtc_kernel_args *k);
+evtc_status evtc_kernel_attention(const evtc_kernel_args *k);     /* attention, attention_lse */
+evtc_status evtc_kernel_attention_backward(const evtc_kernel_args *k); /* attention_backward_q/k/v */
 
 #endif

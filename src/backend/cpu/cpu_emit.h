@@ -92,5 +92,9 @@ void evtc_cpu_emit_gemm(evtc_sb *b, const evtc_kernel *k);
  * template of its own, and the kernel of one such node. */
 bool evtc_cpu_opaque_supported(const evtc_node *n);
 void evtc_cpu_emit_opaque(evtc_sb *b, const evtc_kernel *k);
+/* The attention family inside an OPAQUE kernel (cpu_emit_attention.c):
+ * whether op belongs to it, and the body (T, y, x0..x5 in scope). */
+bool evtc_cpu_attention_op(evtc_op op);
+void evtc_cpu_emit_attention(evtc_sb *b, const evtc_node *n);
 
 #endif

@@ -7,7 +7,8 @@
  * (direct loops, each output plane owned by one thread, so no atomics),
  * training-mode batchnorm and its running statistics, and a strided
  * reduction over any set of axes (for reductions the row/column templates
- * cannot take, e.g. over the middle axes of NCHW).  Sums and statistics
+ * cannot take, e.g. over the middle axes of NCHW); the attention family
+ * comes from cpu_emit_attention.c.  Sums and statistics
  * accumulate in double.  Index checks (gather, embedding, scatter_add) run
  * before anything is written and raise the kernel's error flag, as the
  * interpreter fails naming the node.
@@ -16,18 +17,6 @@
 
 #include "backend/cpu/cpu_emit.h"
 
-/* The kernel argument of input j of the kernel's node. */
-static int in_arg(const evtc_kernel *k, int j) {
-  for (int i = 0; i < k->n_args; i++)
-    if (!k->args[i].output && k->args[i].node == k->main->inputs[j]) return i;
-  return -1;
-}
-
-static int out_arg(const evtc_kernel *k) {
-  for (int i = 0; i < k->n_args; i++)
-    if (k->args[i].output) return i;
-  return -1;
-}
 
 bool evtc_cpu_opaque_supported(const evtc_node *n) {
   switch (n->op) {
@@ -37,7 +26,7 @@ bool evtc_cpu_opaque_supported(const evtc_node *n) {
     case EVTC_OP_BATCHNORM: case EVTC_OP_BATCHNORM_RUNNING_MEAN: case EVTC_OP_BATCHNORM_RUNNING_VAR:
     case EVTC_OP_REDUCE_SUM: case EVTC_OP_REDUCE_MEAN: case EVTC_OP_REDUCE_MAX: case EVTC_OP_REDUCE_MIN:
       return true;
-    default: return false;
+    default: return evtc_cpu_attention_op(n->op);
   }
 }
 
@@ -87,7 +76,8 @@ static void emit_concat(evtc_sb *b, const evtc_kernel *k) {
   for (int j = 0; j < n->n_inputs; j++) {
     int64_t row = n->inputs[j]->type.shape[ax] * inner;
     evtc_sb_printf(b, "    memcpy(y + r * %lldLL + %lldLL, a%d + r * %lldLL, sizeof(T) * %lldLL);\n",
-                   (long long)(n->type.shape[ax] * inner), (long long)at, in_arg(k, j), (long long)row, (long long)row);
+                   (long long)(n->type.shape[ax] * inner), (long long)at, evtc_kernel_input_arg(k, j), (long long)row,
+                   (long long)row);
     at += row;
   }
   evtc_sb_printf(b, "  }\n");
@@ -328,9 +318,10 @@ void evtc_cpu_emit_opaque(evtc_sb *b, const evtc_kernel *k) {
   evtc_sb_printf(b, "void %s(void *const *args, uint64_t step, int *err) {\n", k->name);
   evtc_cpu_emit_args(b, k);
   evtc_sb_printf(b, "  typedef %s T;\n  T *y = a%d;\n  (void)step; (void)err;\n", evtc_cpu_ctype(n->type.dtype),
-                 out_arg(k));
+                 evtc_kernel_output_arg(k));
   for (int j = 0; j < n->n_inputs && n->op != EVTC_OP_CONCAT; j++)
-    evtc_sb_printf(b, "  const %s *x%d = a%d;\n", evtc_cpu_ctype(n->inputs[j]->type.dtype), j, in_arg(k, j));
+    evtc_sb_printf(b, "  const %s *x%d = a%d;\n", evtc_cpu_ctype(n->inputs[j]->type.dtype), j,
+                   evtc_kernel_input_arg(k, j));
   switch (n->op) {
     case EVTC_OP_PAD: emit_pad(b, n); break;
     case EVTC_OP_CONCAT: emit_concat(b, k); break;
@@ -342,6 +333,10 @@ void evtc_cpu_emit_opaque(evtc_sb *b, const evtc_kernel *k) {
     case EVTC_OP_CONV2D_BACKWARD_INPUT: case EVTC_OP_CONV2D_BACKWARD_WEIGHT: emit_conv_back(b, n); break;
     case EVTC_OP_BATCHNORM: case EVTC_OP_BATCHNORM_RUNNING_MEAN: case EVTC_OP_BATCHNORM_RUNNING_VAR:
       emit_batchnorm(b, n);
+      break;
+    case EVTC_OP_ATTENTION: case EVTC_OP_ATTENTION_LSE: case EVTC_OP_ATTENTION_BACKWARD_Q:
+    case EVTC_OP_ATTENTION_BACKWARD_K: case EVTC_OP_ATTENTION_BACKWARD_V:
+      evtc_cpu_emit_attention(b, n);
       break;
     default: emit_reduce(b, n); break;
   }

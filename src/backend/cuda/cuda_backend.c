@@ -9,8 +9,10 @@
  * through cuBLASLt into f32 scratch and an epilogue kernel, when cuBLASLt
  * can describe them and the epilogue has no reductions (a refused f16 /
  * bf16 GEMM says why on stderr and in the emitted source);
- * conv2d and OPAQUE kernels are refused with a reason, so the program
- * runs them in the interpreter with device<->host copies and warns.
+ * OPAQUE kernels of the attention family on the flash-attention template
+ * (cuda_emit_attention.c); conv2d and other OPAQUE kernels are refused with
+ * a reason, so the program runs them in the interpreter with device<->host
+ * copies and warns.
  * emit() appends CUDA C (cuda_emit_*.c); compile() runs NVRTC for the
  * device's exact architecture through the disk cache (cuda_compile.h);
  * load() loads the CUBIN; kernel() makes a launch handle per kernel (the
@@ -31,6 +33,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_emit.h"
+#include "backend/cuda/cuda_emit_attention.h"
 #include "backend/cuda/cuda_gemm.h"
 
 #define ERR_SLOTS 1024
@@ -99,10 +102,7 @@ static bool use_evt(const cuda_ctx *c, const evtc_kernel *k, evtc_cuda_evt_plan 
 }
 
 static bool cuda_supports(const evtc_backend *be, const evtc_kernel *k, char *why, size_t cap) {
-  if (k->kind == EVTC_ML_OPAQUE) {
-    snprintf(why, cap, "no CUDA template for %s", evtc_op_get(k->main->op)->name);
-    return false;
-  }
+  if (k->kind == EVTC_ML_OPAQUE) return evtc_cuda_attention_fits(k, why, cap);
   bool gemm = k->kind == EVTC_ML_GEMM || k->kind == EVTC_ML_CONV;
   if (k->rows * k->cols == 0 || (gemm && k->gemm.batch == 0)) {
     snprintf(why, cap, "an empty tensor");
@@ -144,6 +144,8 @@ static void cuda_emit(const evtc_backend *be, const evtc_kernel *k, char **src, 
   } else if (k->kind == EVTC_ML_GEMM) {
     evtc_sb_printf(&b, "/* %s: cuBLASLt GEMM, then the epilogue kernel (evtc's GEMM: %s) */\n", k->name, why);
     if (!is_direct_gemm(k, &out_arg)) evtc_cuda_emit_elementwise(&b, k, evtc_cpu_ctype(k->gemm.dtype));
+  } else if (k->kind == EVTC_ML_OPAQUE) {
+    evtc_cuda_emit_attention(&b, k);
   } else if (evtc_kernel_flat_fits(k)) {
     evtc_cuda_emit_elementwise(&b, k, NULL);
   } else {
@@ -290,6 +292,10 @@ static void *cuda_kernel(const evtc_backend *be, void *module, const evtc_kernel
   snprintf(c->err_names[h->err_slot], sizeof c->err_names[0], "%s", k->name);
   if (k->kind == EVTC_ML_GEMM) return gemm_handle(c, m, k, h, d) == EVTC_OK ? h : NULL;
   if (evtc_cuda_kernel_get(&c->dev, m->mod, h->name, &h->main, d)) return NULL;
+  if (k->kind == EVTC_ML_OPAQUE) {
+    evtc_cuda_attention_launch(k, &h->grid, &h->block, &h->smem);
+    return h;
+  }
   if (evtc_kernel_flat_fits(k)) {
     h->grid = evtc_cuda_ew_grid(k);
     h->block = EVTC_CUDA_EW_THREADS;

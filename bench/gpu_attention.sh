@@ -1,0 +1,83 @@
+#!/bin/sh
+# gpu_attention.sh -- evtc's flash-attention template on a GPU: builds here, runs there.
+#
+#   bench/gpu_attention.sh prepare   on the build machine: a build (in $EVTC_BUILD,
+#                                    default build-gpu-attn; type $EVTC_BUILD_TYPE, default
+#                                    Release), stages test_gpu_attention, gpu_attention_bench,
+#                                    gpu_attention_torch.py and the shared libraries they need
+#                                    (beside libc) in .gpu-attn/, and compiles every kernel of
+#                                    the test and the bench through NVRTC into .gpu-attn/cache
+#                                    (same NVRTC and source on the GPU machine: same cache key)
+#   bench/gpu_attention.sh run       on the GPU machine, from the repo root: the correctness
+#                                    test (float64 interpreter reference), then evtc's bench (blocks
+#                                    of 4 and of 8 warps) and PyTorch's flash attention
+#                                    (scaled_dot_product_attention) on BERT-Large and GPT-2 shapes;
+#                                    the table (TFLOP/s, ratios) last.
+#
+# In this workplace: add /.gpu-attn/ to .git/info/exclude and
+# run(command="sh bench/gpu_attention.sh run", carry=[".gpu-attn"]).
+set -eu
+stage=${EVTC_STAGE:-.gpu-attn}
+
+case "${1:-}" in
+prepare)
+  build=${EVTC_BUILD:-build-gpu-attn}
+  cmake -S . -B "$build" -DEVTC_WERROR=ON -DCMAKE_BUILD_TYPE="${EVTC_BUILD_TYPE:-Release}" >/dev/null
+  cmake --build "$build" -j2 --target test_gpu_attention >/dev/null
+  rm -rf "$stage" && mkdir -p "$stage/lib" "$stage/cache"
+  cp "$build/tests/test_gpu_attention" bench/gpu_attention_torch.py "$stage/"
+  cc -O2 -std=gnu11 -fopenmp -Iinclude -Isrc bench/gpu_attention_bench.c "$build/libevtc.a" \
+    $(pkg-config --libs libprotobuf-c cbc) -lm -ldl -lpthread -o "$stage/gpu_attention_bench"
+  for b in "$stage"/test_gpu_attention "$stage"/gpu_attention_bench; do
+    strip "$b"
+    ldd "$b" | awk '/=> \// {print $3}' | grep -v -E '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
+      while read -r lib; do cp -L "$lib" "$stage/lib/"; done
+  done
+  rc=0
+  XDG_CACHE_HOME="$PWD/$stage/cache" "$stage/test_gpu_attention" >/dev/null || rc=$?
+  [ "$rc" = 0 ] || [ "$rc" = 77 ] || { echo "test_gpu_attention failed here ($rc)" >&2; exit 1; }
+  XDG_CACHE_HOME="$PWD/$stage/cache" "$stage/gpu_attention_bench" --compile-only
+  du -sh "$stage"
+  ;;
+run)
+  out=${OUT:-/tmp}
+  export LD_LIBRARY_PATH="$PWD/$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export XDG_CACHE_HOME="$PWD/$stage/cache"
+  results="$out/gpu_attention_results.txt"
+  : >"$results"
+  {
+    echo "== $(date -u +%Y-%m-%dT%H:%MZ) $(uname -r)"
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
+    echo "== test_gpu_attention"
+    rc=0
+    timeout "${ATTN_TEST_TIMEOUT:-90}" "$stage/test_gpu_attention" || rc=$?
+    echo "== test_gpu_attention exit code $rc"
+    echo "== gpu_attention_bench"
+    rc=0
+    timeout "${ATTN_BENCH_TIMEOUT:-60}" "$stage/gpu_attention_bench" | tee -a "$results" || rc=$?
+    echo "== gpu_attention_bench exit code $rc"
+    echo "== gpu_attention_torch.py"
+    rc=0
+    timeout "${ATTN_TORCH_TIMEOUT:-90}" python3 "$stage/gpu_attention_torch.py" | tee -a "$results" || rc=$?
+    echo "== gpu_attention_torch.py exit code $rc"
+    echo "== table (evtc with blocks of 4 and of 8 warps; TFLOP/s and ratio of the faster; ratio: torch ms / evtc ms, > 1: evtc faster)"
+    awk '$1 == "RESULT" { key = $3 " " $4; ms[$2, key] = $5; tf[$2, key] = $6; if (!(key in seen)) { seen[key] = 1; order[n++] = key } }
+      function show(x) { return x == "" ? "-" : x }
+      END {
+        printf "%-11s %-8s %9s %9s %8s %9s %8s %6s\n", "shape", "pass", "w4 ms", "w8 ms", "TFLOP/s", "torch ms", "TFLOP/s", "ratio"
+        for (i = 0; i < n; i++) {
+          k = order[i]; split(k, p, " ")
+          a = ms["evtc-w4", k]; b = ms["evtc-w8", k]; t = ms["torch", k]
+          best = a; bt = tf["evtc-w4", k]
+          if (b != "" && (best == "" || b + 0 < best + 0)) { best = b; bt = tf["evtc-w8", k] }
+          printf "%-11s %-8s %9s %9s %8s %9s %8s %6s\n", p[1], p[2], show(a), show(b), show(bt), show(t), show(tf["torch", k]),
+            (best != "" && t != "" && best > 0) ? sprintf("%.2f", t / best) : "-"
+        }
+      }' "$results"
+  } 2>&1 | tee "$out/gpu_attention.log"
+  ;;
+*)
+  echo "usage: $0 prepare|run" >&2
+  exit 2
+  ;;
+esac

@@ -1,0 +1,216 @@
+/* gpu_attention_bench.c -- evtc's flash-attention template
+ * (cuda_emit_attention.c) on the attention shapes of issue 9: BERT-Large
+ * (B=32, H=16, S=T=512, D=64) and GPT-2 (B=8, H=12, S=T=1024, D=64,
+ * causal), bf16.
+ *
+ * Each shape is a graph of the five ops of the family (attention,
+ * attention_lse, attention_backward_q/k/v); each node becomes the OPAQUE
+ * kernel the CUDA backend would run, in one module.  "fwd" times the
+ * attention kernel, "fwd+bwd" the five kernels a training step runs
+ * (forward, log-sum-exp, dq, dk, dv), with blocks of 4 and of 8 warps
+ * (EVTC_ATTN_WARPS; systems evtc-w4 and evtc-w8).  Each time is the median of 20 runs
+ * after 5 warm-ups, each between two CUDA events.  Work: 4 B H S T D
+ * FLOPs forward (half of it when causal), 3.5 times that forward +
+ * backward (FlashAttention's convention: the backward is 2.5 forwards),
+ * whatever evtc recomputes.  Lines "RESULT SYSTEM SHAPE PASS MS TFLOPS" feed
+ * bench/gpu_attention.sh's table.
+ *
+ *   gpu_attention_bench                 run (needs an sm_90 GPU)
+ *   gpu_attention_bench --compile-only  emit and compile the module through NVRTC (fills the disk cache)
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_device.h"
+#include "backend/cuda/cuda_emit_attention.h"
+#include "kernel/kernel.h"
+#include "runtime/elements.h"
+
+typedef struct shape {
+  const char *name;
+  int64_t b, h, s, d;
+  int causal;
+} shape;
+
+static const shape shapes[] = {{"bert-large", 32, 16, 512, 64, 0}, {"gpt2", 8, 12, 1024, 64, 1}};
+enum { N_SHAPES = sizeof shapes / sizeof shapes[0], WARM = 5, ITERS = 20, N_OPS = 5 };
+static const char *const ops[N_OPS] = {"out", "lse", "dq", "dk", "dv"};
+static const char *const nvrtc_opts[] = {"--std=c++17", "-lineinfo", "--diag-suppress=177,550"};
+
+static evtc_graph *shape_graph(const shape *sh) {
+  evtc_graph *g = evtc_graph_new("bench");
+  int64_t dims[4] = {sh->b, sh->h, sh->s, sh->d};
+  evtc_type t = evtc_type_make(EVTC_BF16, 4, dims);
+  evtc_node *q = evtc_leaf_add(g, EVTC_OP_INPUT, t, NULL, 0, "q"), *k = evtc_leaf_add(g, EVTC_OP_INPUT, t, NULL, 0, "k");
+  evtc_node *v = evtc_leaf_add(g, EVTC_OP_INPUT, t, NULL, 0, "v"), *dout = evtc_leaf_add(g, EVTC_OP_INPUT, t, NULL, 0, "dout");
+  evtc_attr at[2] = {evtc_attr_float("scale", 1.0 / sqrt((double)sh->d)), evtc_attr_int("causal", sh->causal)};
+  evtc_node *o = evtc_node_add(g, EVTC_OP_ATTENTION, (evtc_node *[]){q, k, v}, 3, at, 2, "out");
+  evtc_node *lse = evtc_node_add(g, EVTC_OP_ATTENTION_LSE, (evtc_node *[]){q, k}, 2, at, 2, "lse");
+  evtc_node *ins[6] = {q, k, v, o, dout, lse};
+  evtc_node_add(g, EVTC_OP_ATTENTION_BACKWARD_Q, ins, 6, at, 2, "dq");
+  evtc_node_add(g, EVTC_OP_ATTENTION_BACKWARD_K, ins, 6, at, 2, "dk");
+  evtc_node_add(g, EVTC_OP_ATTENTION_BACKWARD_V, ins, 6, at, 2, "dv");
+  if (g->diag.status != EVTC_OK) {
+    fprintf(stderr, "gpu_attention_bench: %s\n", g->diag.msg);
+    exit(1);
+  }
+  return g;
+}
+
+/* The five kernels of shape si with nw-warp blocks and their module source (caller frees). */
+static char *shape_module(int si, int nw, const evtc_graph *g, evtc_kernel **ks) {
+  setenv("EVTC_ATTN_WARPS", nw == 8 ? "8" : "4", 1);
+  evtc_sb src = {0};
+  evtc_cuda_emit_prelude(&src);
+  for (int j = 0; j < N_OPS; j++) {
+    const evtc_node *n = evtc_graph_find(g, ops[j]);
+    evtc_diag d = {0};
+    char why[200];
+    ks[j] = evtc_kernel_build(g, &n->id, 1, &d);
+    if (!ks[j] || !evtc_cuda_attention_fits(ks[j], why, sizeof why)) {
+      fprintf(stderr, "gpu_attention_bench: %s %s: %s%s\n", shapes[si].name, ops[j], d.msg, ks[j] ? why : "");
+      exit(1);
+    }
+    snprintf(ks[j]->name, sizeof ks[j]->name, "attb%d_w%d_%s", si, nw, ops[j]);
+    evtc_cuda_emit_attention(&src, ks[j]);
+  }
+  return src.s;
+}
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return x < y ? -1 : x > y;
+}
+
+#define TRY(call)                                                                \
+  do {                                                                           \
+    if ((call) != EVTC_OK) {                                                     \
+      fprintf(stderr, "gpu_attention_bench: %s\n", d.msg);                      \
+      exit(1);                                                                   \
+    }                                                                            \
+  } while (0)
+
+/* Median ms of launching kernels [lo, hi) of ks in order (launch shapes for the current EVTC_ATTN_WARPS). */
+static float time_kernels(evtc_cuda_device *dev, evtc_cuda_kernel *fn, evtc_kernel **ks, int lo, int hi,
+                          void ***params) {
+  evtc_diag d = {0};
+  CUevent e0, e1;
+  TRY(evtc_cuda_event_new(dev, &e0, &d));
+  TRY(evtc_cuda_event_new(dev, &e1, &d));
+  float ms[ITERS];
+  for (int it = 0; it < WARM + ITERS; it++) {
+    TRY(evtc_cuda_event_record(dev, e0, &d));
+    for (int j = lo; j < hi; j++) {
+      unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1}, smem = 0;
+      evtc_cuda_attention_launch(ks[j], &grid[0], &block[0], &smem);
+      TRY(evtc_cuda_launch(dev, &fn[j], grid, block, smem, params[j], &d));
+    }
+    TRY(evtc_cuda_event_record(dev, e1, &d));
+    float t;
+    TRY(evtc_cuda_event_ms(dev, e0, e1, &t, &d));
+    if (it >= WARM) ms[it - WARM] = t;
+  }
+  evtc_cuda_event_free(dev, e0);
+  evtc_cuda_event_free(dev, e1);
+  qsort(ms, ITERS, sizeof ms[0], cmp_float);
+  return ms[ITERS / 2];
+}
+
+static void run_shape(evtc_cuda_device *dev, int si, int nw) {
+  const shape *sh = &shapes[si];
+  evtc_graph *g = shape_graph(sh);
+  evtc_kernel *ks[N_OPS];
+  char *src = shape_module(si, nw, g, ks);
+  evtc_diag d = {0};
+  evtc_cuda_cubin cubin = {0};
+  TRY(evtc_cuda_compile(src, sh->name, dev->arch, nvrtc_opts, 3, &cubin, &d));
+  CUmodule mod;
+  TRY(evtc_cuda_module_load(dev, &cubin, sh->name, &mod, &d));
+  evtc_cuda_cubin_free(&cubin);
+  /* one device buffer per graph node the kernels touch; inputs random bf16 in [-1, 1) */
+  CUdeviceptr *buf = calloc((size_t)g->n_nodes, sizeof *buf);
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    const evtc_node *n = g->nodes[i];
+    int64_t m = evtc_type_numel(&n->type);
+    size_t bytes = (size_t)m * evtc_dtype_size(n->type.dtype);
+    if (dev->drv->cuMemAlloc(&buf[i], bytes) != 0) {
+      fprintf(stderr, "gpu_attention_bench: cuMemAlloc of %zu bytes failed\n", bytes);
+      exit(1);
+    }
+    if (n->op != EVTC_OP_INPUT) continue;
+    uint16_t *h = malloc(bytes);
+    uint64_t r = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1);
+    for (int64_t e = 0; e < m; e++) {
+      r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+      h[e] = evtc_double_to_bf16((double)(r >> 11) * 0x1.0p-52 - 1.0);
+    }
+    TRY(evtc_cuda_copy_htod(dev, buf[i], h, bytes, &d));
+    free(h);
+  }
+  struct params {
+    void *a[EVTC_CUDA_MAX_ARGS];
+  } pa[N_OPS];
+  uint64_t step = 0;
+  CUdeviceptr err = 0, scratch = 0;
+  void *pv[N_OPS][4], **pp[N_OPS];
+  evtc_cuda_kernel fn[N_OPS];
+  for (int j = 0; j < N_OPS; j++) {
+    memset(&pa[j], 0, sizeof pa[j]);
+    for (int a = 0; a < ks[j]->n_args; a++) pa[j].a[a] = (void *)(uintptr_t)buf[ks[j]->args[a].node->id];
+    pv[j][0] = &pa[j];
+    pv[j][1] = &step;
+    pv[j][2] = &err;
+    pv[j][3] = &scratch;
+    pp[j] = pv[j];
+    TRY(evtc_cuda_kernel_get(dev, mod, ks[j]->name, &fn[j], &d));
+  }
+  double flops = 4.0 * (double)(sh->b * sh->h * sh->s * sh->s * sh->d) * (sh->causal ? 0.5 : 1.0);
+  float fwd = time_kernels(dev, fn, ks, 0, 1, pp), all = time_kernels(dev, fn, ks, 0, N_OPS, pp);
+  float part[N_OPS];
+  for (int j = 0; j < N_OPS; j++) part[j] = time_kernels(dev, fn, ks, j, j + 1, pp);
+  printf("%s, %d warps: kernels out %.3f, lse %.3f, dq %.3f, dk %.3f, dv %.3f ms\n", sh->name, nw, part[0], part[1],
+         part[2], part[3], part[4]);
+  printf("RESULT evtc-w%d %s fwd %.4f %.1f\n", nw, sh->name, fwd, flops / fwd * 1e-9);
+  printf("RESULT evtc-w%d %s fwd+bwd %.4f %.1f\n", nw, sh->name, all, 3.5 * flops / all * 1e-9);
+  for (int32_t i = 0; i < g->n_nodes; i++) dev->drv->cuMemFree(buf[i]);
+  free(buf);
+  evtc_cuda_module_unload(dev, mod);
+  for (int j = 0; j < N_OPS; j++) evtc_kernel_free(ks[j]);
+  free(src);
+  evtc_graph_free(g);
+}
+
+int main(int argc, char **argv) {
+  bool compile_only = argc > 1 && strcmp(argv[1], "--compile-only") == 0;
+  if (argc > 1 && !compile_only) {
+    fprintf(stderr, "usage: %s [--compile-only]\n", argv[0]);
+    return 2;
+  }
+  evtc_diag d = {0};
+  if (compile_only) {
+    for (int si = 0; si < 2 * N_SHAPES; si++) {
+      evtc_graph *g = shape_graph(&shapes[si / 2]);
+      evtc_kernel *ks[N_OPS];
+      char *src = shape_module(si / 2, si % 2 ? 8 : 4, g, ks);
+      evtc_cuda_cubin cubin = {0};
+      TRY(evtc_cuda_compile(src, shapes[si / 2].name, "sm_90a", nvrtc_opts, 3, &cubin, &d));
+      printf("%s, %d warps: module compiled for sm_90a (%s)\n", shapes[si / 2].name, si % 2 ? 8 : 4,
+             cubin.cache_hit ? "cache hit" : "NVRTC");
+      evtc_cuda_cubin_free(&cubin);
+      for (int j = 0; j < N_OPS; j++) evtc_kernel_free(ks[j]);
+      free(src);
+      evtc_graph_free(g);
+    }
+    return 0;
+  }
+  evtc_cuda_device dev;
+  TRY(evtc_cuda_device_open(&dev, 0, &d));
+  printf("device %s (%s), %d SMs\n", dev.name, dev.arch, dev.sm_count);
+  for (int si = 0; si < N_SHAPES; si++)
+    for (int nw = 4; nw <= 8; nw += 4) run_shape(&dev, si, nw);
+  evtc_cuda_device_close(&dev);
+  return 0;
+}

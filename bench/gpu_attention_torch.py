@@ -1,0 +1,46 @@
+"""gpu_attention_torch.py -- PyTorch's flash attention on bench/gpu_attention_bench.c's shapes.
+
+torch.nn.functional.scaled_dot_product_attention under
+sdpa_kernel(SDPBackend.FLASH_ATTENTION), bf16, BERT-Large (32, 16, 512, 64)
+and GPT-2 (8, 12, 1024, 64, causal).  "fwd": the forward; "fwd+bwd": the
+forward and the backward of out with a fixed random dout.  Median of 20 runs
+after 5 warm-ups, CUDA events; FLOPs counted as in the C bench.  Prints
+"RESULT torch SHAPE PASS MS TFLOPS" lines.
+"""
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+SHAPES = [("bert-large", 32, 16, 512, 64, False), ("gpt2", 8, 12, 1024, 64, True)]
+
+
+def median_ms(fn, warm=5, iters=20):
+    times = []
+    for i in range(warm + iters):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        fn()
+        e1.record()
+        torch.cuda.synchronize()
+        if i >= warm:
+            times.append(e0.elapsed_time(e1))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def main():
+    print("torch", torch.__version__, torch.cuda.get_device_name())
+    for name, b, h, s, d, causal in SHAPES:
+        q, k, v, dout = (torch.rand(b, h, s, d, device="cuda", dtype=torch.bfloat16) * 2 - 1 for _ in range(4))
+        for t in (q, k, v):
+            t.requires_grad_(True)
+        flops = 4.0 * b * h * s * s * d * (0.5 if causal else 1.0)
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            fwd = median_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+            both = median_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal).backward(dout))
+        print(f"RESULT torch {name} fwd {fwd:.4f} {flops / fwd * 1e-9:.1f}")
+        print(f"RESULT torch {name} fwd+bwd {both:.4f} {3.5 * flops / both * 1e-9:.1f}")
+
+
+if __name__ == "__main__":
+    main()

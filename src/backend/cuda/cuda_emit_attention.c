@@ -1,0 +1,506 @@
+/* cuda_emit_attention.c -- the CUDA template of the attention family
+ * (attention, attention_lse, attention_backward_q/k/v; ops.def): flash
+ * attention on the tensor cores, emitted as CUDA C.
+ *
+ * One device library per module (behind a preprocessor guard), then one
+ * extern "C" kernel per node that instantiates it with the node's dtype,
+ * head dim, causality and shapes.  FlashAttention-2's schedule: a block of
+ * NW warps (4, or 8 with EVTC_ATTN_WARPS=8) owns 16 NW query rows (forward,
+ * log-sum-exp, dq) or key rows (dk, dv), each warp 16 of them; the other
+ * operand streams through shared memory in 64-row tiles (cp.async,
+ * zero-filled past the end, 16-byte chunks swizzled by row so that
+ * ldmatrix is conflict-free) and mma.sync.m16n8k16 multiplies f16 / bf16
+ * fragments into f32.  The forward
+ * keeps the online softmax (running max and sum, the output rescaled when
+ * the max grows; exp2 with the scale folded in), so no S x T matrix exists;
+ * causal blocks stop at their last visible key and mask only the diagonal
+ * tiles.  The backward recomputes P = exp(scale q.k - lse) from the saved
+ * log-sum-exp: dq per query block (dP = dout v^T, dS = P (dP - D),
+ * dq += dS k with D = rowsum(dout * out)), dv and dk per key block from the
+ * transposed products (dv += P^T dout, dk += dS^T q), so every block owns
+ * the rows it writes and no atomics are needed.  Query blocks run in
+ * reverse order so that causal blocks with the most keys start first.
+ *
+ * Supported: f16 / bf16, D = Dv in {64, 128}, any S and T (>= 1); the
+ * backend refuses the rest with a reason (the program runs them in the
+ * interpreter).  tests/test_attention_emu_slow.py runs this library on a
+ * CPU emulation of ldmatrix / mma.sync (its asm helpers are replaced by
+ * name: keep them one per function), test_gpu_attention.c on the GPU.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_emit_attention.h"
+
+static const char attention_lib[] =
+    "#ifndef EVTC_ATTN_LIB\n"
+    "#define EVTC_ATTN_LIB\n"
+    "/* evtc attention: FlashAttention-2 style, mma.sync m16n8k16 (f16 / bf16 in, f32 accumulate), blocks of NW\n"
+    "   warps of 16 rows, 64-row tiles in shared memory with 16-byte chunks swizzled by row (chunk ^ row % 8) */\n"
+    "#define EVTC_ATT_LOG2E 1.4426950408889634f\n"
+    "__device__ __forceinline__ uint32_t evtc_att_saddr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }\n"
+    "template <int D> __device__ __forceinline__ int evtc_att_sw(int row, int col) {\n"
+    "  return row * D + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);\n"
+    "}\n"
+    "__device__ __forceinline__ void evtc_att_ldsm(uint32_t *r, uint32_t addr) {\n"
+    "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\\n\"\n"
+    "               : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(addr));\n"
+    "}\n"
+    "__device__ __forceinline__ void evtc_att_ldsm_t(uint32_t *r, uint32_t addr) {\n"
+    "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\\n\"\n"
+    "               : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(addr));\n"
+    "}\n"
+    "template <bool BF> __device__ __forceinline__ void evtc_att_mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {\n"
+    "  if (BF)\n"
+    "    asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\\n\"\n"
+    "                 : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3])\n"
+    "                 : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b0), \"r\"(b1));\n"
+    "  else\n"
+    "    asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\\n\"\n"
+    "                 : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3])\n"
+    "                 : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b0), \"r\"(b1));\n"
+    "}\n"
+    "/* two floats -> one register of two 16-bit values, lo in the low half */\n"
+    "template <bool BF> __device__ __forceinline__ uint32_t evtc_att_pack(float lo, float hi) {\n"
+    "  uint32_t r;\n"
+    "  if (BF) asm(\"cvt.rn.bf16x2.f32 %0, %1, %2;\\n\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo));\n"
+    "  else asm(\"cvt.rn.f16x2.f32 %0, %1, %2;\\n\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo));\n"
+    "  return r;\n"
+    "}\n"
+    "template <bool BF> __device__ __forceinline__ float evtc_att_tof(uint16_t h) { return BF ? evtc_bf2f(h) : evtc_h2f(h); }\n"
+    "__device__ __forceinline__ void evtc_att_commit() { asm volatile(\"cp.async.commit_group;\\n\" ::); }\n"
+    "template <int N> __device__ __forceinline__ void evtc_att_wait() { asm volatile(\"cp.async.wait_group %0;\\n\" ::\"n\"(N)); }\n"
+    "/* Rows [0, ROWS) of a [rows, D] tile at g into swizzled shared memory s by NT threads; rows >= valid are\n"
+    "   zero-filled. */\n"
+    "template <int D, int ROWS, int NT> __device__ __forceinline__ void evtc_att_load(uint16_t *s, const uint16_t *g, int valid) {\n"
+    "  constexpr int CH = D / 8;\n"
+    "#pragma unroll\n"
+    "  for (int c = threadIdx.x; c < ROWS * CH; c += NT) {\n"
+    "    const int row = c / CH, ch = c % CH;\n"
+    "    const uint16_t *src = g + (row < valid ? (int64_t)row * D + ch * 8 : 0);\n"
+    "    const uint32_t dst = evtc_att_saddr(s + evtc_att_sw<D>(row, ch * 8));\n"
+    "    asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\\n\" ::\"r\"(dst), \"l\"(src), \"r\"(row < valid ? 16 : 0));\n"
+    "  }\n"
+    "}\n"
+    "/* A fragments (16 x D, row major) of rows [r0, r0 + 16) of a swizzled tile. */\n"
+    "template <int D> __device__ __forceinline__ void evtc_att_afrag(uint32_t (*f)[4], const uint16_t *s, int r0) {\n"
+    "  const int lane = threadIdx.x & 31;\n"
+    "#pragma unroll\n"
+    "  for (int kk = 0; kk < D / 16; kk++)\n"
+    "    evtc_att_ldsm(f[kk], evtc_att_saddr(s + evtc_att_sw<D>(r0 + (lane & 7) + 8 * ((lane >> 3) & 1), kk * 16 + 8 * (lane >> 4))));\n"
+    "}\n"
+    "/* acc[16 x 64] += A[16 x D] (fragments a) x B^T where B is a swizzled [64, D] tile (rows = output columns). */\n"
+    "template <bool BF, int D> __device__ __forceinline__ void evtc_att_abt(float (*acc)[4], const uint32_t (*a)[4], const uint16_t *s) {\n"
+    "  const int lane = threadIdx.x & 31;\n"
+    "#pragma unroll\n"
+    "  for (int kk = 0; kk < D / 16; kk++)\n"
+    "#pragma unroll\n"
+    "    for (int np = 0; np < 4; np++) {\n"
+    "      uint32_t b[4];\n"
+    "      evtc_att_ldsm(b, evtc_att_saddr(s + evtc_att_sw<D>(np * 16 + (lane & 7) + 8 * (lane >> 4), kk * 16 + 8 * ((lane >> 3) & 1))));\n"
+    "      evtc_att_mma<BF>(acc[2 * np], a[kk], b[0], b[1]);\n"
+    "      evtc_att_mma<BF>(acc[2 * np + 1], a[kk], b[2], b[3]);\n"
+    "    }\n"
+    "}\n"
+    "/* acc[16 x D] += P[16 x 64] (accumulator layout, converted to A fragments) x B where B is a swizzled [64, D] tile. */\n"
+    "template <bool BF, int D> __device__ __forceinline__ void evtc_att_pb(float (*acc)[4], const float (*p)[4], const uint16_t *s) {\n"
+    "  const int lane = threadIdx.x & 31;\n"
+    "#pragma unroll\n"
+    "  for (int kk = 0; kk < 4; kk++) {\n"
+    "    uint32_t a[4] = {evtc_att_pack<BF>(p[2 * kk][0], p[2 * kk][1]), evtc_att_pack<BF>(p[2 * kk][2], p[2 * kk][3]),\n"
+    "                     evtc_att_pack<BF>(p[2 * kk + 1][0], p[2 * kk + 1][1]), evtc_att_pack<BF>(p[2 * kk + 1][2], p[2 * kk + 1][3])};\n"
+    "#pragma unroll\n"
+    "    for (int dp = 0; dp < D / 16; dp++) {\n"
+    "      uint32_t b[4];\n"
+    "      evtc_att_ldsm_t(b, evtc_att_saddr(s + evtc_att_sw<D>(kk * 16 + (lane & 7) + 8 * ((lane >> 3) & 1), dp * 16 + 8 * (lane >> 4))));\n"
+    "      evtc_att_mma<BF>(acc[2 * dp], a, b[0], b[1]);\n"
+    "      evtc_att_mma<BF>(acc[2 * dp + 1], a, b[2], b[3]);\n"
+    "    }\n"
+    "  }\n"
+    "}\n"
+    "/* Stores rows r (c[0], c[1]) and r + 8 (c[2], c[3]) of a 16 x D accumulator times mul into a [rows, D] tensor. */\n"
+    "template <bool BF, int D> __device__ __forceinline__ void evtc_att_store(uint16_t *g, const float (*c)[4], int r, int rows,\n"
+    "                                                                        float mul_a, float mul_b) {\n"
+    "  const int lane = threadIdx.x & 31;\n"
+    "#pragma unroll\n"
+    "  for (int dt = 0; dt < D / 8; dt++) {\n"
+    "    const int col = dt * 8 + 2 * (lane & 3);\n"
+    "    if (r < rows) *(uint32_t *)(g + (int64_t)r * D + col) = evtc_att_pack<BF>(c[dt][0] * mul_a, c[dt][1] * mul_a);\n"
+    "    if (r + 8 < rows) *(uint32_t *)(g + (int64_t)(r + 8) * D + col) = evtc_att_pack<BF>(c[dt][2] * mul_b, c[dt][3] * mul_b);\n"
+    "  }\n"
+    "}\n"
+    "/* The dot product of two 16-byte vectors of 8 16-bit values. */\n"
+    "template <bool BF> __device__ __forceinline__ float evtc_att_dot8(uint4 a, uint4 b) {\n"
+    "  const uint32_t x[4] = {a.x, a.y, a.z, a.w}, y[4] = {b.x, b.y, b.z, b.w};\n"
+    "  float acc = 0.0f;\n"
+    "#pragma unroll\n"
+    "  for (int i = 0; i < 4; i++)\n"
+    "    acc += evtc_att_tof<BF>((uint16_t)x[i]) * evtc_att_tof<BF>((uint16_t)y[i]) +\n"
+    "           evtc_att_tof<BF>((uint16_t)(x[i] >> 16)) * evtc_att_tof<BF>((uint16_t)(y[i] >> 16));\n"
+    "  return acc;\n"
+    "}\n"
+    "/* rowsum(dout * out) of row r of [rows, D] tensors (0 past the end): the 4 lanes of a row group split the columns. */\n"
+    "template <bool BF, int D> __device__ __forceinline__ float evtc_att_rowdot(const uint16_t *dout, const uint16_t *out, int r, int rows) {\n"
+    "  float acc = 0.0f;\n"
+    "  if (r < rows) {\n"
+    "    const int c0 = (threadIdx.x & 3) * (D / 4);\n"
+    "#pragma unroll 4\n"
+    "    for (int c = 0; c < D / 4; c++) acc += evtc_att_tof<BF>(dout[(int64_t)r * D + c0 + c]) * evtc_att_tof<BF>(out[(int64_t)r * D + c0 + c]);\n"
+    "  }\n"
+    "  acc += __shfl_xor_sync(0xffffffffu, acc, 1);\n"
+    "  acc += __shfl_xor_sync(0xffffffffu, acc, 2);\n"
+    "  return acc;\n"
+    "}\n"
+    "\n"
+    "/* Forward (LSE false: out [BH, S, D]) or log-sum-exp (LSE true: lse [BH, S] f32) of query block blockIdx.x\n"
+    "   (NW warps, 16 NW rows). */\n"
+    "template <bool BF, int D, bool CAUSAL, bool LSE, int NW>\n"
+    "__device__ __forceinline__ void evtc_att_fwd(const uint16_t *Q, const uint16_t *K, const uint16_t *V, void *out, int S, int T,\n"
+    "                                             float scale) {\n"
+    "  extern __shared__ uint4 evtc_att_smem[];\n"
+    "  constexpr int BR = 16 * NW, NT = 32 * NW;\n"
+    "  uint16_t *sk = (uint16_t *)evtc_att_smem, *sv = sk + 64 * D;\n"
+    "  const int qblocks = (S + BR - 1) / BR, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;\n"
+    "  const int64_t bh = blockIdx.x / qblocks;\n"
+    "  const int q0 = (qblocks - 1 - (int)(blockIdx.x % qblocks)) * BR, off = T - S;\n"
+    "  const float sl2 = scale * EVTC_ATT_LOG2E;\n"
+    "  Q += (bh * S + q0) * D;\n"
+    "  K += bh * T * D;\n"
+    "  V += bh * T * D;\n"
+    "  evtc_att_load<D, BR, NT>(sk, Q, S - q0);     /* BR rows: sk and sv */\n"
+    "  evtc_att_commit();\n"
+    "  evtc_att_wait<0>();\n"
+    "  __syncthreads();\n"
+    "  uint32_t qf[D / 16][4];\n"
+    "  evtc_att_afrag<D>(qf, sk, warp * 16);\n"
+    "  __syncthreads();\n"
+    "  const int kend = CAUSAL ? min(T, q0 + BR + off) : T, nkb = (kend + 63) / 64;\n"
+    "  evtc_att_load<D, 64, NT>(sk, K, T);\n"
+    "  evtc_att_commit();\n"
+    "  if (!LSE) {\n"
+    "    evtc_att_load<D, 64, NT>(sv, V, T);\n"
+    "    evtc_att_commit();\n"
+    "  }\n"
+    "  float o[LSE ? 1 : D / 8][4];\n"
+    "  if (!LSE)\n"
+    "#pragma unroll\n"
+    "    for (int i = 0; i < D / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;\n"
+    "  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};\n"
+    "  const int ra = q0 + warp * 16 + (lane >> 2);\n"
+    "  for (int j = 0; j < nkb; j++) {\n"
+    "    if (LSE) evtc_att_wait<0>();\n"
+    "    else evtc_att_wait<1>();\n"
+    "    __syncthreads();\n"
+    "    float s[8][4];\n"
+    "#pragma unroll\n"
+    "    for (int i = 0; i < 8; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;\n"
+    "    evtc_att_abt<BF, D>(s, qf, sk);\n"
+    "    __syncthreads();\n"
+    "    if (j + 1 < nkb) {\n"
+    "      evtc_att_load<D, 64, NT>(sk, K + (int64_t)(j + 1) * 64 * D, T - (j + 1) * 64);\n"
+    "      evtc_att_commit();\n"
+    "    }\n"
+    "    const int t0 = j * 64;\n"
+    "    const bool edge = t0 + 64 > T || (CAUSAL && t0 + 63 > q0 + off);\n"
+    "#pragma unroll\n"
+    "    for (int nt = 0; nt < 8; nt++)\n"
+    "#pragma unroll\n"
+    "      for (int e = 0; e < 4; e++) {     /* scores in log2 units (scale folded in), masked ones -inf */\n"
+    "        const int t = t0 + nt * 8 + 2 * (lane & 3) + (e & 1), r = ra + (e >> 1) * 8;\n"
+    "        s[nt][e] = edge && (t >= T || (CAUSAL && t > r + off)) ? -INFINITY : s[nt][e] * sl2;\n"
+    "      }\n"
+    "#pragma unroll\n"
+    "    for (int h = 0; h < 2; h++) {\n"
+    "      float mx = m[h];\n"
+    "#pragma unroll\n"
+    "      for (int nt = 0; nt < 8; nt++) mx = fmaxf(mx, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));\n"
+    "      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));\n"
+    "      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));\n"
+    "      const float base = mx == -INFINITY ? 0.0f : mx;\n"
+    "      const float alpha = exp2f(m[h] - base);\n"
+    "      m[h] = mx;\n"
+    "      l[h] *= alpha;\n"
+    "      if (!LSE)\n"
+    "#pragma unroll\n"
+    "        for (int i = 0; i < D / 8; i++) o[i][2 * h] *= alpha, o[i][2 * h + 1] *= alpha;\n"
+    "      float sum = 0.0f;\n"
+    "#pragma unroll\n"
+    "      for (int nt = 0; nt < 8; nt++) {\n"
+    "        s[nt][2 * h] = exp2f(s[nt][2 * h] - base);\n"
+    "        s[nt][2 * h + 1] = exp2f(s[nt][2 * h + 1] - base);\n"
+    "        sum += s[nt][2 * h] + s[nt][2 * h + 1];\n"
+    "      }\n"
+    "      l[h] += sum;\n"
+    "    }\n"
+    "    if (!LSE) {\n"
+    "      if (j + 1 < nkb) evtc_att_wait<1>();\n"
+    "      else evtc_att_wait<0>();\n"
+    "      __syncthreads();\n"
+    "      evtc_att_pb<BF, D>(o, s, sv);\n"
+    "      __syncthreads();\n"
+    "      if (j + 1 < nkb) {\n"
+    "        evtc_att_load<D, 64, NT>(sv, V + (int64_t)(j + 1) * 64 * D, T - (j + 1) * 64);\n"
+    "        evtc_att_commit();\n"
+    "      }\n"
+    "    }\n"
+    "  }\n"
+    "#pragma unroll\n"
+    "  for (int h = 0; h < 2; h++) {\n"
+    "    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);\n"
+    "    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);\n"
+    "  }\n"
+    "  if (LSE) {\n"
+    "    float *lse = (float *)out + bh * S;\n"
+    "    if ((lane & 3) == 0)\n"
+    "#pragma unroll\n"
+    "      for (int h = 0; h < 2; h++)\n"
+    "        if (ra + 8 * h < S) lse[ra + 8 * h] = (m[h] + log2f(l[h])) * 0.6931471805599453f;\n"
+    "  } else {\n"
+    "    evtc_att_store<BF, D>((uint16_t *)out + bh * S * D, o, ra, S, 1.0f / l[0], 1.0f / l[1]);\n"
+    "  }\n"
+    "}\n"
+    "\n"
+    "/* dq of query block blockIdx.x: dq = scale sum_t P (dP - Dd) k, P = exp(scale q.k - lse), dP = dout.v. */\n"
+    "template <bool BF, int D, bool CAUSAL, int NW>\n"
+    "__device__ __forceinline__ void evtc_att_bwd_q(const uint16_t *Q, const uint16_t *K, const uint16_t *V, const uint16_t *O,\n"
+    "                                               const uint16_t *dO, const float *lse, uint16_t *dQ, int S, int T, float scale) {\n"
+    "  extern __shared__ uint4 evtc_att_smem[];\n"
+    "  constexpr int BR = 16 * NW, NT = 32 * NW;\n"
+    "  uint16_t *sk = (uint16_t *)evtc_att_smem, *sv = sk + 64 * D;\n"
+    "  const int qblocks = (S + BR - 1) / BR, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;\n"
+    "  const int64_t bh = blockIdx.x / qblocks;\n"
+    "  const int q0 = (qblocks - 1 - (int)(blockIdx.x % qblocks)) * BR, off = T - S;\n"
+    "  const float sl2 = scale * EVTC_ATT_LOG2E;\n"
+    "  Q += (bh * S + q0) * D;\n"
+    "  O += (bh * S + q0) * D;\n"
+    "  dO += (bh * S + q0) * D;\n"
+    "  K += bh * T * D;\n"
+    "  V += bh * T * D;\n"
+    "  evtc_att_load<D, BR, NT>(sk, Q, S - q0);     /* BR rows: sk and sv, then dO there */\n"
+    "  evtc_att_commit();\n"
+    "  const int r = warp * 16 + (lane >> 2);\n"
+    "  float dd[2], lse2[2];\n"
+    "#pragma unroll\n"
+    "  for (int h = 0; h < 2; h++) {\n"
+    "    dd[h] = evtc_att_rowdot<BF, D>(dO, O, r + 8 * h, S - q0);\n"
+    "    lse2[h] = r + 8 * h < S - q0 ? lse[bh * S + q0 + r + 8 * h] * EVTC_ATT_LOG2E : 0.0f;\n"
+    "  }\n"
+    "  evtc_att_wait<0>();\n"
+    "  __syncthreads();\n"
+    "  uint32_t qf[D / 16][4], df[D / 16][4];\n"
+    "  evtc_att_afrag<D>(qf, sk, warp * 16);\n"
+    "  __syncthreads();\n"
+    "  evtc_att_load<D, BR, NT>(sk, dO, S - q0);\n"
+    "  evtc_att_commit();\n"
+    "  evtc_att_wait<0>();\n"
+    "  __syncthreads();\n"
+    "  evtc_att_afrag<D>(df, sk, warp * 16);\n"
+    "  __syncthreads();\n"
+    "  const int kend = CAUSAL ? min(T, q0 + BR + off) : T, nkb = (kend + 63) / 64;\n"
+    "  evtc_att_load<D, 64, NT>(sk, K, T);\n"
+    "  evtc_att_load<D, 64, NT>(sv, V, T);\n"
+    "  evtc_att_commit();\n"
+    "  float dq[D / 8][4];\n"
+    "#pragma unroll\n"
+    "  for (int i = 0; i < D / 8; i++) dq[i][0] = dq[i][1] = dq[i][2] = dq[i][3] = 0.0f;\n"
+    "  for (int j = 0; j < nkb; j++) {\n"
+    "    evtc_att_wait<0>();\n"
+    "    __syncthreads();\n"
+    "    float s[8][4], dp[8][4];\n"
+    "#pragma unroll\n"
+    "    for (int i = 0; i < 8; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = dp[i][0] = dp[i][1] = dp[i][2] = dp[i][3] = 0.0f;\n"
+    "    evtc_att_abt<BF, D>(s, qf, sk);\n"
+    "    evtc_att_abt<BF, D>(dp, df, sv);\n"
+    "    const int t0 = j * 64;\n"
+    "#pragma unroll\n"
+    "    for (int nt = 0; nt < 8; nt++)\n"
+    "#pragma unroll\n"
+    "      for (int e = 0; e < 4; e++) {\n"
+    "        const int t = t0 + nt * 8 + 2 * (lane & 3) + (e & 1), h = e >> 1;\n"
+    "        const bool masked = t >= T || (CAUSAL && t > q0 + r + 8 * h + off);\n"
+    "        const float p = masked ? 0.0f : exp2f(s[nt][e] * sl2 - lse2[h]);\n"
+    "        s[nt][e] = p * (dp[nt][e] - dd[h]);\n"
+    "      }\n"
+    "    evtc_att_pb<BF, D>(dq, s, sk);\n"
+    "    __syncthreads();\n"
+    "    if (j + 1 < nkb) {\n"
+    "      evtc_att_load<D, 64, NT>(sk, K + (int64_t)(j + 1) * 64 * D, T - (j + 1) * 64);\n"
+    "      evtc_att_load<D, 64, NT>(sv, V + (int64_t)(j + 1) * 64 * D, T - (j + 1) * 64);\n"
+    "      evtc_att_commit();\n"
+    "    }\n"
+    "  }\n"
+    "  evtc_att_store<BF, D>(dQ + (bh * S + q0) * D, dq, r, S - q0, scale, scale);\n"
+    "}\n"
+    "\n"
+    "/* dk (DK true) or dv of key block blockIdx.x, from the transposed products: with P^T = exp(scale k.q - lse),\n"
+    "   dv = sum_s P^T dout, dk = scale sum_s P^T (dP^T - Dd) q, dP^T = v.dout. */\n"
+    "template <bool BF, int D, bool CAUSAL, bool DK, int NW>\n"
+    "__device__ __forceinline__ void evtc_att_bwd_kv(const uint16_t *Q, const uint16_t *K, const uint16_t *V, const uint16_t *O,\n"
+    "                                                const uint16_t *dO, const float *lse, uint16_t *dX, int S, int T, float scale) {\n"
+    "  extern __shared__ uint4 evtc_att_smem[];\n"
+    "  uint16_t *sq = (uint16_t *)evtc_att_smem, *sd = sq + 64 * D, *so = sd + 64 * D;   /* so: dk only */\n"
+    "  float *slse = (float *)(sd + (DK ? 2 : 1) * 64 * D), *sdd = slse + 64;\n"
+    "  constexpr int BR = 16 * NW, NT = 32 * NW, TPR = NT / 64;   /* key rows per block; threads per query row */\n"
+    "  const int kblocks = (T + BR - 1) / BR, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;\n"
+    "  const int64_t bh = blockIdx.x / kblocks;\n"
+    "  const int k0 = (int)(blockIdx.x % kblocks) * BR, off = T - S;\n"
+    "  const float sl2 = scale * EVTC_ATT_LOG2E;\n"
+    "  K += (bh * T + k0) * D;\n"
+    "  V += (bh * T + k0) * D;\n"
+    "  Q += bh * S * D;\n"
+    "  O += bh * S * D;\n"
+    "  dO += bh * S * D;\n"
+    "  lse += bh * S;\n"
+    "  evtc_att_load<D, BR, NT>(sq, K, T - k0);     /* BR rows: sq and sd, then v there */\n"
+    "  evtc_att_commit();\n"
+    "  evtc_att_wait<0>();\n"
+    "  __syncthreads();\n"
+    "  uint32_t kf[D / 16][4], vf[DK ? D / 16 : 1][4];\n"
+    "  evtc_att_afrag<D>(kf, sq, warp * 16);\n"
+    "  __syncthreads();\n"
+    "  if (DK) {\n"
+    "    evtc_att_load<D, BR, NT>(sq, V, T - k0);\n"
+    "    evtc_att_commit();\n"
+    "    evtc_att_wait<0>();\n"
+    "    __syncthreads();\n"
+    "    evtc_att_afrag<D>(vf, sq, warp * 16);\n"
+    "    __syncthreads();\n"
+    "  }\n"
+    "  const int first = CAUSAL ? max(0, k0 - off) / 64 : 0, qblocks = (S + 63) / 64;\n"
+    "  const int t = k0 + warp * 16 + (lane >> 2);\n"
+    "  float acc[D / 8][4];\n"
+    "#pragma unroll\n"
+    "  for (int i = 0; i < D / 8; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;\n"
+    "  for (int ib = first; ib < qblocks; ib++) {\n"
+    "    const int s0 = ib * 64;\n"
+    "    evtc_att_load<D, 64, NT>(sq, Q + (int64_t)s0 * D, S - s0);\n"
+    "    evtc_att_load<D, 64, NT>(sd, dO + (int64_t)s0 * D, S - s0);\n"
+    "    if (DK) evtc_att_load<D, 64, NT>(so, O + (int64_t)s0 * D, S - s0);\n"
+    "    evtc_att_commit();\n"
+    "    if (threadIdx.x < 64) slse[threadIdx.x] = s0 + (int)threadIdx.x < S ? lse[s0 + threadIdx.x] * EVTC_ATT_LOG2E : INFINITY;\n"
+    "    evtc_att_wait<0>();\n"
+    "    __syncthreads();\n"
+    "    if (DK) {     /* Dd = rowsum(dout * out) of the block's query rows (0 past the end: zero-filled tiles) */\n"
+    "      const int row = threadIdx.x / TPR, part = threadIdx.x % TPR;\n"
+    "      float a = 0.0f;\n"
+    "#pragma unroll\n"
+    "      for (int c = part * (D / 8 / TPR); c < (part + 1) * (D / 8 / TPR); c++)\n"
+    "        a += evtc_att_dot8<BF>(*(const uint4 *)(sd + evtc_att_sw<D>(row, c * 8)), *(const uint4 *)(so + evtc_att_sw<D>(row, c * 8)));\n"
+    "#pragma unroll\n"
+    "      for (int o = 1; o < TPR; o <<= 1) a += __shfl_xor_sync(0xffffffffu, a, o);\n"
+    "      if (!part) sdd[row] = a;\n"
+    "      __syncthreads();\n"
+    "    }\n"
+    "    float p[8][4];\n"
+    "#pragma unroll\n"
+    "    for (int i = 0; i < 8; i++) p[i][0] = p[i][1] = p[i][2] = p[i][3] = 0.0f;\n"
+    "    evtc_att_abt<BF, D>(p, kf, sq);\n"
+    "#pragma unroll\n"
+    "    for (int nt = 0; nt < 8; nt++)\n"
+    "#pragma unroll\n"
+    "      for (int e = 0; e < 4; e++) {\n"
+    "        const int sc = nt * 8 + 2 * (lane & 3) + (e & 1), tt = t + 8 * (e >> 1);\n"
+    "        const bool masked = CAUSAL && tt > s0 + sc + off;\n"
+    "        p[nt][e] = masked ? 0.0f : exp2f(p[nt][e] * sl2 - slse[sc]);\n"
+    "      }\n"
+    "    if (DK) {\n"
+    "      float dp[8][4];\n"
+    "#pragma unroll\n"
+    "      for (int i = 0; i < 8; i++) dp[i][0] = dp[i][1] = dp[i][2] = dp[i][3] = 0.0f;\n"
+    "      evtc_att_abt<BF, D>(dp, vf, sd);\n"
+    "#pragma unroll\n"
+    "      for (int nt = 0; nt < 8; nt++)\n"
+    "#pragma unroll\n"
+    "        for (int e = 0; e < 4; e++) p[nt][e] *= dp[nt][e] - sdd[nt * 8 + 2 * (lane & 3) + (e & 1)];\n"
+    "      evtc_att_pb<BF, D>(acc, p, sq);\n"
+    "    } else {\n"
+    "      evtc_att_pb<BF, D>(acc, p, sd);\n"
+    "    }\n"
+    "    __syncthreads();\n"
+    "  }\n"
+    "  evtc_att_store<BF, D>(dX + (bh * T + k0) * D, acc, t - k0, T - k0, DK ? scale : 1.0f, DK ? scale : 1.0f);\n"
+    "}\n"
+    "#endif\n";
+
+
+static bool is_attention(evtc_op op) {
+  return op == EVTC_OP_ATTENTION || op == EVTC_OP_ATTENTION_LSE || op == EVTC_OP_ATTENTION_BACKWARD_Q ||
+         op == EVTC_OP_ATTENTION_BACKWARD_K || op == EVTC_OP_ATTENTION_BACKWARD_V;
+}
+
+bool evtc_cuda_attention_fits(const evtc_kernel *k, char *why, size_t cap) {
+  if (k->kind != EVTC_ML_OPAQUE || !is_attention(k->main->op)) {
+    snprintf(why, cap, "no CUDA template for %s", k->main ? evtc_op_get(k->main->op)->name : "this kernel");
+    return false;
+  }
+  const evtc_node *n = k->main;
+  const evtc_type *q = &n->inputs[0]->type, *kt = &n->inputs[1]->type;
+  if (q->dtype != EVTC_F16 && q->dtype != EVTC_BF16) {
+    snprintf(why, cap, "%s %s (the CUDA template takes f16 and bf16)", evtc_dtype_name(q->dtype),
+             evtc_op_get(n->op)->name);
+    return false;
+  }
+  int64_t d = q->shape[3], dv = n->op == EVTC_OP_ATTENTION_LSE ? d : n->inputs[2]->type.shape[3];
+  if ((d != 64 && d != 128) || dv != d) {
+    snprintf(why, cap, "%s with head dims %lld / %lld (the CUDA template takes 64 and 128, equal)",
+             evtc_op_get(n->op)->name, (long long)d, (long long)dv);
+    return false;
+  }
+  if (q->shape[0] * q->shape[1] * q->shape[2] == 0 || kt->shape[2] == 0 || q->shape[2] > INT32_MAX / 2 ||
+      kt->shape[2] > INT32_MAX / 2) {
+    snprintf(why, cap, "%s over %lld queries and %lld keys", evtc_op_get(n->op)->name, (long long)q->shape[2],
+             (long long)kt->shape[2]);
+    return false;
+  }
+  return true;
+}
+
+/* Warps per block: EVTC_ATTN_WARPS (4 or 8), default 4. */
+static int attention_warps(void) {
+  const char *e = getenv("EVTC_ATTN_WARPS");
+  return e && strcmp(e, "8") == 0 ? 8 : 4;
+}
+
+void evtc_cuda_attention_launch(const evtc_kernel *k, unsigned *grid, unsigned *block, unsigned *smem) {
+  const evtc_node *n = k->main;
+  int64_t br = 16 * attention_warps();
+  const evtc_type *q = &n->inputs[0]->type;
+  int64_t bh = q->shape[0] * q->shape[1], d = q->shape[3];
+  int64_t rows = n->op == EVTC_OP_ATTENTION_BACKWARD_K || n->op == EVTC_OP_ATTENTION_BACKWARD_V
+                     ? n->inputs[1]->type.shape[2] : q->shape[2];
+  *grid = (unsigned)(bh * ((rows + br - 1) / br));
+  *block = (unsigned)(2 * br);
+  *smem = (unsigned)((n->op == EVTC_OP_ATTENTION_BACKWARD_K ? 3 : 2) * 64 * d * 2 + 2 * 64 * sizeof(float));
+}
+
+void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k) {
+  const evtc_node *n = k->main;
+  const evtc_type *q = &n->inputs[0]->type;
+  int bf = q->dtype == EVTC_BF16, d = (int)q->shape[3], causal = (int)evtc_node_int(n, "causal");
+  int s = (int)q->shape[2], t = (int)n->inputs[1]->type.shape[2];
+  double scale = evtc_node_float(n, "scale");
+  int nw = attention_warps();
+  evtc_sb_printf(b, "%s", attention_lib);
+  evtc_sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(%d) %s(evtc_params P, uint64_t step, int *err, "
+                    "void *scratch) {\n  (void)step; (void)err; (void)scratch;\n", 32 * nw, k->name);
+  const char *u = "(const uint16_t *)";
+  switch (n->op) {
+    case EVTC_OP_ATTENTION:
+    case EVTC_OP_ATTENTION_LSE:
+      evtc_sb_printf(b, "  evtc_att_fwd<%d, %d, %d, %d, %d>(%sP.a[%d], %sP.a[%d], %sP.a[%d], P.a[%d], %d, %d, (float)%.17g);\n",
+                     bf, d, causal, n->op == EVTC_OP_ATTENTION_LSE, nw, u, evtc_kernel_input_arg(k, 0), u, evtc_kernel_input_arg(k, 1), u,
+                     n->op == EVTC_OP_ATTENTION_LSE ? evtc_kernel_input_arg(k, 1) : evtc_kernel_input_arg(k, 2), evtc_kernel_output_arg(k), s, t, scale);
+      break;
+    default: {
+      bool dq = n->op == EVTC_OP_ATTENTION_BACKWARD_Q;
+      evtc_sb_printf(b, "  evtc_att_bwd_%s<%d, %d, %d%s, %d>(", dq ? "q" : "kv", bf, d, causal,
+                     dq ? "" : n->op == EVTC_OP_ATTENTION_BACKWARD_K ? ", 1" : ", 0", nw);
+      for (int j = 0; j < 5; j++) evtc_sb_printf(b, "%sP.a[%d], ", u, evtc_kernel_input_arg(k, j));
+      evtc_sb_printf(b, "(const float *)P.a[%d], (uint16_t *)P.a[%d], %d, %d, (float)%.17g);\n",
+                     evtc_kernel_input_arg(k, 5), evtc_kernel_output_arg(k), s, t, scale);
+      break;
+    }
+  }
+  evtc_sb_printf(b, "}\n\n");
+}

@@ -1,0 +1,185 @@
+/* harness.cpp -- evtc's CUDA attention library run on the CPU emulation of
+ * shim.h against a float64 reference (tests/test_attention_emu_slow.py
+ * builds it with the library extracted from cuda_emit_attention.c).
+ *
+ * Per case: random q, k, v, dout exact in bf16 or f16; the reference
+ * computes out, lse (natural log) and, from out rounded to the 16-bit type
+ * and lse rounded to f32 (what the GPU kernels receive), dq, dk, dv.  The
+ * five kernels run as on the GPU (grid, NT threads, dynamic shared memory)
+ * into NaN-poisoned outputs; ||got - want|| / ||want|| must stay below
+ * 2e-2 (bf16) or 4e-3 (f16), 1e-5 for lse, every element finite.
+ */
+#include <functional>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "lib_emu.h"
+
+static std::function<void()> emu_body;
+static int emu_nt = 128;
+
+static void *emu_thread(void *arg) {
+  threadIdx.x = (unsigned)(uintptr_t)arg;
+  emu_body();
+  return nullptr;
+}
+
+/* Runs body for every block of the grid, emu_nt threads each, over fresh shared memory. */
+static void emu_launch(unsigned grid, size_t smem, const std::function<void()> &body) {
+  std::vector<unsigned char> mem(smem + 64);
+  emu_smem_base = mem.data();
+  pthread_barrier_init(&emu_block_bar, nullptr, (unsigned)emu_nt);
+  for (int w = 0; w < emu_nt / 32; w++) pthread_barrier_init(&emu_warp_bar[w], nullptr, 32);
+  for (unsigned b = 0; b < grid; b++) {
+    memset(mem.data(), 0xAB, mem.size());
+    emu_body = [&, b]() {
+      blockIdx.x = b;
+      body();
+    };
+    pthread_t th[256];
+    for (int t = 0; t < emu_nt; t++) pthread_create(&th[t], nullptr, emu_thread, (void *)(uintptr_t)t);
+    for (int t = 0; t < emu_nt; t++) pthread_join(th[t], nullptr);
+  }
+  pthread_barrier_destroy(&emu_block_bar);
+  for (int w = 0; w < emu_nt / 32; w++) pthread_barrier_destroy(&emu_warp_bar[w]);
+}
+
+template <bool BF> static uint16_t enc(double x) { return BF ? emu_f2bf((float)x) : emu_f2h((float)x); }
+template <bool BF> static double dec(uint16_t h) { return BF ? emu_bf2f(h) : emu_h2f(h); }
+
+static double rel_rms(const std::vector<double> &got, const std::vector<double> &want, bool *finite) {
+  double num = 0, den = 0;
+  *finite = true;
+  for (size_t i = 0; i < got.size(); i++) {
+    if (!std::isfinite(got[i])) *finite = false;
+    num += (got[i] - want[i]) * (got[i] - want[i]);
+    den += want[i] * want[i];
+  }
+  return std::sqrt(num / (den > 0 ? den : 1));
+}
+
+typedef std::pair<std::vector<uint16_t>, std::vector<double>> tensor;   /* storage, exact values */
+
+template <bool BF, int D, bool CAUSAL, int NW> static int run(int BH, int S, int T) {
+  emu_nt = 32 * NW;
+  std::mt19937 rng((unsigned)(S * 131 + T * 7 + D + BF));
+  std::uniform_real_distribution<double> U(-1, 1);
+  auto make = [&](size_t n, double scale) {
+    tensor x;
+    for (size_t i = 0; i < n; i++) {
+      x.first.push_back(enc<BF>(scale * U(rng)));
+      x.second.push_back(dec<BF>(x.first.back()));
+    }
+    return x;
+  };
+  const size_t nq = (size_t)BH * S * D, nk = (size_t)BH * T * D;
+  tensor q = make(nq, 2), k = make(nk, 2), v = make(nk, 1), dout = make(nq, 1);
+  const double scale = 1.0 / std::sqrt((double)D);
+  const int off = T - S;
+  auto Q = [&](int h, int s, int j) { return q.second[((size_t)h * S + s) * D + j]; };
+  auto K = [&](int h, int t, int j) { return k.second[((size_t)h * T + t) * D + j]; };
+  auto V = [&](int h, int t, int j) { return v.second[((size_t)h * T + t) * D + j]; };
+  auto DO = [&](int h, int s, int j) { return dout.second[((size_t)h * S + s) * D + j]; };
+  std::vector<double> O(nq), L((size_t)BH * S), dQ(nq), dK(nk), dV(nk), P((size_t)S * T), dS((size_t)S * T);
+  std::vector<uint16_t> Oh(nq);
+  std::vector<float> Lf(L.size());
+  for (int h = 0; h < BH; h++) {
+    for (int s = 0; s < S; s++) {
+      double mx = -INFINITY, sum = 0;
+      for (int t = 0; t < T; t++) {
+        double a = 0;
+        for (int j = 0; j < D; j++) a += Q(h, s, j) * K(h, t, j);
+        P[(size_t)s * T + t] = CAUSAL && t > s + off ? -INFINITY : a * scale;
+        mx = std::max(mx, P[(size_t)s * T + t]);
+      }
+      for (int t = 0; t < T; t++) sum += std::exp(P[(size_t)s * T + t] - mx);
+      L[(size_t)h * S + s] = mx + std::log(sum);
+      Lf[(size_t)h * S + s] = (float)L[(size_t)h * S + s];
+      for (int t = 0; t < T; t++) P[(size_t)s * T + t] = std::exp(P[(size_t)s * T + t] - mx) / sum;
+      for (int j = 0; j < D; j++) {
+        double a = 0;
+        for (int t = 0; t < T; t++) a += P[(size_t)s * T + t] * V(h, t, j);
+        O[((size_t)h * S + s) * D + j] = a;
+        Oh[((size_t)h * S + s) * D + j] = enc<BF>(a);
+      }
+    }
+    for (int s = 0; s < S; s++) {     /* the backward from the rounded out and lse the kernels get */
+      double dd = 0;
+      for (int j = 0; j < D; j++) dd += DO(h, s, j) * dec<BF>(Oh[((size_t)h * S + s) * D + j]);
+      for (int t = 0; t < T; t++) {
+        double a = 0, dp = 0;
+        for (int j = 0; j < D; j++) a += Q(h, s, j) * K(h, t, j), dp += DO(h, s, j) * V(h, t, j);
+        double p = CAUSAL && t > s + off ? 0 : std::exp(a * scale - (double)Lf[(size_t)h * S + s]);
+        P[(size_t)s * T + t] = p;
+        dS[(size_t)s * T + t] = p * (dp - dd);
+      }
+    }
+    for (int s = 0; s < S; s++)
+      for (int j = 0; j < D; j++) {
+        double a = 0;
+        for (int t = 0; t < T; t++) a += dS[(size_t)s * T + t] * K(h, t, j);
+        dQ[((size_t)h * S + s) * D + j] = scale * a;
+      }
+    for (int t = 0; t < T; t++)
+      for (int j = 0; j < D; j++) {
+        double a = 0, b = 0;
+        for (int s = 0; s < S; s++) a += dS[(size_t)s * T + t] * Q(h, s, j), b += P[(size_t)s * T + t] * DO(h, s, j);
+        dK[((size_t)h * T + t) * D + j] = scale * a;
+        dV[((size_t)h * T + t) * D + j] = b;
+      }
+  }
+  int fails = 0;
+  auto check = [&](const char *what, const std::vector<double> &got, const std::vector<double> &want, double tol) {
+    bool finite;
+    double e = rel_rms(got, want, &finite);
+    bool ok = finite && e < tol;
+    printf("  %-4s rel rms err %.2e%s%s\n", what, e, finite ? "" : " (NaN: unwritten elements)", ok ? "" : "  FAILED");
+    fails += !ok;
+  };
+  auto decode = [&](const std::vector<uint16_t> &x) {
+    std::vector<double> r(x.size());
+    for (size_t i = 0; i < x.size(); i++) r[i] = dec<BF>(x[i]);
+    return r;
+  };
+  const double tol = BF ? 2e-2 : 4e-3;
+  const int br = 16 * NW;
+  const unsigned qgrid = (unsigned)(BH * ((S + br - 1) / br)), kgrid = (unsigned)(BH * ((T + br - 1) / br));
+  const size_t smem = 2 * 64 * D * 2 + 512, smem_dk = 3 * 64 * D * 2 + 512;
+  printf("%s D=%d%s BH=%d S=%d T=%d, %d warps\n", BF ? "bf16" : "f16", D, CAUSAL ? " causal" : "", BH, S, T, NW);
+  const uint16_t *qp = q.first.data(), *kp = k.first.data(), *vp = v.first.data(), *dp = dout.first.data();
+  std::vector<uint16_t> out(nq, 0xFFFF), dq(nq, 0xFFFF), dk(nk, 0xFFFF), dv(nk, 0xFFFF);
+  std::vector<float> lse(L.size(), NAN);
+  emu_launch(qgrid, smem, [&]() { evtc_att_fwd<BF, D, CAUSAL, false, NW>(qp, kp, vp, out.data(), S, T, (float)scale); });
+  check("out", decode(out), O, tol);
+  emu_launch(qgrid, smem, [&]() { evtc_att_fwd<BF, D, CAUSAL, true, NW>(qp, kp, kp, lse.data(), S, T, (float)scale); });
+  check("lse", std::vector<double>(lse.begin(), lse.end()), L, 1e-5);
+  emu_launch(qgrid, smem, [&]() {
+    evtc_att_bwd_q<BF, D, CAUSAL, NW>(qp, kp, vp, Oh.data(), dp, Lf.data(), dq.data(), S, T, (float)scale);
+  });
+  check("dq", decode(dq), dQ, tol);
+  emu_launch(kgrid, smem_dk, [&]() {
+    evtc_att_bwd_kv<BF, D, CAUSAL, true, NW>(qp, kp, vp, Oh.data(), dp, Lf.data(), dk.data(), S, T, (float)scale);
+  });
+  check("dk", decode(dk), dK, tol);
+  emu_launch(kgrid, smem, [&]() {
+    evtc_att_bwd_kv<BF, D, CAUSAL, false, NW>(qp, kp, vp, Oh.data(), dp, Lf.data(), dv.data(), S, T, (float)scale);
+  });
+  check("dv", decode(dv), dV, tol);
+  return fails;
+}
+
+int main() {
+  int fails = 0;
+  fails += run<true, 64, false, 4>(1, 77, 77);
+  fails += run<true, 64, true, 4>(1, 77, 77);
+  fails += run<false, 128, true, 4>(1, 129, 129);
+  fails += run<false, 64, false, 4>(1, 1, 129);
+  fails += run<true, 64, true, 4>(1, 65, 200);
+  fails += run<true, 128, false, 4>(1, 129, 1);
+  fails += run<false, 64, true, 4>(1, 1, 1);
+  fails += run<true, 64, true, 8>(1, 200, 333);
+  fails += run<false, 128, false, 8>(1, 129, 70);
+  printf("%d failed\n", fails);
+  return fails != 0;
+}

@@ -1,0 +1,311 @@
+/* test_gpu_attention.c -- the CUDA attention template (cuda_emit_attention.c)
+ * against the float64 interpreter.
+ *
+ * Each case is a graph of f16 or bf16 q, k, v and dout with the five ops of
+ * the family: attention, attention_lse and attention_backward_q/k/v.  The
+ * interpreter runs the graph; then every node runs alone on the GPU as the
+ * backend runs it (the OPAQUE kernel evtc_kernel_build gives, the backend's
+ * acceptance, emitter and launch shape), on the interpreter's values of its
+ * inputs (so out and lse feeding the backward ops are the same on both
+ * sides), into an output poisoned with NaN, with blocks of 4 and of 8 warps
+ * (EVTC_ATTN_WARPS).  Geometries: head dims 64 and
+ * 128, causal and not, odd lengths (1, 77, 129, 200), S < T, S > T
+ * (non-causal), several batch-heads.  Error: ||got - want|| / ||want||
+ * below 2e-2 (bf16) or 4e-3 (f16) per output -- one rounding of the
+ * probabilities and of dS to the 16-bit type before the tensor-core
+ * products, and of the result -- and every element finite (written).
+ *
+ * Two cases also run as programs on the CUDA backend (both block sizes) (the backend's
+ * supports, emit and launch; cpu_oracle.h's comparison with the
+ * interpreter, per element |got - want| <= tol (1 + |want|)), with no node
+ * left to the interpreter.
+ *
+ * Without a GPU each case's modules are emitted as on the GPU and compiled
+ * through NVRTC for sm_90a (CUBINs into the usual disk cache, so a staged
+ * cache serves the GPU run), the backend's acceptance is checked, and the
+ * test prints SKIPPED and exits 77.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_compile.h"
+#include "backend/cuda/cuda_device.h"
+#include "backend/cuda/cuda_emit_attention.h"
+#include "cpu_oracle.h"
+#include "kernel/kernel.h"
+#include "runtime/elements.h"
+#include "runtime/interp.h"
+#include "runtime/precision.h"
+#include "runtime/program.h"
+
+typedef struct att_case {
+  int64_t b, h, s, t, d;
+  int causal;
+  evtc_dtype dt;
+} att_case;
+
+static const att_case cases[] = {
+    {1, 2, 77, 77, 64, 0, EVTC_BF16},  {1, 2, 77, 77, 64, 1, EVTC_BF16},  {2, 3, 129, 129, 128, 1, EVTC_F16},
+    {1, 2, 1, 129, 64, 0, EVTC_F16},   {2, 1, 65, 200, 64, 1, EVTC_BF16}, {1, 2, 129, 1, 128, 0, EVTC_BF16},
+    {1, 1, 1, 1, 64, 1, EVTC_F16},     {2, 2, 256, 256, 128, 0, EVTC_BF16}, {1, 4, 200, 200, 64, 1, EVTC_F16},
+};
+#define N_CASES ((int)(sizeof cases / sizeof cases[0]))
+
+static const char *const node_names[] = {"out", "lse", "dq", "dk", "dv"};
+static const char *const nvrtc_opts[] = {"--std=c++17", "-lineinfo", "--diag-suppress=177,550"};
+
+static void case_name(const att_case *c, char *buf, size_t cap) {
+  snprintf(buf, cap, "%s [%lld,%lld,%lld/%lld,%lld]%s", evtc_dtype_name(c->dt), (long long)c->b, (long long)c->h,
+           (long long)c->s, (long long)c->t, (long long)c->d, c->causal ? " causal" : "");
+}
+
+static evtc_graph *case_graph(const att_case *c) {
+  evtc_graph *g = evtc_graph_new("att");
+  int64_t qs[4] = {c->b, c->h, c->s, c->d}, ks[4] = {c->b, c->h, c->t, c->d};
+  evtc_node *q = evtc_leaf_add(g, EVTC_OP_INPUT, evtc_type_make(c->dt, 4, qs), NULL, 0, "q");
+  evtc_node *k = evtc_leaf_add(g, EVTC_OP_INPUT, evtc_type_make(c->dt, 4, ks), NULL, 0, "k");
+  evtc_node *v = evtc_leaf_add(g, EVTC_OP_INPUT, evtc_type_make(c->dt, 4, ks), NULL, 0, "v");
+  evtc_node *dout = evtc_leaf_add(g, EVTC_OP_INPUT, evtc_type_make(c->dt, 4, qs), NULL, 0, "dout");
+  evtc_attr at[2] = {evtc_attr_float("scale", 1.0 / sqrt((double)c->d)), evtc_attr_int("causal", c->causal)};
+  evtc_node *o = evtc_node_add(g, EVTC_OP_ATTENTION, (evtc_node *[]){q, k, v}, 3, at, 2, "out");
+  evtc_node *lse = evtc_node_add(g, EVTC_OP_ATTENTION_LSE, (evtc_node *[]){q, k}, 2, at, 2, "lse");
+  evtc_node *ins[6] = {q, k, v, o, dout, lse};
+  evtc_op ops[3] = {EVTC_OP_ATTENTION_BACKWARD_Q, EVTC_OP_ATTENTION_BACKWARD_K, EVTC_OP_ATTENTION_BACKWARD_V};
+  for (int i = 0; i < 3; i++) evtc_graph_add_output(g, evtc_node_add(g, ops[i], ins, 6, at, 2, node_names[2 + i]), NULL);
+  evtc_graph_add_output(g, o, NULL);
+  CHECK(g->diag.status == EVTC_OK, "case graph: %s", g->diag.msg);
+  return g;
+}
+
+/* The module of node `name` of g (kernel named kname) as the backend emits it; *k is the kernel. */
+static char *node_module(const evtc_graph *g, const char *name, const char *kname, evtc_kernel **kp) {
+  const evtc_node *n = evtc_graph_find(g, name);
+  evtc_diag d = {0};
+  evtc_kernel *k = evtc_kernel_build(g, &n->id, 1, &d);
+  CHECK(k && k->kind == EVTC_ML_OPAQUE, "%s: kernel build: %s", name, d.msg);
+  if (!k) return NULL;
+  char why[200];
+  bool fits = evtc_cuda_attention_fits(k, why, sizeof why);
+  CHECK(fits, "%s: the CUDA template refuses it: %s", name, why);
+  if (!fits) {
+    evtc_kernel_free(k);
+    return NULL;
+  }
+  snprintf(k->name, sizeof k->name, "%s", kname);
+  evtc_sb src = {0};
+  evtc_cuda_emit_prelude(&src);
+  evtc_cuda_emit_attention(&src, k);
+  *kp = k;
+  return src.s;
+}
+
+/* Random inputs exact in the case's dtype (in [-1, 1); q and k scaled so that the softmax is not flat). */
+static double *random_input(const evtc_node *n, double scale) {
+  int64_t m = evtc_type_numel(&n->type);
+  double *x = malloc(sizeof(double) * (size_t)m);
+  for (int64_t i = 0; i < m; i++) x[i] = evtc_round_to(n->type.dtype, scale * (2 * check_urand() - 1));
+  return x;
+}
+
+typedef struct gpu {
+  evtc_cuda_device dev;
+  bool open;
+} gpu;
+
+static double rel_rms(const double *got, const double *want, int64_t n, bool *finite) {
+  double num = 0, den = 0;
+  *finite = true;
+  for (int64_t i = 0; i < n; i++) {
+    if (!isfinite(got[i])) *finite = false;
+    num += (got[i] - want[i]) * (got[i] - want[i]);
+    den += want[i] * want[i];
+  }
+  return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* Runs kernel k (module src) on the GPU with the interpreter's input values; compares its output. */
+static void run_node(gpu *G, const char *what, const evtc_kernel *k, const char *src, evtc_interp *it) {
+  evtc_diag d = {0};
+  evtc_cuda_cubin cubin = {0};
+  if (evtc_cuda_compile(src, k->name, G->dev.arch, nvrtc_opts, 3, &cubin, &d) != EVTC_OK) {
+    CHECK(false, "%s: NVRTC: %s", what, d.msg);
+    return;
+  }
+  CUmodule mod;
+  evtc_status st = evtc_cuda_module_load(&G->dev, &cubin, k->name, &mod, &d);
+  evtc_cuda_cubin_free(&cubin);
+  CHECK(st == EVTC_OK, "%s: module load: %s", what, d.msg);
+  if (st != EVTC_OK) return;
+  evtc_cuda_kernel fn;
+  CUdeviceptr ptr[16] = {0};
+  int out = -1;
+  if (evtc_cuda_kernel_get(&G->dev, mod, k->name, &fn, &d) == EVTC_OK) {
+    for (int a = 0; a < k->n_args && d.status == EVTC_OK; a++) {
+      const evtc_node *n = k->args[a].node;
+      int64_t m = evtc_type_numel(&n->type);
+      size_t bytes = (size_t)m * evtc_dtype_size(n->type.dtype);
+      if (G->dev.drv->cuMemAlloc(&ptr[a], bytes ? bytes : 8) != 0) {
+        evtc_diag_set(&d, EVTC_ERR_RUNTIME, "cuMemAlloc of %zu bytes", bytes);
+        break;
+      }
+      if (k->args[a].output) {
+        out = a;
+        evtc_cuda_fill32(&G->dev, ptr[a], 0xFFFFFFFFu, bytes / 4, &d);     /* NaN poison */
+        continue;
+      }
+      unsigned char *buf = malloc(bytes ? bytes : 1);
+      evtc_elements_encode(n->type.dtype, evtc_interp_value(it, n), m, buf);
+      evtc_cuda_copy_htod(&G->dev, ptr[a], buf, bytes, &d);
+      free(buf);
+    }
+    struct {
+      void *a[EVTC_CUDA_MAX_ARGS];
+    } params = {{0}};
+    for (int a = 0; a < k->n_args; a++) params.a[a] = (void *)(uintptr_t)ptr[a];
+    uint64_t step = 0;
+    CUdeviceptr err = 0, scratch = 0;
+    void *pv[] = {&params, &step, &err, &scratch};
+    unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1}, smem = 0;
+    evtc_cuda_attention_launch(k, &grid[0], &block[0], &smem);
+    if (d.status == EVTC_OK) evtc_cuda_launch(&G->dev, &fn, grid, block, smem, pv, &d);
+    if (d.status == EVTC_OK) evtc_cuda_sync(&G->dev, what, &d);
+    CHECK(d.status == EVTC_OK, "%s: %s", what, d.msg);
+    if (d.status == EVTC_OK && out >= 0) {
+      const evtc_node *n = k->args[out].node;
+      int64_t m = evtc_type_numel(&n->type);
+      size_t bytes = (size_t)m * evtc_dtype_size(n->type.dtype);
+      unsigned char *buf = malloc(bytes);
+      double *got = malloc(sizeof(double) * (size_t)m);
+      evtc_cuda_copy_dtoh(&G->dev, buf, ptr[out], bytes, &d);
+      evtc_elements_decode(n->type.dtype, buf, m, got);
+      bool finite;
+      double e = rel_rms(got, evtc_interp_value(it, n), m, &finite);
+      double tol = k->main->inputs[0]->type.dtype == EVTC_BF16 ? 2e-2 : 4e-3;
+      printf("  %-4s %3u threads: rel rms err %.2e%s\n", n->name, block[0], e, finite ? "" : " (NaN: unwritten elements)");
+      CHECK(finite && e < tol, "%s: rel rms err %.3e (tolerance %.1e)%s", what, e, tol, finite ? "" : ", NaN elements");
+      free(buf);
+      free(got);
+    }
+  } else {
+    CHECK(false, "%s: %s", what, d.msg);
+  }
+  for (int a = 0; a < k->n_args; a++)
+    if (ptr[a]) G->dev.drv->cuMemFree(ptr[a]);
+  evtc_cuda_module_unload(&G->dev, mod);
+}
+
+static void run_case(gpu *G, int ci, bool nvrtc) {
+  const att_case *c = &cases[ci];
+  char name[96];
+  case_name(c, name, sizeof name);
+  printf("%s\n", name);
+  evtc_graph *g = case_graph(c);
+  evtc_interp *it = NULL;
+  if (G->open) {
+    it = evtc_interp_new(g);
+    const char *leaves[4] = {"q", "k", "v", "dout"};
+    double *x[4];
+    for (int i = 0; i < 4; i++) {
+      x[i] = random_input(evtc_graph_find(g, leaves[i]), i < 2 ? 2.0 : 1.0);
+      evtc_interp_set(it, evtc_graph_find(g, leaves[i]), x[i]);
+    }
+    evtc_diag d = {0};
+    CHECK(evtc_interp_run(it, 0, &d) == EVTC_OK, "%s: interpreter: %s", name, d.msg);
+    for (int i = 0; i < 4; i++) free(x[i]);
+  }
+  for (int w = 0; w < 2; w++)
+    for (int j = 0; j < 5; j++) {
+      char kname[64], what[160];
+      setenv("EVTC_ATTN_WARPS", w ? "8" : "4", 1);
+      snprintf(kname, sizeof kname, "att_case%d_w%d_%s", ci, w ? 8 : 4, node_names[j]);
+      snprintf(what, sizeof what, "%s %s (%d warps)", name, node_names[j], w ? 8 : 4);
+      evtc_kernel *k = NULL;
+      char *src = node_module(g, node_names[j], kname, &k);
+      if (!src) continue;
+      if (G->open) {
+        run_node(G, what, k, src, it);
+      } else if (nvrtc) {
+        evtc_cuda_cubin cubin = {0};
+        evtc_diag cd = {0};
+        CHECK(evtc_cuda_compile(src, kname, "sm_90a", nvrtc_opts, 3, &cubin, &cd) == EVTC_OK && cubin.size > 0,
+              "%s: NVRTC: %s", what, cd.msg);
+        printf("  %-4s %d warps: compiled for sm_90a (%s)\n", node_names[j], w ? 8 : 4, cubin.cache_hit ? "cache hit" : "NVRTC");
+        evtc_cuda_cubin_free(&cubin);
+      }
+      free(src);
+      evtc_kernel_free(k);
+    }
+  if (it) evtc_interp_free(it);
+  evtc_graph_free(g);
+}
+
+/* What the template refuses, with the reason the backend reports. */
+static void check_refusals(void) {
+  static const char *const texts[] = {
+      "graph r {\n  %q = input() : f32[1,1,8,64]\n  %o = attention(%q, %q, %q) {scale=0.125} : f32[1,1,8,64]\n"
+      "  output %o\n}\n",
+      "graph r {\n  %q = input() : bf16[1,1,8,32]\n  %o = attention(%q, %q, %q) {scale=0.125} : bf16[1,1,8,32]\n"
+      "  output %o\n}\n"};
+  static const char *const want[] = {"f16 and bf16", "64 and 128"};
+  for (int i = 0; i < 2; i++) {
+    evtc_graph *g = evtc_graph_parse_string(texts[i], "refusal", NULL, 0);
+    CHECK(g != NULL, "refusal case %d does not parse", i);
+    if (!g) continue;
+    evtc_diag d = {0};
+    const evtc_node *o = evtc_graph_find(g, "o");
+    evtc_kernel *k = evtc_kernel_build(g, &o->id, 1, &d);
+    char why[200] = "";
+    CHECK(k && !evtc_cuda_attention_fits(k, why, sizeof why) && strstr(why, want[i]), "refusal %d: \"%s\"", i, why);
+    evtc_kernel_free(k);
+    evtc_graph_free(g);
+  }
+}
+
+/* Case ci as a program on the CUDA backend: every node compiled, outputs near the interpreter's. */
+static void run_program(int ci) {
+  char name[96];
+  case_name(&cases[ci], name, sizeof name);
+  evtc_graph *g = case_graph(&cases[ci]);
+  double tol = cases[ci].dt == EVTC_BF16 ? 4.0 / 256 : 4.0 / 2048;
+  evtc_program *p = cpu_compare(g, NULL, 0, tol, 0, name);
+  if (p) {
+    evtc_program_stats st = evtc_program_get_stats(p);
+    CHECK(st.interpreted == 0, "%s: %d kernels in the interpreter", name, st.interpreted);
+    printf("program %s (%s warps): %d kernels on the CUDA backend, %d interpreted\n", name, getenv("EVTC_ATTN_WARPS"),
+           st.compiled, st.interpreted);
+  }
+  evtc_program_free(p);
+  evtc_graph_free(g);
+}
+
+int main(void) {
+  check_rng = 0xF1A5A77Eull;
+  check_refusals();
+  gpu G = {0};
+  evtc_diag d = {0};
+  G.open = evtc_cuda_device_open(&G.dev, 0, &d) == EVTC_OK && evtc_cuda_nvrtc_get(&d) != NULL;
+  bool nvrtc = true;
+  if (!G.open) {
+    evtc_diag nd = {0};
+    nvrtc = evtc_cuda_nvrtc_get(&nd) != NULL;
+    if (!nvrtc) printf("no NVRTC (%s): the kernels are not compiled\n", nd.msg);
+  }
+  for (int i = 0; i < N_CASES; i++) run_case(&G, i, nvrtc);
+  if (!G.open) {
+    if (check_failed) return check_summary();
+    printf("SKIPPED: %s\n", d.msg);
+    return 77;
+  }
+  evtc_diag bd = {0};
+  oracle_be = evtc_backend_cuda(&bd);
+  CHECK(oracle_be != NULL, "CUDA backend: %s", bd.msg);
+  for (int w = 0; w < 2 && oracle_be; w++) {
+    setenv("EVTC_ATTN_WARPS", w ? "8" : "4", 1);
+    run_program(1);
+    run_program(2);
+  }
+  evtc_cuda_device_close(&G.dev);
+  return check_summary();
+}

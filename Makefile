@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 # Build: compiler, CMake, protobuf-c and onnx.proto (ONNX frontend).
 # Tests: NumPy, ONNX's Python package and its conformance data; bench/cpu.sh: OpenBLAS, PyTorch.
-PACKAGES := cmake gcc make pkg-config libprotobuf-c-dev protobuf-c-compiler libonnx-dev \
+PACKAGES := cmake gcc g++ make pkg-config libprotobuf-c-dev protobuf-c-compiler libonnx-dev \
             python3-numpy python3-onnx libonnx-testdata coinor-libcbc-dev graphviz python3-torch python3-torchvision \
             libopenblas-dev
 BUILD := build

@@ -5,8 +5,9 @@ joint --train graph, both targets) and on the hand-built graphs of
 tests/fusion/: the summary lines have the documented form, the ILP is never
 slower than greedy, the text is byte-identical between runs (solver timings
 masked) and between a solved and a cached run, dot/svg/html are well formed,
-a tiny --time-limit falls back loudly (stderr and the text), bad usage exits
-2.  Caches go to a temporary EVTC_CACHE_DIR.
+a tiny --time-limit falls back loudly (stderr and the text), --profile
+prints one row per plan kernel whose times add up to its totals, bad usage
+exits 2.  Caches go to a temporary EVTC_CACHE_DIR.
 """
 import glob
 import os
@@ -73,6 +74,28 @@ with tempfile.TemporaryDirectory() as tmp:
     rc, out, err = explain(*joint, "--time-limit", "1e-9")
     check(rc == 0 and "WARNING" in err and "time limit" in err, "time-limit fallback is loud on stderr")
     check("ilp: WARNING" in out and "NOT a proven optimum" in out, "time-limit fallback is in the text")
+
+    # --profile: every plan kernel once in the table, measured times positive, totals consistent
+    rc, out, err = explain(*joint, "--profile", "3")
+    check(rc == 0, f"--profile: exit {rc}: {err}")
+    plan_kernels = summaries(out).get("ilp", (0,))[0]
+    rows = re.findall(r"^(\d+|chain)\s+\S+\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+%\S+", out, re.M)
+    ids = [r[0] for r in rows if r[0] != "chain"]
+    check(len(ids) == plan_kernels and len(set(ids)) == plan_kernels,
+          f"--profile: one row per plan kernel ({len(ids)} rows, {plan_kernels} kernels)")
+    check(all(float(r[3]) > 0 for r in rows), "--profile: every measured time is positive")
+    total = re.search(r"^profile: plan kernels (\d+), program kernels (\d+) .*modelled ([0-9.]+) us, "
+                      r"measured ([0-9.]+) us per run with waits, ([0-9.]+) us without$", out, re.M)
+    check(total is not None and int(total.group(1)) == plan_kernels, "--profile: the totals line")
+    if total and rows:
+        check(abs(sum(float(r[3]) for r in rows) - float(total.group(4))) < 1e-3 * len(rows) + 1e-6,
+              "--profile: the rows add up to the measured total")
+        check(abs(sum(float(r[2]) for r in rows) - float(total.group(3))) < 1e-3 * len(rows) + 1e-6,
+              "--profile: the modelled times add up to the plan's")
+        measured = [float(r[3]) for r in rows]
+        check(measured == sorted(measured, reverse=True), "--profile: the slowest kernel first")
+    rc, out, err = explain(mlp, "--profile", "0")
+    check(rc == 2 and err.startswith("evtc:"), "--profile 0 is bad usage")
 
     for bad in (["--partitioner", "magic"], ["--target", "tpu"], ["--format", "pdf"], ["--bogus"], []):
         rc, out, err = explain(*([mlp] if bad != [] else []), *bad)

@@ -26,6 +26,11 @@ int evtc_cmd_train(int argc, char **argv);
 int evtc_cmd_explain(int argc, char **argv);
 int evtc_cmd_tune(int argc, char **argv);
 
+/* `evtc explain --profile RUNS` (explain_profile.c): runs partition part on target's backend and prints each
+ * plan kernel's modelled and measured time to out; an exit status. */
+struct evtc_partition;
+int evtc_explain_profile(const struct evtc_partition *part, const char *target, int runs, FILE *out);
+
 /* The model options, as given on the command line. */
 typedef struct evtc_cli_model_options {
   const char **frozen;        /* --freeze NAME: ONNX initializers imported as constants */

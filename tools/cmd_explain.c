@@ -12,7 +12,9 @@
  * self-contained page with the SVG and a sortable kernel table.  Several
  * partitioners (comma-separated) all run; the drawings show the last.
  * Every plan goes through the feasibility checker; a plan that fails it is
- * an internal error (exit 1).  ILP plans are cached in $EVTC_CACHE_DIR,
+ * an internal error (exit 1).  --profile N runs the last plan on the
+ * target's backend and prints modelled against measured time per kernel
+ * (explain_profile.c; text on stdout after the plan).  ILP plans are cached in $EVTC_CACHE_DIR,
  * else $XDG_CACHE_HOME/evtc, else ~/.cache/evtc (--no-cache: none).
  */
 #include <spawn.h>
@@ -35,6 +37,7 @@ extern char **environ;
 typedef struct explain_args {
   const char *file, *target, *partitioners, *format, *out;
   bool train, no_cache, verbose, raw;
+  int profile_runs;          /* --profile N: run the last plan N times on the target's backend, per kernel */
   evtc_optimizer optimizer;
   evtc_fusion_options fopt;
   evtc_cli_model_options model;
@@ -44,6 +47,7 @@ static const char explain_usage[] =
     "usage: evtc explain FILE [--train] [--optimizer none|sgd|adamw] [--target cpu|h200]\n"
     "                    [--partitioner ilp|greedy|none[,...]] [--format text|dot|svg|html] [-o OUT]\n"
     "                    [--time-limit S] [--max-candidates N] [--no-cache] [--no-passes] [--verbose]\n"
+    "                    [--profile N]\n"
     "                    [model options]\n";
 
 static int usage(void) {
@@ -85,6 +89,10 @@ static int parse_args(int argc, char **argv, explain_args *a) {
       int64_t n;
       if (!evtc_cli_value(argc, argv, &i, &v) || !evtc_cli_int("--max-candidates", v, 1, 100000000, &n)) return -1;
       a->fopt.max_candidates = (long)n;
+    } else if (strcmp(o, "--profile") == 0) {
+      int64_t n;
+      if (!evtc_cli_value(argc, argv, &i, &v) || !evtc_cli_int("--profile", v, 1, 100000, &n)) return -1;
+      a->profile_runs = (int)n;
     } else if (strcmp(o, "-o") == 0) {
       if (!evtc_cli_value(argc, argv, &i, &a->out)) return -1;
     } else if (o[0] == '-' && o[1]) {
@@ -245,6 +253,7 @@ int evtc_cmd_explain(int argc, char **argv) {
   }
   if (rc == EVTC_EXIT_OK && n_runs == 0) rc = usage();
   if (rc == EVTC_EXIT_OK && !write_output(&a, runs, n_runs, &dev)) rc = EVTC_EXIT_FAIL;
+  if (rc == EVTC_EXIT_OK && a.profile_runs > 0) rc = evtc_explain_profile(runs[n_runs - 1], a.target, a.profile_runs, stdout);
   for (int i = 0; i < n_runs; i++) evtc_partition_free(runs[i]);
   free(list);
   free(cache);

@@ -19,6 +19,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernel/kernel.h"
 #include "runtime/memplan.h"
@@ -313,35 +314,62 @@ static evtc_status run_fallback_on_host(evtc_program *p, prog_kernel *pk, uint64
   return EVTC_OK;
 }
 
-evtc_status evtc_program_run(evtc_program *p, uint64_t step, evtc_diag *d) {
-  for (int t = 0; t < p->n_ks; t++) {
-    prog_kernel *pk = &p->ks[t];
-    if (pk->is_fallback) {
-      const evtc_node *n = pk->fb.node;
-      if (p->device) {
-        if (run_fallback_on_host(p, pk, step, d) != EVTC_OK) return d->status;
-      } else if (evtc_fallback_run(&pk->fb, pk->argv, pk->argv[n->n_inputs], step, d) != EVTC_OK) {
-        return d->status;
-      }
-      continue;
-    }
-    if (pk->handle) {
-      if (p->be->run(p->be, pk->handle, pk->argv, step, d) != EVTC_OK) return d->status;
-      continue;
-    }
-    int err = 0;
-    pk->fn(pk->argv, step, &err);
-    if (err) {
-      const evtc_kernel *k = pk->k;
-      const evtc_node *n = p->g->nodes[k->nodes[k->n_nodes - 1]];
-      return evtc_diag_set(d, EVTC_ERR_RUNTIME,
-                           "kernel %s (nodes %%%s..%%%s): an index or label is out of range, or an integer division "
-                           "by zero", k->name, p->g->nodes[k->nodes[0]]->name, n->name);
-    }
+/* Runs (a device backend: queues) kernel t. */
+static evtc_status run_kernel(evtc_program *p, int t, uint64_t step, evtc_diag *d) {
+  prog_kernel *pk = &p->ks[t];
+  if (pk->is_fallback) {
+    const evtc_node *n = pk->fb.node;
+    if (p->device) return run_fallback_on_host(p, pk, step, d);
+    return evtc_fallback_run(&pk->fb, pk->argv, pk->argv[n->n_inputs], step, d);
   }
+  if (pk->handle) return p->be->run(p->be, pk->handle, pk->argv, step, d);
+  int err = 0;
+  pk->fn(pk->argv, step, &err);
+  if (err) {
+    const evtc_kernel *k = pk->k;
+    const evtc_node *n = p->g->nodes[k->nodes[k->n_nodes - 1]];
+    return evtc_diag_set(d, EVTC_ERR_RUNTIME,
+                         "kernel %s (nodes %%%s..%%%s): an index or label is out of range, or an integer division "
+                         "by zero", k->name, p->g->nodes[k->nodes[0]]->name, n->name);
+  }
+  return EVTC_OK;
+}
+
+/* Waits for the backend's queued work (and reports a kernel's error flag). */
+static evtc_status wait_backend(evtc_program *p, evtc_diag *d) {
   if (p->be->finish) return p->be->finish(p->be, d);
   if (p->be->synchronize) p->be->synchronize(p->be);
   return EVTC_OK;
+}
+
+evtc_status evtc_program_run(evtc_program *p, uint64_t step, evtc_diag *d) {
+  for (int t = 0; t < p->n_ks; t++)
+    if (run_kernel(p, t, step, d) != EVTC_OK) return d->status;
+  return wait_backend(p, d);
+}
+
+static double now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+evtc_status evtc_program_profile(evtc_program *p, int runs, uint64_t step, double *us, evtc_diag *d) {
+  for (int t = 0; t < p->n_ks; t++) us[t] = 0;
+  for (int r = 0; r < runs; r++)
+    for (int t = 0; t < p->n_ks; t++) {
+      const double t0 = now_us();
+      if (run_kernel(p, t, step + (uint64_t)r, d) != EVTC_OK || wait_backend(p, d) != EVTC_OK) return d->status;
+      us[t] += (now_us() - t0) / runs;
+    }
+  return EVTC_OK;
+}
+
+int evtc_program_kernel_count(const evtc_program *p) { return p->n_ks; }
+
+int32_t evtc_program_kernel_first_node(const evtc_program *p, int t) {
+  const prog_kernel *pk = &p->ks[t];
+  return pk->k ? pk->k->nodes[0] : pk->fb.node->id;
 }
 
 void evtc_program_poison(evtc_program *p) {

@@ -62,6 +62,15 @@ typedef struct evtc_program_stats {
 } evtc_program_stats;
 
 evtc_program_stats evtc_program_get_stats(const evtc_program *p);
+
+/* The program's kernels in run order (compiled ones and interpreter fallbacks): how many, and kernel t's
+ * first node id (ascending within a kernel: where a plan's kernel went). */
+int evtc_program_kernel_count(const evtc_program *p);
+int32_t evtc_program_kernel_first_node(const evtc_program *p, int t);
+/* Per-kernel time: runs the program `runs` times (steps step, step + 1, ...), waiting for the backend after
+ * every kernel, and writes each kernel's mean host-measured microseconds into us[t] (kernel_count entries).
+ * The waits put one launch and synchronisation into every kernel's time (a few microseconds on a GPU). */
+evtc_status evtc_program_profile(evtc_program *p, int runs, uint64_t step, double *us, evtc_diag *d);
 /* Prints every kernel of the program (evtc_kernel_print) to out. */
 void evtc_program_dump(const evtc_program *p, FILE *out);
 

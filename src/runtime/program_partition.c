@@ -19,8 +19,8 @@
 #include "passes/manager.h"
 #include "util/fs.h"
 
-/* The partition's assignment as a dense topologically numbered plan; *n_kernels set. */
-static int32_t *to_program_plan(const evtc_graph *g, const int32_t *kernel_of, int32_t n_part, int *n_kernels) {
+int32_t *evtc_program_plan_of_partition(const evtc_graph *g, const int32_t *kernel_of, int32_t n_part,
+                                        int *n_kernels) {
   int32_t n = g->n_nodes, nk = n_part;
   int32_t *grp = malloc(sizeof(int32_t) * ((size_t)n + 1));
   for (int32_t v = 0; v < n; v++) {
@@ -90,7 +90,7 @@ int32_t *evtc_program_plan(const evtc_graph *g, const char *name, const evtc_bac
                              .accept_ctx = (void *)be, .accept_tag = be->name};
   evtc_partition *p = evtc_fusion_partition(g, &dev, name, &opt, d);
   if (!p) return NULL;
-  int32_t *plan = to_program_plan(g, p->kernel_of, p->n_kernels, n_kernels);
+  int32_t *plan = evtc_program_plan_of_partition(g, p->kernel_of, p->n_kernels, n_kernels);
   if (info && strcmp(name, "ilp") == 0)
     fprintf(info, "partitioner ilp: %d kernels (+%d for scalar-chain nodes), modelled %.1f us, gap %.3g, %.2f s%s%s\n",
             p->n_kernels, *n_kernels - p->n_kernels, p->ilp.objective, p->ilp.gap, p->ilp.seconds,

@@ -36,6 +36,12 @@ bool evtc_program_plan_accept(const evtc_graph *g, const int32_t *nodes, int n, 
 int32_t *evtc_program_plan(const evtc_graph *g, const char *name, const evtc_backend *be, int *n_kernels, FILE *info,
                            evtc_diag *d);
 
+/* A partition's assignment (kernel_of: n_part kernels, -1 for leaves and
+ * scalar-chain nodes) as a program plan: dense, every scalar-chain node in
+ * a kernel of its own, kernels numbered in a topological order (malloc'd;
+ * *n_kernels set). */
+int32_t *evtc_program_plan_of_partition(const evtc_graph *g, const int32_t *kernel_of, int32_t n_part,
+                                        int *n_kernels);
 /* The target a backend plans for, naming both its device model
  * (data/devices/NAME.txt) and its default pass pipeline: "h200" for the
  * CUDA backend, "cpu" otherwise. */

@@ -1,0 +1,133 @@
+/* explain_profile.c -- `evtc explain --profile N`: where the time goes.
+ *
+ * Runs the partition that explain shows as a program on the target's
+ * backend (cpu: the CPU backend; h200: the CUDA backend, which needs a
+ * GPU), on random leaves (floats uniform in [-1, 1], integers and bools 0:
+ * a valid label and index everywhere), once to warm up, N times as a whole
+ * (the mean time of a run), then N times with a wait after every kernel
+ * (evtc_program_profile), and prints each plan kernel's modelled time next
+ * to its measured one, the slowest first, and the totals.  A plan
+ * kernel that the program split, or ran in the interpreter, sums the
+ * program kernels that hold its nodes; scalar-chain nodes (which the plan
+ * leaves to their readers) show as their own program kernels.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend/backend.h"
+#include "cli.h"
+#include "fusion/partition.h"
+#include "runtime/program.h"
+#include "runtime/program_plan.h"
+
+typedef struct profile_row {
+  int plan_kernel;          /* -1: a scalar-chain node's own kernel */
+  int32_t first_node;
+  double modelled_us, measured_us;
+  int program_kernels;
+} profile_row;
+
+static int by_measured(const void *a, const void *b) {
+  double x = ((const profile_row *)a)->measured_us, y = ((const profile_row *)b)->measured_us;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Random leaves, as the header says (a fixed seed: the same inputs every time). */
+static void fill_leaves(evtc_program *prog, const evtc_graph *g) {
+  uint64_t s = 0x9E3779B97F4A7C15ull;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    const evtc_node *n = g->nodes[i];
+    if (n->op != EVTC_OP_INPUT && n->op != EVTC_OP_PARAM && n->op != EVTC_OP_STATE) continue;
+    int64_t numel = evtc_type_numel(&n->type);
+    double *v = calloc((size_t)(numel > 0 ? numel : 1), sizeof(double));
+    for (int64_t e = 0; e < numel && evtc_dtype_is_float(n->type.dtype); e++) {
+      s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
+      v[e] = (double)((s * 2685821657736338717ull) >> 11) * 0x1.0p-52 - 1;
+    }
+    evtc_program_set(prog, n, v);
+    free(v);
+  }
+}
+
+static double now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+int evtc_explain_profile(const evtc_partition *part, const char *target, int runs, FILE *out) {
+  const evtc_graph *g = part->g;
+  evtc_diag d = {0};
+  const evtc_backend *be = strcmp(target, "h200") == 0 ? evtc_backend_cuda(&d) : evtc_backend_cpu();
+  if (!be) {
+    fprintf(stderr, "evtc: explain --profile: target %s needs the CUDA backend: %s\n", target, d.msg);
+    return EVTC_EXIT_BAD_INPUT;
+  }
+  int nk = 0;
+  int32_t *plan = evtc_program_plan_of_partition(g, part->kernel_of, part->n_kernels, &nk);
+  evtc_program *prog = evtc_program_new(g, plan, nk, be, stderr, &d);
+  free(plan);
+  double *us = NULL;
+  profile_row *rows = NULL;
+  int rc = EVTC_EXIT_OK, n_rows = 0;
+  if (!prog) goto failed;
+  fill_leaves(prog, g);
+  if (evtc_program_run(prog, 0, &d) != EVTC_OK) goto failed;
+  const double t0 = now_us();
+  for (int r = 0; r < runs; r++)
+    if (evtc_program_run(prog, 1 + (uint64_t)r, &d) != EVTC_OK) goto failed;
+  const double whole_us = (now_us() - t0) / runs;
+  const int n = evtc_program_kernel_count(prog);
+  us = malloc(sizeof(double) * (size_t)(n + 1));
+  if (evtc_program_profile(prog, runs, 1 + (uint64_t)runs, us, &d) != EVTC_OK) goto failed;
+  /* one row per plan kernel (+ one per scalar-chain kernel), in first-node order */
+  rows = calloc((size_t)(part->n_kernels + n + 1), sizeof *rows);
+  int *row_of = malloc(sizeof(int) * (size_t)(part->n_kernels + 1));
+  for (int k = 0; k < part->n_kernels; k++) row_of[k] = -1;
+  double measured = 0;
+  for (int t = 0; t < n; t++) {
+    const int32_t first = evtc_program_kernel_first_node(prog, t);
+    const int k = part->kernel_of[first];
+    int r = k >= 0 ? row_of[k] : -1;
+    if (r < 0) {
+      r = n_rows++;
+      rows[r] = (profile_row){.plan_kernel = k, .first_node = first,
+                              .modelled_us = k >= 0 ? part->kernels[k].time_us : 0};
+      if (k >= 0) row_of[k] = r;
+    }
+    rows[r].measured_us += us[t];
+    rows[r].program_kernels++;
+    measured += us[t];
+  }
+  free(row_of);
+  qsort(rows, (size_t)n_rows, sizeof *rows, by_measured);
+  const evtc_program_stats st = evtc_program_get_stats(prog);
+  fprintf(out, "== profile: backend %s, %d runs, mean us per kernel (host clock, a wait after each kernel) ==\n",
+          be->name, runs);
+  fprintf(out, "%-8s %-11s %6s %12s %12s %9s  %s\n", "kernel", "kind", "nodes", "modelled_us", "measured_us",
+          "meas/mod", "first node");
+  for (int r = 0; r < n_rows; r++) {
+    const profile_row *x = &rows[r];
+    char name[32];
+    if (x->plan_kernel >= 0) snprintf(name, sizeof name, "%d", x->plan_kernel);
+    else snprintf(name, sizeof name, "chain");
+    const evtc_fusion_kernel *K = x->plan_kernel >= 0 ? &part->kernels[x->plan_kernel] : NULL;
+    fprintf(out, "%-8s %-11s %6d %12.3f %12.3f %9.2f  %%%s%s\n", name, K ? evtc_kernel_kind_name(K->kind) : "scalar",
+            K ? K->n_nodes : 1, x->modelled_us, x->measured_us, x->modelled_us > 0 ? x->measured_us / x->modelled_us : 0,
+            g->nodes[x->first_node]->name, x->program_kernels > 1 ? " (split in the program)" : "");
+  }
+  fprintf(out, "profile: plan kernels %d, program kernels %d (%d compiled, %d in the interpreter, %d splits); "
+               "modelled %.3f us, measured %.3f us per run with waits, %.3f us without\n",
+          part->n_kernels, n, st.compiled, st.interpreted, st.splits, part->time_us, measured, whole_us);
+  goto done;
+failed:
+  fprintf(stderr, "evtc: explain --profile: %s\n", d.msg);
+  rc = EVTC_EXIT_BAD_INPUT;
+done:
+  free(rows);
+  free(us);
+  evtc_program_free(prog);
+  return rc;
+}

@@ -2,11 +2,11 @@
  *
  * supports() accepts the kernels the C templates can run: elementwise and
  * rows kernels over every dtype (f16 and bf16 as 2-byte storage with f32
- * math, cpu_visitor.c), f32 / f64 GEMMs whose epilogues have no
- * reductions, OPAQUE kernels of the ops cpu_emit_opaque.c covers over
- * f32 / f64 / integer values.  f16 / bf16 GEMMs and OPAQUE kernels touching
- * f16 / bf16 are refused with that reason (the program then runs them in
- * the interpreter and warns).  emit() dispatches to the template of the
+ * math, cpu_visitor.c), f32 / f64 GEMMs and f16 / bf16 ones (operands
+ * widened to f32 by the packers) whose epilogues have no reductions,
+ * OPAQUE kernels of the ops cpu_emit_opaque.c covers over f32 / f64 /
+ * integer values.  OPAQUE kernels touching f16 / bf16 are refused with
+ * that reason (the program then runs them in the interpreter and warns).  emit() dispatches to the template of the
  * kernel's family.
  * compile() writes the module source and builds it with the system C
  * compiler (`cc -O3 -march=native -fno-math-errno -fno-trapping-math -fopenmp -shared -fPIC`) into
@@ -59,8 +59,9 @@ static bool cpu_supports(const evtc_backend *be, const evtc_kernel *k, char *why
         return false;
       }
   bool gemm = k->kind == EVTC_ML_GEMM || k->kind == EVTC_ML_CONV;
-  if (gemm && !(k->gemm.dtype == EVTC_F32 || k->gemm.dtype == EVTC_F64)) {
-    snprintf(why, cap, "%s GEMM (the CPU GEMM is f32 and f64 only)", evtc_dtype_name(k->gemm.dtype));
+  if (gemm && !(k->gemm.dtype == EVTC_F32 || k->gemm.dtype == EVTC_F64 || is_half(k->gemm.dtype))) {
+    snprintf(why, cap, "%s GEMM (the CPU GEMM is f32 and f64, f16 and bf16 widened to f32)",
+             evtc_dtype_name(k->gemm.dtype));
     return false;
   }
   return evtc_kernel_visitor_fits(k, why, cap);

@@ -13,20 +13,24 @@
  * micro-tile, still in L1, goes through the epilogue: the visitor DAG per
  * element, stores included.  For conv the B packer gathers the im2col
  * matrix of one image and group on the fly (implicit GEMM: no im2col
- * buffer), with zero padding.
+ * buffer), with zero padding.  f16 / bf16 operands are widened to float
+ * by the packers (LD), so the micro-kernel and the epilogue see f32.
  */
+#include <string.h>
+
 #include "backend/cpu/cpu_emit.h"
 
-/* The B packer: B(k, j) of batch bi into bp (micro-panels of NR columns). */
-static void emit_pack_b(evtc_sb *b, const evtc_kernel *k, const char *t) {
+/* The B packer: B(k, j) of batch bi (stored as st) into bp (t, micro-panels of NR columns); half: whether st is
+ * a 2-byte type that LD widens (no plain copies then). */
+static void emit_pack_b(evtc_sb *b, const evtc_kernel *k, const char *t, const char *st, bool half) {
   const char *nm = k->name;
   evtc_sb_printf(b, "static void %s_pack_b(const %s *restrict B, int64_t bi, int64_t k0, int64_t kc, int64_t j0, "
-                    "int64_t nc, %s *restrict bp) {\n", nm, t, t);
+                    "int64_t nc, %s *restrict bp) {\n", nm, st, t);
   if (k->kind == EVTC_ML_CONV) {
     const evtc_conv_desc *c = &k->conv;
     int64_t cg = c->c / c->groups;
     evtc_sb_printf(b, "  const int64_t n = bi / %lldLL, g = bi %% %lldLL;\n", (long long)c->groups, (long long)c->groups);
-    evtc_sb_printf(b, "  const %s *x = B + (n * %lldLL + g * %lldLL) * %lldLL;\n", t, (long long)c->c, (long long)cg,
+    evtc_sb_printf(b, "  const %s *x = B + (n * %lldLL + g * %lldLL) * %lldLL;\n", st, (long long)c->c, (long long)cg,
                    (long long)(c->h * c->w));
     evtc_sb_printf(b, "  for (int64_t jr = 0; jr < nc; jr += NR)\n    for (int64_t p = 0; p < kc; p++) {\n"
                       "      const int64_t kk = k0 + p, ci = kk / %lldLL, kh = kk / %lldLL %% %lldLL, kw = kk %% %lldLL;\n",
@@ -38,7 +42,7 @@ static void emit_pack_b(evtc_sb *b, const evtc_kernel *k, const char *t) {
     evtc_sb_printf(b, "          const int64_t ih = oh * %lldLL - %lldLL + kh * %lldLL, iw = ow * %lldLL - %lldLL + kw * %lldLL;\n",
                    (long long)c->stride[0], (long long)c->pad[0], (long long)c->dil[0], (long long)c->stride[1],
                    (long long)c->pad[1], (long long)c->dil[1]);
-    evtc_sb_printf(b, "          if (ih >= 0 && ih < %lldLL && iw >= 0 && iw < %lldLL) val = x[(ci * %lldLL + ih) * %lldLL + iw];\n"
+    evtc_sb_printf(b, "          if (ih >= 0 && ih < %lldLL && iw >= 0 && iw < %lldLL) val = LD(x[(ci * %lldLL + ih) * %lldLL + iw]);\n"
                       "        }\n        dst[jj] = val;\n      }\n    }\n}\n",
                    (long long)c->h, (long long)c->w, (long long)c->h, (long long)c->w);
     return;
@@ -48,10 +52,11 @@ static void emit_pack_b(evtc_sb *b, const evtc_kernel *k, const char *t) {
     evtc_sb_printf(b, "  (void)bi;\n  for (int64_t p = 0; p < kc; p++) {\n"
                       "    const %s *src = B + (k0 + p) * %lldLL + j0;\n    for (int64_t jr = 0; jr < nc; jr += NR) {\n"
                       "      %s *dst = bp + jr * kc + p * NR;\n      const int64_t w = nc - jr < NR ? nc - jr : NR;\n"
-                      "      if (w == NR) {\n        memcpy(dst, src + jr, sizeof(%s) * NR);\n        continue;\n      }\n"
-                      "      for (int64_t jj = 0; jj < w; jj++) dst[jj] = src[jr + jj];\n"
+                      "      if (w == NR) {\n        %s\n        continue;\n      }\n"
+                      "      for (int64_t jj = 0; jj < w; jj++) dst[jj] = LD(src[jr + jj]);\n"
                       "      for (int64_t jj = w; jj < NR; jj++) dst[jj] = 0;\n    }\n  }\n}\n",
-                   t, (long long)g->b_rs, t, t);
+                   st, (long long)g->b_rs, t,
+                   half ? "for (int jj = 0; jj < NR; jj++) dst[jj] = LD(src[jr + jj]);" : "memcpy(dst, src + jr, sizeof(*dst) * NR);");
     return;
   }
   if (g->b_rs == 1) {          /* B transposed (columns contiguous along k): NR x 8 staging tiles */
@@ -59,20 +64,20 @@ static void emit_pack_b(evtc_sb *b, const evtc_kernel *k, const char *t) {
                       "    const %s *src = B + k0 + (j0 + jr) * %lldLL;\n    const int64_t w = nc - jr < NR ? nc - jr : NR;\n"
                       "    int64_t p = 0;\n    if (w == NR)\n      for (; p + 8 <= kc; p += 8) {\n        %s tile[NR][8];\n"
                       "        for (int jj = 0; jj < NR; jj++) memcpy(tile[jj], src + jj * %lldLL + p, sizeof tile[jj]);\n"
-                      "        for (int q = 0; q < 8; q++)\n          for (int jj = 0; jj < NR; jj++) dst[(p + q) * NR + jj] = tile[jj][q];\n"
+                      "        for (int q = 0; q < 8; q++)\n          for (int jj = 0; jj < NR; jj++) dst[(p + q) * NR + jj] = LD(tile[jj][q]);\n"
                       "      }\n    for (; p < kc; p++)\n"
-                      "      for (int64_t jj = 0; jj < NR; jj++) dst[p * NR + jj] = jj < w ? src[jj * %lldLL + p] : 0;\n  }\n}\n",
-                   t, t, (long long)g->b_cs, t, (long long)g->b_cs, (long long)g->b_cs);
+                      "      for (int64_t jj = 0; jj < NR; jj++) dst[p * NR + jj] = jj < w ? LD(src[jj * %lldLL + p]) : 0;\n  }\n}\n",
+                   t, st, (long long)g->b_cs, st, (long long)g->b_cs, (long long)g->b_cs);
     return;
   }
   evtc_sb_printf(b, "  (void)bi;\n  for (int64_t jr = 0; jr < nc; jr += NR)\n    for (int64_t p = 0; p < kc; p++) {\n"
                     "      const %s *src = B + (k0 + p) * %lldLL + (j0 + jr) * %lldLL;\n      %s *dst = bp + jr * kc + p * NR;\n"
                     "      const int64_t w = nc - jr < NR ? nc - jr : NR;\n"
                     "      if (w == NR) {                  /* a constant trip count: vector moves, not rep movs */\n"
-                    "        for (int64_t jj = 0; jj < NR; jj++) dst[jj] = src[jj * %lldLL];\n        continue;\n      }\n"
-                    "      for (int64_t jj = 0; jj < w; jj++) dst[jj] = src[jj * %lldLL];\n"
+                    "        for (int64_t jj = 0; jj < NR; jj++) dst[jj] = LD(src[jj * %lldLL]);\n        continue;\n      }\n"
+                    "      for (int64_t jj = 0; jj < w; jj++) dst[jj] = LD(src[jj * %lldLL]);\n"
                     "      for (int64_t jj = w; jj < NR; jj++) dst[jj] = 0;\n    }\n}\n",
-                 t, (long long)g->b_rs, (long long)g->b_cs, t, (long long)g->b_cs, (long long)g->b_cs);
+                 st, (long long)g->b_rs, (long long)g->b_cs, t, (long long)g->b_cs, (long long)g->b_cs);
 }
 
 /* The A packer: rows i0.. of A into MR-row micro-panels (k-major).  When
@@ -80,36 +85,38 @@ static void emit_pack_b(evtc_sb *b, const evtc_kernel *k, const char *t) {
  * tile: each row is read 8 values at a time with vector moves, instead of
  * one value per row and k (a row stride of a power of two puts all MR rows
  * in the same L1 set). */
-static void emit_pack_a(evtc_sb *b, const evtc_kernel *k, const char *t) {
+static void emit_pack_a(evtc_sb *b, const evtc_kernel *k, const char *t, const char *st, bool half) {
   int64_t rs = k->kind == EVTC_ML_CONV ? k->gemm.K : k->gemm.a_rs, cs = k->kind == EVTC_ML_CONV ? 1 : k->gemm.a_cs;
   evtc_sb_printf(b, "static void %s_pack_a(const %s *restrict A, int64_t i0, int64_t mc, int64_t k0, int64_t kc, "
-                    "%s *restrict ap) {\n", k->name, t, t);
+                    "%s *restrict ap) {\n", k->name, st, t);
   if (cs == 1 && rs != 1) {
     evtc_sb_printf(b, "  for (int64_t ir = 0; ir + MR <= mc; ir += MR) {\n    %s *dst = ap + ir * kc;\n"
                       "    const %s *src = A + (i0 + ir) * %lldLL + k0;\n    int64_t p = 0;\n"
                       "    for (; p + 8 <= kc; p += 8) {\n      %s tile[MR][8];\n"
                       "      for (int ii = 0; ii < MR; ii++) memcpy(tile[ii], src + ii * %lldLL + p, sizeof tile[ii]);\n"
-                      "      for (int q = 0; q < 8; q++)\n        for (int ii = 0; ii < MR; ii++) dst[(p + q) * MR + ii] = tile[ii][q];\n"
-                      "    }\n    for (; p < kc; p++)\n      for (int ii = 0; ii < MR; ii++) dst[p * MR + ii] = src[ii * %lldLL + p];\n  }\n"
+                      "      for (int q = 0; q < 8; q++)\n        for (int ii = 0; ii < MR; ii++) dst[(p + q) * MR + ii] = LD(tile[ii][q]);\n"
+                      "    }\n    for (; p < kc; p++)\n      for (int ii = 0; ii < MR; ii++) dst[p * MR + ii] = LD(src[ii * %lldLL + p]);\n  }\n"
                       "  const int64_t done = mc / MR * MR;\n  if (done == mc) return;\n  i0 += done;\n  ap += done * kc;\n  mc -= done;\n",
-                   t, t, (long long)rs, t, (long long)rs, (long long)rs);
+                   t, st, (long long)rs, st, (long long)rs, (long long)rs);
   }
   if (rs == 1 && cs != 1) {     /* A transposed (rows contiguous along m): stream each k row once */
     evtc_sb_printf(b, "  for (int64_t p = 0; p < kc; p++) {\n    const %s *src = A + (k0 + p) * %lldLL + i0;\n"
                       "    for (int64_t ir = 0; ir < mc; ir += MR) {\n      %s *dst = ap + ir * kc + p * MR;\n"
                       "      const int64_t h = mc - ir < MR ? mc - ir : MR;\n"
-                      "      if (h == MR) {\n        memcpy(dst, src + ir, sizeof(%s) * MR);\n        continue;\n      }\n"
-                      "      for (int64_t ii = 0; ii < h; ii++) dst[ii] = src[ir + ii];\n"
+                      "      if (h == MR) {\n        %s\n        continue;\n      }\n"
+                      "      for (int64_t ii = 0; ii < h; ii++) dst[ii] = LD(src[ir + ii]);\n"
                       "      for (int64_t ii = h; ii < MR; ii++) dst[ii] = 0;\n    }\n  }\n}\n",
-                   t, (long long)cs, t, t);
+                   st, (long long)cs, t,
+                   half ? "for (int ii = 0; ii < MR; ii++) dst[ii] = LD(src[ir + ii]);" : "memcpy(dst, src + ir, sizeof(*dst) * MR);");
+    return;
     return;
   }
   evtc_sb_printf(b, "  for (int64_t ir = 0; ir < mc; ir += MR) {\n    const int64_t h = mc - ir < MR ? mc - ir : MR;\n"
                     "    for (int64_t p = 0; p < kc; p++) {\n      %s *dst = ap + ir * kc + p * MR;\n"
                     "      const %s *src = A + (i0 + ir) * %lldLL + (k0 + p) * %lldLL;\n"
-                    "      for (int64_t ii = 0; ii < h; ii++) dst[ii] = src[ii * %lldLL];\n"
+                    "      for (int64_t ii = 0; ii < h; ii++) dst[ii] = LD(src[ii * %lldLL]);\n"
                     "      for (int64_t ii = h; ii < MR; ii++) dst[ii] = 0;\n    }\n  }\n}\n",
-                 t, t, (long long)rs, (long long)cs, (long long)rs);
+                 t, st, (long long)rs, (long long)cs, (long long)rs);
 }
 
 /* The f32 AVX2 + FMA micro-kernel in intrinsics: 6 x 16, twelve ymm
@@ -135,7 +142,7 @@ static void emit_micro(evtc_sb *b, const evtc_kernel *k, const char *t) {
   static const int mrs[] = {12, 6, 4};
   evtc_sb_printf(b, "static inline void %s_micro(int64_t kc, const %s *restrict ap, const %s *restrict bp, "
                     "%s *restrict ct, int first) {\n", k->name, t, t, t);
-  if (k->gemm.dtype == EVTC_F32) {
+  if (strcmp(t, "float") == 0) {
     evtc_sb_printf(b, "#if EVTC_AVX2_F32\n");
     emit_micro_avx2(b);
     evtc_sb_printf(b, "#el");
@@ -192,11 +199,13 @@ static void emit_batch_offsets(evtc_sb *b, const evtc_kernel *k) {
 
 void evtc_cpu_emit_gemm(evtc_sb *b, const evtc_kernel *k) {
   const evtc_gemm_desc *g = &k->gemm;
-  const char *t = evtc_cpu_ctype(g->dtype);
+  const bool half = g->dtype == EVTC_F16 || g->dtype == EVTC_BF16;
+  const char *t = evtc_cpu_ctype(g->dtype), *st = evtc_cpu_storage_ctype(g->dtype);
   evtc_sb_printf(b, "#define VW (EVTC_VB / (int)sizeof(%s))\n#define NR (2 * VW)\n#define MR EVTC_MR\n", t);
+  evtc_sb_printf(b, "#define LD(x) %s\n", g->dtype == EVTC_F16 ? "evtc_h2f(x)" : g->dtype == EVTC_BF16 ? "evtc_bf2f(x)" : "(x)");
   evtc_sb_printf(b, "typedef %s %s_vT __attribute__((vector_size(EVTC_VB)));\n#define vT %s_vT\n", t, k->name, k->name);
-  emit_pack_a(b, k, t);
-  emit_pack_b(b, k, t);
+  emit_pack_a(b, k, t, st, half);
+  emit_pack_b(b, k, t, st, half);
   emit_micro(b, k, t);
   int a_arg = k->kind == EVTC_ML_CONV ? k->conv.w_arg : g->a_arg, b_arg = k->kind == EVTC_ML_CONV ? k->conv.x_arg : g->b_arg;
   evtc_sb_printf(b, "void %s(void *const *args, uint64_t step, int *err) {\n", k->name);
@@ -234,5 +243,5 @@ void evtc_cpu_emit_gemm(evtc_sb *b, const evtc_kernel *k) {
                  k->name, b_arg, k->name, a_arg, t, k->name);
   emit_epilogue(b, k);
   evtc_sb_printf(b, "        }\n      }\n    }\n    free(apack);\n    free(bpack);\n    free(cbuf);\n  }\n}\n");
-  evtc_sb_printf(b, "#undef VW\n#undef NR\n#undef MR\n#undef vT\n\n");
+  evtc_sb_printf(b, "#undef VW\n#undef NR\n#undef MR\n#undef LD\n#undef vT\n\n");
 }

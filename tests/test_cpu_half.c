@@ -14,8 +14,9 @@
  * interpreter rounds every op's output to its dtype while a fused kernel
  * keeps f32 inside and rounds only at its stores, so results differ by a
  * few roundings of relative size 2^-8 (bf16) or 2^-11 (f16) each: the
- * tolerances below allow about four.  A refusal (bf16 pad) names its
- * reason and runs in the interpreter.
+ * tolerances below allow about four.  Pad, concat, gather and embedding
+ * move 2-byte values and must be exact.  A refusal (bf16 maxpool2d) names
+ * its reason and runs in the interpreter.
  */
 #include <math.h>
 #include <stdio.h>
@@ -100,12 +101,24 @@ static void test_cross_entropy(void) {
   evtc_graph_free(fwd);
 }
 
+/* The ops that only move values (pad with a fill value that is not a bf16 / f16 number as given, concat, gather,
+ * embedding), on 2-byte storage: exact, compiled. */
+#define HALF_MOVES_TEXT(T)                                                                                        \
+  "graph mv {\n  %x = input() : " T "[2,3,7,9]\n  %x2 = input() : " T "[2,2,7,9]\n"                               \
+  "  %pd = pad(%x) {pads=[0,1,2,0,0,0,1,3], interior=[0,0,1,0], value=0.3} : " T "[2,4,16,12]\n"                 \
+  "  %cat = concat(%x, %x2) {axis=1} : " T "[2,5,7,9]\n"                                                        \
+  "  %tab = input() : " T "[11,5]\n  %ix = input() : i64[3,4]\n"                                               \
+  "  %ga = gather(%tab, %ix) : " T "[3,4,5]\n  %gb = gather(%x, %ix) {axis=1} : " T "[2,3,4,7,9]\n"              \
+  "  %em = embedding(%tab, %ix) : " T "[3,4,5]\n"                                                               \
+  "  output %pd\n  output %cat\n  output %ga\n  output %gb\n  output %em\n}\n"
+
 /* What the CPU backend refuses says why, and runs in the interpreter (exactly). */
 static void test_refusals(void) {
-  evtc_graph *g = oracle_parse("graph r {\n  %a = input() : bf16[5,7]\n"
-                               "  %p = pad(%a) {pads=[1,0,0,2]} : bf16[6,9]\n  output %p\n}\n", "refuse");
+  evtc_graph *g = oracle_parse("graph r {\n  %a = input() : bf16[2,3,7,9]\n"
+                               "  %p = maxpool2d(%a) {kernel=[3,2], stride=[2,2], padding=[1,0,1,1]} : bf16[2,3,4,5]\n"
+                               "  output %p\n}\n", "refuse");
   if (!g) return;
-  static const char *const names[] = {"p"}, *const reasons[] = {"bf16 values in pad"};
+  static const char *const names[] = {"p"}, *const reasons[] = {"bf16 values in maxpool2d"};
   for (int i = 0; i < 1; i++) {
     int32_t id = evtc_graph_find(g, names[i])->id;
     evtc_diag d = {0};
@@ -134,6 +147,8 @@ int main(void) {
   compare(gemm_epilogue_text, "f32 GEMM with a bf16 epilogue", TOL_BF16, 1);
   compare(HALF_GEMM_TEXT("bf16"), "bf16 GEMMs", TOL_BF16, 1);
   compare(HALF_GEMM_TEXT("f16"), "f16 GEMMs", TOL_F16, 1);
+  compare(HALF_MOVES_TEXT("bf16"), "bf16 pad, concat, gather, embedding", 0.0, 3);
+  compare(HALF_MOVES_TEXT("f16"), "f16 pad, concat, gather, embedding", 0.0, 3);
   test_cross_entropy();
   test_refusals();
   char cmd[128];

@@ -5,8 +5,10 @@
  * math, cpu_visitor.c), f32 / f64 GEMMs and f16 / bf16 ones (operands
  * widened to f32 by the packers) whose epilogues have no reductions,
  * OPAQUE kernels of the ops cpu_emit_opaque.c covers over f32 / f64 /
- * integer values.  OPAQUE kernels touching f16 / bf16 are refused with
- * that reason (the program then runs them in the interpreter and warns).  emit() dispatches to the template of the
+ * integer values (pad, concat, gather and embedding, which only move
+ * values, over any dtype).  Other OPAQUE kernels touching f16 / bf16 are
+ * refused with that reason (the program then runs them in the interpreter
+ * and warns).  emit() dispatches to the template of the
  * kernel's family.
  * compile() writes the module source and builds it with the system C
  * compiler (`cc -O3 -march=native -fno-math-errno -fno-trapping-math -fopenmp -shared -fPIC`) into
@@ -51,7 +53,7 @@ static bool cpu_supports(const evtc_backend *be, const evtc_kernel *k, char *why
     snprintf(why, cap, "an empty tensor");
     return false;
   }
-  if (k->kind == EVTC_ML_OPAQUE)
+  if (k->kind == EVTC_ML_OPAQUE && !evtc_cpu_opaque_moves_only(k->main->op))
     for (int i = 0; i < k->n_args; i++)
       if (is_half(k->args[i].node->type.dtype)) {
         snprintf(why, cap, "%s values in %s (the CPU's templates of it are for f32, f64 and integers)",

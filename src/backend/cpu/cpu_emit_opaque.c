@@ -11,12 +11,19 @@
  * comes from cpu_emit_attention.c.  Sums and statistics
  * accumulate in double.  Index checks (gather, embedding, scatter_add) run
  * before anything is written and raise the kernel's error flag, as the
- * interpreter fails naming the node.
+ * interpreter fails naming the node.  Pad, concat, gather and embedding
+ * only move values, so they run on f16 / bf16 too, as 2-byte storage
+ * (pad's fill value as its rounded bits).
  */
 #include <string.h>
 
 #include "backend/cpu/cpu_emit.h"
+#include "runtime/elements.h"
 
+
+bool evtc_cpu_opaque_moves_only(evtc_op op) {
+  return op == EVTC_OP_PAD || op == EVTC_OP_CONCAT || op == EVTC_OP_GATHER || op == EVTC_OP_EMBEDDING;
+}
 
 bool evtc_cpu_opaque_supported(const evtc_node *n) {
   switch (n->op) {
@@ -61,8 +68,13 @@ static void emit_pad(evtc_sb *b, const evtc_node *n) {
                     "  for (int64_t i = 0; i < NO; i++) {\n    int64_t rest = i, src = 0; int ok = 1;\n"
                     "    for (int d = %d; d >= 0; d--) {\n      const int64_t q = rest %% osh[d] - lo[d];\n"
                     "      rest /= osh[d];\n      if (q < 0 || q %% st[d] || q / st[d] >= ish[d]) ok = 0;\n"
-                    "      else src += q / st[d] * istr[d];\n    }\n    y[i] = ok ? x0[src] : (T)%.17g;\n  }\n",
-                 (long long)evtc_type_numel(&n->type), t->rank - 1, evtc_node_float(n, "value"));
+                    "      else src += q / st[d] * istr[d];\n    }\n    y[i] = ok ? x0[src] : ",
+                 (long long)evtc_type_numel(&n->type), t->rank - 1);
+  const double fill = evtc_node_float(n, "value");
+  if (n->type.dtype == EVTC_BF16 || n->type.dtype == EVTC_F16)   /* T is the 2-byte storage: the value's bits */
+    evtc_sb_printf(b, "(T)0x%04x;\n  }\n", n->type.dtype == EVTC_BF16 ? evtc_double_to_bf16(fill) : evtc_double_to_f16(fill));
+  else
+    evtc_sb_printf(b, "(T)%.17g;\n  }\n", fill);
 }
 
 static void emit_concat(evtc_sb *b, const evtc_kernel *k) {
@@ -317,11 +329,14 @@ void evtc_cpu_emit_opaque(evtc_sb *b, const evtc_kernel *k) {
   const evtc_node *n = k->main;
   evtc_sb_printf(b, "void %s(void *const *args, uint64_t step, int *err) {\n", k->name);
   evtc_cpu_emit_args(b, k);
-  evtc_sb_printf(b, "  typedef %s T;\n  T *y = a%d;\n  (void)step; (void)err;\n", evtc_cpu_ctype(n->type.dtype),
+  /* ops that only move values do so in the storage type (f16 / bf16 bits unchanged); the others compute in
+   * their C type */
+  const bool moves = evtc_cpu_opaque_moves_only(n->op);
+  const char *(*ctype)(evtc_dtype) = moves ? evtc_cpu_storage_ctype : evtc_cpu_ctype;
+  evtc_sb_printf(b, "  typedef %s T;\n  T *y = a%d;\n  (void)step; (void)err;\n", ctype(n->type.dtype),
                  evtc_kernel_output_arg(k));
   for (int j = 0; j < n->n_inputs && n->op != EVTC_OP_CONCAT; j++)
-    evtc_sb_printf(b, "  const %s *x%d = a%d;\n", evtc_cpu_ctype(n->inputs[j]->type.dtype), j,
-                   evtc_kernel_input_arg(k, j));
+    evtc_sb_printf(b, "  const %s *x%d = a%d;\n", ctype(n->inputs[j]->type.dtype), j, evtc_kernel_input_arg(k, j));
   switch (n->op) {
     case EVTC_OP_PAD: emit_pad(b, n); break;
     case EVTC_OP_CONCAT: emit_concat(b, k); break;

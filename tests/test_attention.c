@@ -9,15 +9,20 @@
  * (evtc_autodiff on each graph: attention's rule against the primitives'
  * rules), plus central finite differences on one case.  bf16 storage runs
  * and stays near the f64 result.  Bad operands are refused with a message
- * naming the node, the op and the cause.
+ * naming the node, the op and the cause.  The forward passes a training
+ * run applies before autodiff (evtc_program_optimize_forward, target h200)
+ * form the op from the decomposed graph and the training gradients stay
+ * the same; they are dropped when the backend refuses what they formed.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "autodiff/autodiff.h"
+#include "backend/backend.h"
 #include "check.h"
 #include "runtime/interp.h"
+#include "runtime/program_plan.h"
 
 typedef struct geom {
   int64_t b, h, s, t, d, dv;
@@ -243,6 +248,58 @@ static void check_errors(void) {
                 1, 0, "one log-sum-exp per query row");
 }
 
+static int count_op(const evtc_graph *g, evtc_op op) {
+  int n = 0;
+  for (int32_t i = 0; i < g->n_nodes; i++) n += g->nodes[i]->op == op;
+  return n;
+}
+
+/* evtc_program_optimize_forward: attention formed for h200 (here the CPU backend stands in and compiles f64
+ * attention), gradients unchanged; nothing kept for a target without forward passes, for a bf16 graph the
+ * backend refuses, or when nothing new is formed. */
+static void check_forward_passes(void) {
+  const geom m = {2, 3, 5, 7, 8, 8, 1};
+  const evtc_backend *cpu = evtc_backend_cpu();
+  evtc_diag d = {0};
+  evtc_graph *plain = build(&m, EVTC_F64, false, 42), *src = build(&m, EVTC_F64, false, 42);   /* f64: no roundings */
+  evtc_graph *fused = evtc_program_optimize_forward(src, "h200", cpu, &d);
+  evtc_graph_free(src);
+  CHECK(fused && d.status == EVTC_OK && count_op(fused, EVTC_OP_ATTENTION) == 1 && count_op(fused, EVTC_OP_SOFTMAX) == 0,
+        "forward passes form one attention node: %s", d.msg);
+  if (fused) {
+    double *x[3] = {random_values(m.b * m.h * m.s * m.d), random_values(m.b * m.h * m.t * m.d),
+                    random_values(m.b * m.h * m.t * m.dv)};
+    run a = run_joint(plain, x), b = run_joint(fused, x);
+    plain = NULL;
+    for (int i = 0; i < 3 && a.it && b.it; i++) {
+      char gname[16];
+      snprintf(gname, sizeof gname, "grad.%s", wrt[i]);
+      const evtc_node *ga = evtc_graph_find(a.joint, gname), *gb = evtc_graph_find(b.joint, gname);
+      CHECK(ga && gb, "forward passes: %s in both joint graphs", gname);
+      if (ga && gb) {
+        double e = rel_err(evtc_interp_value(b.it, gb), evtc_interp_value(a.it, ga), evtc_type_numel(&ga->type));
+        CHECK(e < 1e-12, "forward passes: %s differs by %.3g", gname, e);
+      }
+    }
+    run_free(&a);
+    run_free(&b);
+    for (int i = 0; i < 3; i++) free(x[i]);
+  }
+  evtc_graph_free(plain);
+  evtc_graph *half = build(&m, EVTC_BF16, false, 42), *orig = build(&m, EVTC_F32, true, 42);
+  evtc_graph *r1 = evtc_program_optimize_forward(half, "h200", cpu, &d);
+  CHECK(!r1 && d.status == EVTC_OK, "forward passes: bf16 attention the CPU refuses is not kept");
+  evtc_graph *r2 = evtc_program_optimize_forward(half, "cpu", cpu, &d);
+  CHECK(!r2 && d.status == EVTC_OK, "forward passes: none for target cpu");
+  evtc_graph *r3 = evtc_program_optimize_forward(orig, "h200", cpu, &d);
+  CHECK(!r3 && d.status == EVTC_OK, "forward passes: nothing new formed, nothing kept");
+  evtc_graph_free(r1);
+  evtc_graph_free(r2);
+  evtc_graph_free(r3);
+  evtc_graph_free(half);
+  evtc_graph_free(orig);
+}
+
 int main(void) {
   check_rng = 0xA77E2710ull;
   static const geom cases[] = {{2, 3, 5, 7, 8, 4, 0}, {2, 3, 5, 7, 8, 4, 1}, {1, 2, 6, 6, 16, 16, 1},
@@ -251,5 +308,6 @@ int main(void) {
   check_finite_differences(&(geom){1, 2, 3, 4, 5, 3, 0});
   check_bf16();
   check_errors();
+  check_forward_passes();
   return check_summary();
 }

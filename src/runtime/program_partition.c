@@ -12,10 +12,12 @@
 #include "runtime/program_plan.h"
 #include "backend/backend.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fusion/partition.h"
+#include "kernel/kernel.h"
 #include "passes/manager.h"
 #include "util/fs.h"
 
@@ -100,6 +102,31 @@ int32_t *evtc_program_plan(const evtc_graph *g, const char *name, const evtc_bac
 }
 
 const char *evtc_program_target(const evtc_backend *be) { return be && strcmp(be->name, "cuda") == 0 ? "h200" : "cpu"; }
+
+evtc_graph *evtc_program_optimize_forward(const evtc_graph *g, const char *target, const evtc_backend *be,
+                                          evtc_diag *d) {
+  char name[64];
+  snprintf(name, sizeof name, "%s-forward", target);
+  const evtc_pipeline *pl = evtc_pipeline_find(name);
+  if (!pl) return NULL;
+  evtc_graph *out = evtc_pipeline_run(g, pl->passes, pl->n_passes, NULL, d);
+  if (!out) return NULL;
+  int formed = 0, before = 0;
+  bool veto = false;
+  for (int32_t i = 0; i < g->n_nodes; i++) before += g->nodes[i]->op == EVTC_OP_ATTENTION;
+  for (int32_t i = 0; i < out->n_nodes && !veto; i++) {
+    if (out->nodes[i]->op != EVTC_OP_ATTENTION) continue;
+    formed++;
+    evtc_diag kd = {0};
+    evtc_kernel *k = evtc_kernel_build(out, &i, 1, &kd);
+    char why[256];
+    veto = !k || !be->supports(be, k, why, sizeof why);
+    evtc_kernel_free(k);
+  }
+  if (formed > before && !veto) return out;
+  evtc_graph_free(out);
+  return NULL;
+}
 
 evtc_graph *evtc_program_optimize(const evtc_graph *g, const evtc_backend *be, evtc_diag *d) {
   const evtc_pipeline *pl = evtc_pipeline_find(evtc_program_target(be));

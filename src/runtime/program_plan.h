@@ -52,5 +52,14 @@ const char *evtc_program_target(const evtc_backend *be);
  * cause in d.  Compiled runs plan and run this graph, as `evtc explain`
  * shows it. */
 evtc_graph *evtc_program_optimize(const evtc_graph *g, const evtc_backend *be, evtc_diag *d);
+/* The passes that run on a model before autodiff for `target` (pipeline
+ * "<target>-forward", docs/passes.md; h200: attention-fuse), kept only
+ * when they formed new nodes and backend be compiles every one of them (an
+ * interpreter fallback would cost more than the fusion saves).  A new
+ * graph; or NULL with d untouched when there is nothing to keep (no such
+ * pipeline, nothing formed, a node be refuses); or NULL with d set when a
+ * pass fails. */
+evtc_graph *evtc_program_optimize_forward(const evtc_graph *g, const char *target, const evtc_backend *be,
+                                          evtc_diag *d);
 
 #endif

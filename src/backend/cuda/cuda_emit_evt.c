@@ -86,6 +86,25 @@ static bool visitor_ok(const evtc_kernel *k, char *why, size_t cap) {
   return true;
 }
 
+/* The layout of an operand of `outer` rows (M for A, N for B) and K columns, element (o, k) at
+ * s_outer o + s_k k: K-major (k contiguous; ld the row stride) or outer-major (o contiguous; ld the k
+ * stride).  A unit extent takes any stride, its ld the packed extent rounded up to 8 (TMA's rule). */
+static bool operand_layout(const char *name, int64_t outer, int64_t K, int64_t s_outer, int64_t s_k, bool *kmajor,
+                           int64_t *ld, char *why, size_t cap) {
+  if ((s_k == 1 || K == 1) && (outer == 1 || s_outer >= K)) {
+    *kmajor = true;
+    *ld = outer == 1 ? round8(K) : s_outer;
+  } else if (s_outer == 1 || outer == 1) {
+    *kmajor = false;
+    *ld = K == 1 ? round8(outer) : s_k;
+  } else {
+    snprintf(why, cap, "operand %s strides (%lld per row, %lld along k) are neither row- nor column-major", name,
+             (long long)s_outer, (long long)s_k);
+    return false;
+  }
+  return true;
+}
+
 /* The tile config: EVTC_GEMM_CONFIG when set (config_name's format, for experiments: one that does not
  * parse or fit is refused, naming it), else the tuner's winner for dev and the kernel's family when
  * `evtc tune` has measured it, else the cooperative 128x256 default for the built-in store, and for a
@@ -130,28 +149,10 @@ bool evtc_cuda_evt_plan_of(const evtc_kernel *k, const struct evtc_cuda_device *
   evtc_cuda_gemm_problem p = {.M = g->M, .N = g->N, .K = g->K, .batch = g->batch, .ldc = g->N,
                               .c_bstride = g->M * g->N};
   evtc_cuda_gemm_variant v = {.in = g->dtype, .out = EVTC_F32};
-  /* A (i, k) at a_rs i + a_cs k: M x K (k contiguous) or K x M (m contiguous); a unit extent takes any stride */
-  if ((g->a_cs == 1 || g->K == 1) && (g->M == 1 || g->a_rs >= g->K)) {
-    v.a_kmajor = true;
-    p.lda = g->M == 1 ? round8(g->K) : g->a_rs;
-  } else if (g->a_rs == 1 || g->M == 1) {
-    p.lda = g->K == 1 ? round8(g->M) : g->a_cs;
-  } else {
-    snprintf(why, cap, "operand A strides (%lld, %lld) are neither row- nor column-major", (long long)g->a_rs,
-             (long long)g->a_cs);
+  /* A (i, k) at a_rs i + a_cs k: M x K or K x M; B (k, j) at b_rs k + b_cs j: N x K or K x N */
+  if (!operand_layout("A", g->M, g->K, g->a_rs, g->a_cs, &v.a_kmajor, &p.lda, why, cap) ||
+      !operand_layout("B", g->N, g->K, g->b_cs, g->b_rs, &v.b_kmajor, &p.ldb, why, cap))
     return false;
-  }
-  /* B (k, j) at b_rs k + b_cs j: N x K (k contiguous) or K x N (n contiguous) */
-  if ((g->b_rs == 1 || g->K == 1) && (g->N == 1 || g->b_cs >= g->K)) {
-    v.b_kmajor = true;
-    p.ldb = g->N == 1 ? round8(g->K) : g->b_cs;
-  } else if (g->b_cs == 1 || g->N == 1) {
-    p.ldb = g->K == 1 ? round8(g->N) : g->b_rs;
-  } else {
-    snprintf(why, cap, "operand B strides (%lld, %lld) are neither row- nor column-major", (long long)g->b_rs,
-             (long long)g->b_cs);
-    return false;
-  }
   if (!one_batch_stride(g, g->a_bstride, &p.a_bstride) || !one_batch_stride(g, g->b_bstride, &p.b_bstride))
     return fail(why, cap, "batch dims of an operand that do not collapse into one stride");
   /* B shared by every batch and A's batches stacked row after row: one GEMM of batch * M rows (same rg) */

@@ -312,6 +312,32 @@ static void *cuda_kernel(const evtc_backend *be, void *module, const evtc_kernel
   return h;
 }
 
+/* The parameters every emitted kernel (and NAME_fin) takes after any of its own: the argument pointers as
+ * evtc_params P, the step, the kernel's error-flag slot and its scratch. */
+typedef struct launch_args {
+  struct {
+    void *a[EVTC_CUDA_MAX_ARGS];
+  } params;
+  uint64_t step;
+  CUdeviceptr err;
+} launch_args;
+
+static void launch_args_fill(const cuda_ctx *c, const cuda_handle *h, void *const *args, uint64_t step,
+                             launch_args *la) {
+  memset(la, 0, sizeof *la);
+  memcpy(la->params.a, args, sizeof(void *) * (size_t)h->n_args);
+  la->step = step;
+  la->err = c->errs + (CUdeviceptr)h->err_slot * sizeof(int);
+}
+
+/* h's finishing kernel NAME_fin (the reductions' partials combined), when it has one. */
+static evtc_status launch_fin(cuda_ctx *c, cuda_handle *h, launch_args *la, evtc_diag *d) {
+  if (!h->has_fin) return EVTC_OK;
+  void *fv[] = {&la->params, &la->step, &la->err, &h->scratch};
+  unsigned fgrid[3] = {h->fin_grid, 1, 1}, fblock[3] = {256, 1, 1};
+  return evtc_cuda_launch(&c->dev, &h->fin, fgrid, fblock, 0, fv, d);
+}
+
 /* evtc's GEMM with its epilogue: tensor maps for these operand pointers (kept while they stay), then the kernel
  * and, with reductions, NAME_fin. */
 static evtc_status run_evt(cuda_ctx *c, cuda_handle *h, void *const *args, uint64_t step, evtc_diag *d) {
@@ -338,20 +364,12 @@ static evtc_status run_evt(cuda_ctx *c, cuda_handle *h, void *const *args, uint6
   }
   evtc_cuda_gemm_launch *L = h->L;
   if (pl->builtin_store) return evtc_cuda_launch(&c->dev, &h->main, L->grid, L->block, L->smem, L->params, d);
-  struct {
-    void *a[EVTC_CUDA_MAX_ARGS];
-  } params;
-  memset(&params, 0, sizeof params);
-  memcpy(params.a, args, sizeof(void *) * (size_t)h->n_args);
-  CUdeviceptr err = c->errs + (CUdeviceptr)h->err_slot * sizeof(int);
-  void *pv[] = {L->params[0], L->params[1], L->params[2], L->params[3], L->params[4], &params, &step, &err, &h->scratch};
+  launch_args la;
+  launch_args_fill(c, h, args, step, &la);
+  void *pv[] = {L->params[0], L->params[1], L->params[2], L->params[3], L->params[4], &la.params, &la.step, &la.err,
+                &h->scratch};
   if (evtc_cuda_launch(&c->dev, &h->main, L->grid, L->block, L->smem, pv, d)) return d->status;
-  if (h->has_fin) {
-    void *fv[] = {&params, &step, &err, &h->scratch};
-    unsigned fgrid[3] = {h->fin_grid, 1, 1}, fblock[3] = {256, 1, 1};
-    if (evtc_cuda_launch(&c->dev, &h->fin, fgrid, fblock, 0, fv, d)) return d->status;
-  }
-  return EVTC_OK;
+  return launch_fin(c, h, &la, d);
 }
 
 static evtc_status cuda_run(const evtc_backend *be, void *kernel, void *const *args, uint64_t step, evtc_diag *d) {
@@ -365,20 +383,12 @@ static evtc_status cuda_run(const evtc_backend *be, void *kernel, void *const *a
       return d->status;
     if (h->direct) return EVTC_OK;
   }
-  struct {
-    void *a[EVTC_CUDA_MAX_ARGS];
-  } params;
-  memset(&params, 0, sizeof params);
-  memcpy(params.a, args, sizeof(void *) * (size_t)h->n_args);
-  CUdeviceptr err = c->errs + (CUdeviceptr)h->err_slot * sizeof(int);
-  void *pv[] = {&params, &step, &err, &h->scratch};
+  launch_args la;
+  launch_args_fill(c, h, args, step, &la);
+  void *pv[] = {&la.params, &la.step, &la.err, &h->scratch};
   unsigned grid[3] = {h->grid, 1, 1}, block[3] = {h->block, 1, 1};
   if (evtc_cuda_launch(&c->dev, &h->main, grid, block, h->smem, pv, d)) return d->status;
-  if (h->has_fin) {
-    unsigned fgrid[3] = {h->fin_grid, 1, 1}, fblock[3] = {256, 1, 1};
-    if (evtc_cuda_launch(&c->dev, &h->fin, fgrid, fblock, 0, pv, d)) return d->status;
-  }
-  return EVTC_OK;
+  return launch_fin(c, h, &la, d);
 }
 
 static void *cuda_alloc(const evtc_backend *be, size_t bytes) {

@@ -226,4 +226,23 @@ static const pcase cases[] = {
      "  %p2 = softmax(%w) {axis=3} : f64[2,3,4,6]\n"
      "  %o2 = batch_matmul(%p2, %k) : f64[2,3,4,8]\n"
      "  output %o2\n}\n"},
+    {"attention-fuse/onnx", "attention-fuse,dce", "softmax", false,   /* k^T as a PyTorch ONNX export gives it */
+     "graph t {\n"
+     "  %q = input() : f64[2,3,4,8]\n"
+     "  %x = input() : f64[2,4,3,8]\n"
+     "  %v = input() : f64[2,3,4,5]\n"
+     "  %kt = permute(%x) {perm=[0,2,3,1]} : f64[2,3,8,4]\n"
+     "  %s = batch_matmul(%q, %kt) : f64[2,3,4,4]\n"
+     "  %c = const() {value=0.125} : f64[]\n"
+     "  %sc = mul(%s, %c) : f64[2,3,4,4]\n"
+     "  %drop = const() {data=[0,1,1,1, 0,0,1,1, 0,0,0,1, 0,0,0,0]} : bool[1,1,4,4]\n"
+     "  %f = const() {value=-inf} : f64[]\n"
+     "  %w = where(%drop, %f, %sc) : f64[2,3,4,4]\n"
+     "  %p = softmax(%w) {axis=3} : f64[2,3,4,4]\n"
+     "  %o = batch_matmul(%p, %v) : f64[2,3,4,5]\n"
+     "  %y = input() : f64[2,3,8,4]\n"
+     "  %s2 = batch_matmul(%q, %y) : f64[2,3,4,4]\n"
+     "  %p2 = softmax(%s2) {axis=3} : f64[2,3,4,4]\n"
+     "  %o2 = batch_matmul(%p2, %v) : f64[2,3,4,5]\n"
+     "  output %o\n  output %o2\n}\n"},
 };

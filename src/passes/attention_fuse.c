@@ -3,6 +3,9 @@
  *
  * Matches, from the last matmul back:
  *   s = batch_matmul(q, k) {trans_b=1}        q [B,H,S,D], k [B,H,T,D]
+ *     | batch_matmul(q, kt)                   kt [B,H,D,T], as ONNX exports give
+ *                                             it (k = permute(kt) then, folded
+ *                                             into kt's own permute if it is one)
  *   s = mul(s, c) | mul(c, s) | div(s, c)     c a uniform CONST (optional: scale 1)
  *   s = add(s, m) | add(m, s)                 m a CONST [..,S,T]: 0 where key t <= s + T - S,
  *       | where(keep, s, f) | where(drop, f, s)   <= -1e9 (or -inf) elsewhere; or a bool
@@ -27,6 +30,7 @@
 
 typedef struct attn_match {
   const evtc_node *q, *k, *v;
+  bool k_transposed;               /* k is k^T [B,H,D,T] */
   double scale;
   int causal;
 } attn_match;
@@ -127,9 +131,10 @@ static bool match(const evtc_rewrite *rw, const evtc_node *n, attn_match *m) {
   if (!x) return false;
   x = unmask(rw, x, &m->causal);
   if (x) x = unscale(rw, x, &m->scale);
-  if (!is_bmm(x, 1)) return false;
+  if (!is_bmm(x, 1) && !is_bmm(x, 0)) return false;
   m->q = x->inputs[0];
   m->k = x->inputs[1];
+  m->k_transposed = evtc_node_int(x, "trans_b") == 0;
   m->v = n->inputs[1];
   for (int d = 0; d < 2; d++)           /* no broadcast batch or head dims */
     if (m->k->type.shape[d] != m->q->type.shape[d] || m->v->type.shape[d] != m->q->type.shape[d]) return false;
@@ -141,6 +146,15 @@ static evtc_node *fuse(evtc_rewrite *rw, const evtc_node *n, evtc_node *const *i
   attn_match m;
   if (!match(rw, n, &m)) return NULL;
   evtc_node *ins[3] = {rw->map[m.q->id], rw->map[m.k->id], rw->map[m.v->id]};
+  if (m.k_transposed) {   /* k = k^T with its last two axes swapped, in one permute */
+    int64_t perm[4] = {0, 1, 3, 2};
+    if (m.k->op == EVTC_OP_PERMUTE) {
+      const evtc_attr *p = evtc_node_attr(m.k, "perm");
+      for (int d = 0; d < 4; d++) perm[d] = p->v.ints[d < 2 ? d : 5 - d];
+      ins[1] = rw->map[m.k->inputs[0]->id];
+    }
+    ins[1] = evtc_pat_permute(rw, ins[1], perm, n->name, "k");
+  }
   evtc_attr at[2] = {evtc_attr_float("scale", m.scale), evtc_attr_int("causal", m.causal)};
   return evtc_pat_op(rw, EVTC_OP_ATTENTION, ins, 3, at, 2, n->name, NULL);
 }

@@ -4,7 +4,10 @@
  * #6), filled with designated initializers; optional entries are NULL.  The
  * program builder (runtime/program.c) asks supports() for every kernel,
  * emits all supported kernels into one module source, compiles and loads it
- * once, looks each kernel's entry point up and launches it.  Buffers come
+ * once, looks each kernel's entry point up and launches it -- or, for a
+ * backend with module_per_kernel, gives each kernel a module of its own
+ * (kernels with the same source share one; distinct ones compile in
+ * parallel, so compile() must be thread-safe there).  Buffers come
  * from alloc/free/copy, so a device backend can keep them in its memory.
  *
  * Kernel calling convention (every backend): an entry point takes the
@@ -27,6 +30,8 @@ typedef struct evtc_backend evtc_backend;
 struct evtc_backend {
   const char *name;
   void *ctx;
+  /* Compile every kernel as its own module (see above) instead of all in one. */
+  bool module_per_kernel;
   /* Whether this backend can run k; when not, a short reason in why (cap bytes). Required. */
   bool (*supports)(const evtc_backend *be, const evtc_kernel *k, char *why, size_t cap);
   /* Appends the source of kernel k, entry point k->name, to *src (malloc'd,
@@ -54,12 +59,14 @@ struct evtc_backend {
    * A device backend's buffers live in its own memory (alloc gives zeroed
    * bytes, copy is device to device) and its kernels are not host
    * functions: kernel() replaces lookup() and gives an opaque launchable
-   * handle for k (freed by unload of its module), run() queues one launch
+   * handle for k, whose entry point in module is `entry` (the name k was
+   * emitted under; k->name names it in messages), freed by unload of its
+   * module; run() queues one launch
    * of it, upload()/download() move bytes between host and device memory
    * (complete on return), and finish() waits for queued work and reports
    * the first failure since the last finish -- a CUDA error, a failed copy,
    * or a kernel's raised error flag -- naming the kernel. */
-  void *(*kernel)(const evtc_backend *be, void *module, const evtc_kernel *k, evtc_diag *d);
+  void *(*kernel)(const evtc_backend *be, void *module, const char *entry, const evtc_kernel *k, evtc_diag *d);
   evtc_status (*run)(const evtc_backend *be, void *kernel, void *const *args, uint64_t step, evtc_diag *d);
   void (*upload)(const evtc_backend *be, void *dst, const void *src, size_t bytes);
   void (*download)(const evtc_backend *be, void *dst, const void *src, size_t bytes);

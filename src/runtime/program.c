@@ -3,8 +3,8 @@
  * Building: group the plan's nodes per kernel; build each kernel; split a
  * group that does not build or that the backend refuses into single nodes;
  * a single node the backend still refuses becomes an interpreter fallback.
- * Then name the kernels, emit one module, compile, load, look the entry
- * points up, and place the buffers: leaves, constants and graph outputs own
+ * Then name the kernels, emit one module (or one per distinct kernel:
+ * backend.h), compile, load, look the entry points up, and place the buffers: leaves, constants and graph outputs own
  * theirs; every other value passed between kernels goes into the planned
  * arena.  Running: launch the kernels in order with their argument
  * pointers; a raised error flag becomes a message naming the kernel.
@@ -41,7 +41,8 @@ struct evtc_program {
   const evtc_backend *be;
   prog_kernel *ks;
   int n_ks;
-  void *module;
+  void **modules;           /* loaded modules: one, or one per distinct kernel source */
+  int n_modules;
   void **buf;               /* by node id; NULL when the value has no buffer */
   unsigned char *owned;     /* by node id: buf[id] was malloc'd on its own */
   unsigned char *arena;
@@ -181,37 +182,121 @@ static void place_buffers(evtc_program *p) {
   free(last);
 }
 
-/* Emits, compiles and loads the compiled kernels. */
-static evtc_status compile_kernels(evtc_program *p, evtc_diag *d) {
-  const evtc_kernel **ks = malloc(sizeof(evtc_kernel *) * ((size_t)p->n_ks + 1));
-  int n = 0;
-  char *src = NULL;
-  size_t len = 0;
+/* The compiled kernels of p in run order (malloc'd), each renamed "k<t>_<op>" after its run position t; the
+ * names they had ("k_<op>") into entry[] when entry is not NULL. */
+static evtc_kernel **compiled_kernels(evtc_program *p, char (*entry)[sizeof p->ks[0].k->name], int *n) {
+  evtc_kernel **ks = malloc(sizeof(evtc_kernel *) * ((size_t)p->n_ks + 1));
+  *n = 0;
   for (int t = 0; t < p->n_ks; t++) {
     evtc_kernel *k = p->ks[t].k;
     if (!k) continue;
+    if (entry) memcpy(entry[*n], k->name, sizeof k->name);
     char base[40];
     snprintf(base, sizeof base, "%.32s", k->name + 2);   /* "k_<op>" -> "k<t>_<op>" */
     snprintf(k->name, sizeof k->name, "k%d_%s", t, base);
-    p->be->emit(p->be, k, &src, &len);
-    ks[n++] = k;
+    ks[(*n)++] = k;
   }
-  evtc_status st = EVTC_OK;
+  return ks;
+}
+
+/* Looks kernel t up in module m under `entry` (a device backend's handle or a host function). */
+static void kernel_entry(evtc_program *p, int t, void *m, const char *entry, evtc_diag *d) {
+  if (p->be->kernel) p->ks[t].handle = p->be->kernel(p->be, m, entry, p->ks[t].k, d);
+  else if (!(p->ks[t].fn = p->be->lookup(p->be, m, entry)))
+    evtc_diag_set(d, EVTC_ERR_INVALID, "kernel %s is missing from its module", p->ks[t].k->name);
+}
+
+/* Emits the compiled kernels into one module, compiles, loads it and looks each entry point up. */
+static evtc_status compile_one_module(evtc_program *p, evtc_diag *d) {
+  int n;
+  evtc_kernel **ks = compiled_kernels(p, NULL, &n);
+  char *src = NULL;
+  size_t len = 0;
+  for (int i = 0; i < n; i++) p->be->emit(p->be, ks[i], &src, &len);
   if (n > 0) {
-    char *path = p->be->compile(p->be, src, ks, n, d);
-    if (path) p->module = p->be->load(p->be, path, d);
+    char *path = p->be->compile(p->be, src, (const evtc_kernel *const *)ks, n, d);
+    if (path && (p->modules[0] = p->be->load(p->be, path, d))) p->n_modules = p->stats.modules = 1;
     free(path);
-    for (int t = 0; t < p->n_ks && p->module && d->status == EVTC_OK; t++) {
-      if (!p->ks[t].k) continue;
-      if (p->be->kernel) p->ks[t].handle = p->be->kernel(p->be, p->module, p->ks[t].k, d);
-      else if (!(p->ks[t].fn = p->be->lookup(p->be, p->module, p->ks[t].k->name)))
-        evtc_diag_set(d, EVTC_ERR_INVALID, "kernel %s is missing from its module", p->ks[t].k->name);
-    }
-    st = p->module ? d->status : (d->status ? d->status : EVTC_ERR_INVALID);
+    for (int t = 0; t < p->n_ks && p->n_modules && d->status == EVTC_OK; t++)
+      if (p->ks[t].k) kernel_entry(p, t, p->modules[0], p->ks[t].k->name, d);
+    if (!p->n_modules && !d->status) evtc_diag_set(d, EVTC_ERR_INVALID, "the kernels' module did not load");
   }
   free(src);
   free(ks);
-  return st;
+  return d->status;
+}
+
+static uint64_t source_hash(const char *s, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+  return h;
+}
+
+/* module_per_kernel: each compiled kernel is emitted alone under the name it was built with ("k_<op>"), so
+ * that kernels of the same source -- a model's repeated layers -- share one module; the distinct sources
+ * compile in parallel (the backend's compile is thread-safe), then load in order.  The first failure in
+ * kernel order is reported. */
+static evtc_status compile_per_kernel(evtc_program *p, evtc_diag *d) {
+  int n;
+  char(*entry)[sizeof p->ks[0].k->name] = malloc(sizeof *entry * ((size_t)p->n_ks + 1));
+  evtc_kernel **ks = compiled_kernels(p, entry, &n);
+  char **src = calloc((size_t)n + 1, sizeof *src);
+  size_t *len = calloc((size_t)n + 1, sizeof *len);
+  uint64_t *hash = malloc(sizeof *hash * ((size_t)n + 1));
+  int *module_of = malloc(sizeof(int) * ((size_t)n + 1)), *first = malloc(sizeof(int) * ((size_t)n + 1));
+  int n_src = 0;
+  for (int i = 0; i < n; i++) {
+    char shown[sizeof ks[i]->name];
+    memcpy(shown, ks[i]->name, sizeof shown);
+    memcpy(ks[i]->name, entry[i], sizeof shown);     /* emitted under its entry name, named in messages as shown */
+    p->be->emit(p->be, ks[i], &src[i], &len[i]);
+    memcpy(ks[i]->name, shown, sizeof shown);
+    hash[i] = source_hash(src[i], len[i]);
+    module_of[i] = -1;
+    for (int u = 0; u < n_src && module_of[i] < 0; u++) {
+      int j = first[u];
+      if (hash[j] == hash[i] && len[j] == len[i] && memcmp(src[j], src[i], len[i]) == 0) module_of[i] = u;
+    }
+    if (module_of[i] < 0) {
+      module_of[i] = n_src;
+      first[n_src++] = i;
+    }
+  }
+  char **path = calloc((size_t)n_src + 1, sizeof *path);
+  evtc_diag *dd = calloc((size_t)n_src + 1, sizeof *dd);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int u = 0; u < n_src; u++) {
+    const evtc_kernel *k = ks[first[u]];
+    path[u] = p->be->compile(p->be, src[first[u]], &k, 1, &dd[u]);
+  }
+  for (int u = 0; u < n_src && !d->status; u++) {
+    if (!path[u]) *d = dd[u];
+    else if ((p->modules[u] = p->be->load(p->be, path[u], d))) p->n_modules = u + 1;
+  }
+  for (int t = 0, i = 0; t < p->n_ks && !d->status; t++)
+    if (p->ks[t].k) {
+      kernel_entry(p, t, p->modules[module_of[i]], entry[i], d);
+      i++;
+    }
+  p->stats.modules = n_src;
+  for (int u = 0; u < n_src; u++) free(path[u]);
+  for (int i = 0; i < n; i++) free(src[i]);
+  free(path);
+  free(dd);
+  free(src);
+  free(len);
+  free(hash);
+  free(module_of);
+  free(first);
+  free(ks);
+  free(entry);
+  return d->status;
+}
+
+/* Emits, compiles and loads the compiled kernels. */
+static evtc_status compile_kernels(evtc_program *p, evtc_diag *d) {
+  p->modules = calloc((size_t)p->n_ks + 1, sizeof *p->modules);
+  return p->be->module_per_kernel ? compile_per_kernel(p, d) : compile_one_module(p, d);
 }
 
 evtc_program *evtc_program_new(const evtc_graph *g, const int32_t *kernel_of_node, int n_kernels,
@@ -268,7 +353,8 @@ void evtc_program_free(evtc_program *p) {
     free(p->ks[t].argv);
   }
   free(p->ks);
-  if (p->module) p->be->unload(p->be, p->module);
+  for (int m = 0; m < p->n_modules; m++) p->be->unload(p->be, p->modules[m]);
+  free(p->modules);
   for (int32_t i = 0; i < p->g->n_nodes; i++)
     if (p->owned[i]) buf_free(p, p->buf[i]);
   free(p->buf);

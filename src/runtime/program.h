@@ -3,7 +3,9 @@
  * evtc_program_new takes a graph and a plan (kernel_of_node, kernel.h),
  * builds every kernel, asks the backend which it supports, emits all of
  * those into one module, compiles and loads it (the CPU backend caches the
- * object on disk).  A kernel the backend cannot run -- or a plan group that
+ * object on disk) -- or, on the CUDA backend, one module per distinct
+ * kernel source, compiled in parallel (a model's repeated layers compile
+ * once).  A kernel the backend cannot run -- or a plan group that
  * does not build -- is split into single nodes; a node still without a
  * template runs through the float64 interpreter, and the program prints a
  * loud warning naming those nodes (never silently) and counts them.
@@ -57,6 +59,7 @@ typedef struct evtc_program_stats {
   int compiled;             /* of which compiled by the backend */
   int interpreted;          /* of which run by the interpreter (no template) */
   int splits;               /* planned kernels that did not build or run as one and were split into nodes */
+  int modules;              /* distinct modules compiled (per-kernel modules: kernels of one source share one) */
   size_t arena_bytes;       /* peak bytes of the planned intermediate arena */
   size_t unplanned_bytes;   /* the bytes the same values would take without reuse */
 } evtc_program_stats;

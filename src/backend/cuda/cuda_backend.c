@@ -51,7 +51,8 @@ typedef struct cuda_ctx {
 } cuda_ctx;
 
 typedef struct cuda_handle {
-  char name[64], fin_name[72];
+  char name[64], fin_name[72];    /* as messages name the kernel and its finishing pass */
+  char entry[64], fin_entry[72];  /* their entry points in the module */
   evtc_cuda_kernel main, fin;      /* main: NULL fn for a direct GEMM; evt: the GEMM with its epilogue */
   bool has_fin;
   unsigned grid, block, smem, fin_grid;
@@ -162,10 +163,12 @@ static char *cuda_compile(const evtc_backend *be, const char *src, const evtc_ke
   /* 177, 550: unused argument pointers and partial sums, normal in generated code */
   static const char *const opts[] = {"--std=c++17", "-lineinfo", "--diag-suppress=177,550"};
   char name[192];
-  snprintf(name, sizeof name, "module of %d kernels (%s..%s)", n_kernels, kernels[0]->name,
-           kernels[n_kernels - 1]->name);
+  if (n_kernels == 1) snprintf(name, sizeof name, "%s", kernels[0]->name);
+  else snprintf(name, sizeof name, "module of %d kernels (%s..%s)", n_kernels, kernels[0]->name,
+                kernels[n_kernels - 1]->name);
   evtc_cuda_cubin cubin;
   if (evtc_cuda_compile(src, name, c->dev.arch, opts, 3, &cubin, d) != EVTC_OK) {
+    if (n_kernels == 1) return NULL;
     const char *at = strstr(d->msg, ".cu(");       /* NVRTC's "FILE.cu(LINE): error" names the kernel at fault */
     const evtc_kernel *kk = at ? evtc_kernel_at_line(src, kernels, n_kernels, strtol(at + 4, NULL, 10)) : NULL;
     const char *k = kk ? kk->name : NULL;
@@ -210,6 +213,14 @@ static void *cuda_load(const evtc_backend *be, const char *path, evtc_diag *d) {
   return m;
 }
 
+/* Looks entry point `entry` up in module m into *k, named `shown` in launch errors. */
+static evtc_status entry_get(cuda_ctx *c, const cuda_module *m, const char *entry, const char *shown,
+                             evtc_cuda_kernel *k, evtc_diag *d) {
+  if (evtc_cuda_kernel_get(&c->dev, m->mod, entry, k, d) != EVTC_OK) return d->status;
+  k->name = shown;
+  return EVTC_OK;
+}
+
 static void handle_free(cuda_ctx *c, cuda_handle *h) {
   evtc_cuda_gemm_free(&h->g);
   free(h->L);
@@ -243,10 +254,10 @@ static evtc_status gemm_handle(cuda_ctx *c, cuda_module *m, const evtc_kernel *k
   if (use_evt(c, k, &h->evt_plan, why, sizeof why)) {
     h->evt = true;
     evtc_cuda_gemm_count(true);
-    if (evtc_cuda_kernel_get(&c->dev, m->mod, h->name, &h->main, d)) return d->status;
+    if (entry_get(c, m, h->entry, h->name, &h->main, d)) return d->status;
     h->has_fin = h->evt_plan.has_fin;
     h->fin_grid = h->evt_plan.fin_grid;
-    if (h->has_fin && evtc_cuda_kernel_get(&c->dev, m->mod, h->fin_name, &h->fin, d)) return d->status;
+    if (h->has_fin && entry_get(c, m, h->fin_entry, h->fin_name, &h->fin, d)) return d->status;
     if (h->evt_plan.scratch_doubles &&
         scratch_alloc(c, h, (size_t)h->evt_plan.scratch_doubles * sizeof(double), d))
       return d->status;
@@ -271,13 +282,14 @@ static evtc_status gemm_handle(cuda_ctx *c, cuda_module *m, const evtc_kernel *k
   if (h->direct) return EVTC_OK;
   size_t elem = k->gemm.dtype == EVTC_F64 ? 8 : 4;
   if (scratch_alloc(c, h, (size_t)(k->gemm.batch * k->gemm.M * k->gemm.N) * elem, d)) return d->status;
-  if (evtc_cuda_kernel_get(&c->dev, m->mod, h->name, &h->main, d)) return d->status;
+  if (entry_get(c, m, h->entry, h->name, &h->main, d)) return d->status;
   h->grid = evtc_cuda_ew_grid(k);
   h->block = EVTC_CUDA_EW_THREADS;
   return EVTC_OK;
 }
 
-static void *cuda_kernel(const evtc_backend *be, void *module, const evtc_kernel *k, evtc_diag *d) {
+static void *cuda_kernel(const evtc_backend *be, void *module, const char *entry, const evtc_kernel *k,
+                         evtc_diag *d) {
   cuda_ctx *c = ctx_of(be);
   cuda_module *m = module;
   cuda_handle *h = calloc(1, sizeof *h);
@@ -285,13 +297,15 @@ static void *cuda_kernel(const evtc_backend *be, void *module, const evtc_kernel
   m->handles = h;
   snprintf(h->name, sizeof h->name, "%s", k->name);
   snprintf(h->fin_name, sizeof h->fin_name, "%s_fin", k->name);
+  snprintf(h->entry, sizeof h->entry, "%s", entry);
+  snprintf(h->fin_entry, sizeof h->fin_entry, "%s_fin", entry);
   h->n_args = k->n_args;
   h->err_slot = c->next_err;
   c->next_err = (c->next_err + 1) % ERR_SLOTS;
   if (h->err_slot + 1 > c->max_err) c->max_err = h->err_slot + 1;
   snprintf(c->err_names[h->err_slot], sizeof c->err_names[0], "%s", k->name);
   if (k->kind == EVTC_ML_GEMM) return gemm_handle(c, m, k, h, d) == EVTC_OK ? h : NULL;
-  if (evtc_cuda_kernel_get(&c->dev, m->mod, h->name, &h->main, d)) return NULL;
+  if (entry_get(c, m, h->entry, h->name, &h->main, d)) return NULL;
   if (k->kind == EVTC_ML_OPAQUE) {
     evtc_cuda_attention_launch(k, &h->grid, &h->block, &h->smem);
     return h;
@@ -308,7 +322,7 @@ static void *cuda_kernel(const evtc_backend *be, void *module, const evtc_kernel
   h->has_fin = pl.has_fin;
   h->fin_grid = pl.fin_grid;
   if (pl.scratch_doubles && scratch_alloc(c, h, (size_t)pl.scratch_doubles * sizeof(double), d)) return NULL;
-  if (h->has_fin && evtc_cuda_kernel_get(&c->dev, m->mod, h->fin_name, &h->fin, d)) return NULL;
+  if (h->has_fin && entry_get(c, m, h->fin_entry, h->fin_name, &h->fin, d)) return NULL;
   return h;
 }
 
@@ -474,6 +488,7 @@ static void open_backend(void) {
   the_backend = (evtc_backend){
       .name = "cuda",
       .ctx = c,
+      .module_per_kernel = true,
       .supports = cuda_supports,
       .emit = cuda_emit,
       .compile = cuda_compile,

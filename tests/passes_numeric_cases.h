@@ -245,4 +245,16 @@ static const pcase cases[] = {
      "  %p2 = softmax(%s2) {axis=3} : f64[2,3,4,4]\n"
      "  %o2 = batch_matmul(%p2, %v) : f64[2,3,4,5]\n"
      "  output %o\n  output %o2\n}\n"},
+    {"attention-fuse/mha", "attention-fuse,dce", "softmax", false,   /* nn.MultiheadAttention's export: [B*H,..], q scaled */
+     "graph t {\n"
+     "  %q = input() : f64[6,4,8]\n"
+     "  %c = const() {value=2.8284271247461903} : f64[]\n"
+     "  %qs = div(%q, %c) : f64[6,4,8]\n"
+     "  %x = input() : f64[5,6,8]\n"
+     "  %kt = permute(%x) {perm=[1,2,0]} : f64[6,8,5]\n"
+     "  %s = batch_matmul(%qs, %kt) : f64[6,4,5]\n"
+     "  %p = softmax(%s) {axis=2} : f64[6,4,5]\n"
+     "  %v = input() : f64[6,5,3]\n"
+     "  %o = batch_matmul(%p, %v) : f64[6,4,3]\n"
+     "  output %o\n}\n"},
 };

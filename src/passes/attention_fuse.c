@@ -6,7 +6,11 @@
  *     | batch_matmul(q, kt)                   kt [B,H,D,T], as ONNX exports give
  *                                             it (k = permute(kt) then, folded
  *                                             into kt's own permute if it is one)
- *   s = mul(s, c) | mul(c, s) | div(s, c)     c a uniform CONST (optional: scale 1)
+ *                                             or all of rank 3 [B*H,..], as
+ *                                             nn.MultiheadAttention gives them
+ *                                             (attention on [1,B*H,..] reshapes)
+ *   s = mul(s, c) | mul(c, s) | div(s, c)     c a uniform CONST (optional: scale 1;
+ *                                             else q may be scaled so instead)
  *   s = add(s, m) | add(m, s)                 m a CONST [..,S,T]: 0 where key t <= s + T - S,
  *       | where(keep, s, f) | where(drop, f, s)   <= -1e9 (or -inf) elsewhere; or a bool
  *                                             CONST keep / drop with f a uniform <= -1e9
@@ -51,11 +55,11 @@ static double const_at(const evtc_node *c, int64_t i) {
  * `keep(value)` says whether an element marks a visible key. */
 static bool mask_pattern(const evtc_node *m, const evtc_type *into, bool bool_mask, bool keep_true, int *causal) {
   const evtc_type *t = &m->type;
-  if (m->op != EVTC_OP_CONST || t->rank < 2 || t->rank > 4) return false;
-  int64_t S = into->shape[2], T = into->shape[3];
+  if (m->op != EVTC_OP_CONST || t->rank < 2 || t->rank > into->rank) return false;
+  int64_t S = into->shape[into->rank - 2], T = into->shape[into->rank - 1];
   if (t->shape[t->rank - 2] != S || t->shape[t->rank - 1] != T) return false;
   for (int d = 0; d < t->rank - 2; d++)
-    if (t->shape[d] != 1 && t->shape[d] != into->shape[4 - t->rank + d]) return false;
+    if (t->shape[d] != 1 && t->shape[d] != into->shape[into->rank - t->rank + d]) return false;
   bool all_visible = true, is_causal = true;
   for (int64_t i = 0, n = evtc_type_numel(t); i < n; i++) {
     int64_t s = i / T % S, tt = i % T;
@@ -117,16 +121,21 @@ static const evtc_node *unscale(const evtc_rewrite *rw, const evtc_node *x, doub
   return x;
 }
 
+/* batch_matmul with these flags, both operands of rank 4 [B,H,..] or both of rank 3 [B*H,..]. */
 static bool is_bmm(const evtc_node *n, int trans_b) {
-  return n && n->op == EVTC_OP_BATCH_MATMUL && evtc_node_int(n, "trans_a") == 0 &&
-         evtc_node_int(n, "trans_b") == trans_b && n->inputs[0]->type.rank == 4 && n->inputs[1]->type.rank == 4;
+  if (!n || n->op != EVTC_OP_BATCH_MATMUL || evtc_node_int(n, "trans_a") != 0 ||
+      evtc_node_int(n, "trans_b") != trans_b)
+    return false;
+  int r = n->inputs[0]->type.rank;
+  return (r == 3 || r == 4) && n->inputs[1]->type.rank == r;
 }
 
 /* Matches the chain ending in src node n (out = batch_matmul(p, v)). */
 static bool match(const evtc_rewrite *rw, const evtc_node *n, attn_match *m) {
   if (!is_bmm(n, 0)) return false;
   const evtc_node *p = sole(rw, n, 0);
-  if (!p || p->op != EVTC_OP_SOFTMAX || evtc_axis_norm(evtc_node_int(p, "axis"), p->type.rank) != 3) return false;
+  if (!p || p->op != EVTC_OP_SOFTMAX || evtc_axis_norm(evtc_node_int(p, "axis"), p->type.rank) != p->type.rank - 1)
+    return false;
   const evtc_node *x = sole(rw, p, 0);
   if (!x) return false;
   x = unmask(rw, x, &m->causal);
@@ -136,27 +145,44 @@ static bool match(const evtc_rewrite *rw, const evtc_node *n, attn_match *m) {
   m->k = x->inputs[1];
   m->k_transposed = evtc_node_int(x, "trans_b") == 0;
   m->v = n->inputs[1];
-  for (int d = 0; d < 2; d++)           /* no broadcast batch or head dims */
+  if (m->scale == 1.0) {                /* nn.MultiheadAttention scales q instead */
+    const evtc_node *q = sole(rw, x, 0);
+    if (q) m->q = unscale(rw, q, &m->scale);
+    if (!m->q) return false;
+  }
+  for (int d = 0; d < n->type.rank - 2; d++)   /* no broadcast batch or head dims */
     if (m->k->type.shape[d] != m->q->type.shape[d] || m->v->type.shape[d] != m->q->type.shape[d]) return false;
   return m->q->type.dtype == n->type.dtype;
+}
+
+/* k from k^T (src node kt of rank r): kt with its last two axes swapped, in one permute -- kt's own when
+ * it is a permute. */
+static evtc_node *untranspose(evtc_rewrite *rw, const evtc_node *kt, const char *name) {
+  int r = kt->type.rank;
+  int64_t perm[EVTC_MAX_RANK];
+  const evtc_attr *own = kt->op == EVTC_OP_PERMUTE ? evtc_node_attr(kt, "perm") : NULL;
+  for (int d = 0; d < r; d++) {
+    int from = d < r - 2 ? d : 2 * r - 3 - d;
+    perm[d] = own ? own->v.ints[from] : from;
+  }
+  return evtc_pat_permute(rw, rw->map[(own ? kt->inputs[0] : kt)->id], perm, name, "k");
 }
 
 static evtc_node *fuse(evtc_rewrite *rw, const evtc_node *n, evtc_node *const *in) {
   (void)in;
   attn_match m;
   if (!match(rw, n, &m)) return NULL;
-  evtc_node *ins[3] = {rw->map[m.q->id], rw->map[m.k->id], rw->map[m.v->id]};
-  if (m.k_transposed) {   /* k = k^T with its last two axes swapped, in one permute */
-    int64_t perm[4] = {0, 1, 3, 2};
-    if (m.k->op == EVTC_OP_PERMUTE) {
-      const evtc_attr *p = evtc_node_attr(m.k, "perm");
-      for (int d = 0; d < 4; d++) perm[d] = p->v.ints[d < 2 ? d : 5 - d];
-      ins[1] = rw->map[m.k->inputs[0]->id];
-    }
-    ins[1] = evtc_pat_permute(rw, ins[1], perm, n->name, "k");
-  }
+  evtc_node *ins[3] = {rw->map[m.q->id], m.k_transposed ? untranspose(rw, m.k, n->name) : rw->map[m.k->id],
+                       rw->map[m.v->id]};
   evtc_attr at[2] = {evtc_attr_float("scale", m.scale), evtc_attr_int("causal", m.causal)};
-  return evtc_pat_op(rw, EVTC_OP_ATTENTION, ins, 3, at, 2, n->name, NULL);
+  if (n->type.rank == 4) return evtc_pat_op(rw, EVTC_OP_ATTENTION, ins, 3, at, 2, n->name, NULL);
+  static const char *const tag[3] = {"q4", "k4", "v4"};   /* [B*H,S,D] as [1,B*H,S,D] */
+  for (int i = 0; i < 3; i++) {
+    const int64_t *sh = ins[i]->type.shape;
+    ins[i] = evtc_pat_reshape(rw, ins[i], 4, (int64_t[]){1, sh[0], sh[1], sh[2]}, n->name, tag[i]);
+  }
+  evtc_node *o = evtc_pat_op(rw, EVTC_OP_ATTENTION, ins, 3, at, 2, n->name, "4d");
+  return evtc_pat_reshape(rw, o, 3, n->type.shape, n->name, NULL);
 }
 
 static evtc_graph *run(const evtc_graph *g, evtc_diag *d) { return evtc_pat_run(g, fuse, d); }

@@ -10,7 +10,9 @@
  * can describe them and the epilogue has no reductions (a refused f16 /
  * bf16 GEMM says why on stderr and in the emitted source);
  * OPAQUE kernels of the attention family on the flash-attention template
- * (cuda_emit_attention.c); conv2d and other OPAQUE kernels are refused with
+ * (cuda_emit_attention.c), gather, embedding, scatter_add, pad and concat
+ * on the data-movement templates (cuda_emit_opaque.c); conv2d and other
+ * OPAQUE kernels are refused with
  * a reason, so the program runs them in the interpreter with device<->host
  * copies and warns.
  * emit() appends CUDA C (cuda_emit_*.c); compile() runs NVRTC for the
@@ -45,7 +47,7 @@ typedef struct cuda_ctx {
   cublasLtHandle_t lt_handle;
   CUdeviceptr workspace;
   CUdeviceptr errs;                /* ERR_SLOTS ints: one error flag per kernel handle */
-  char err_names[ERR_SLOTS][64];
+  char err_names[ERR_SLOTS][128];     /* kernel names (and an OPAQUE kernel's node) */
   int next_err, max_err;
   evtc_diag sticky;                /* the first failure of a call that cannot return one */
 } cuda_ctx;
@@ -103,6 +105,7 @@ static bool use_evt(const cuda_ctx *c, const evtc_kernel *k, evtc_cuda_evt_plan 
 }
 
 static bool cuda_supports(const evtc_backend *be, const evtc_kernel *k, char *why, size_t cap) {
+  if (k->kind == EVTC_ML_OPAQUE && evtc_cuda_opaque_op(k->main->op)) return evtc_cuda_opaque_fits(k, why, cap);
   if (k->kind == EVTC_ML_OPAQUE) return evtc_cuda_attention_fits(k, why, cap);
   bool gemm = k->kind == EVTC_ML_GEMM || k->kind == EVTC_ML_CONV;
   if (k->rows * k->cols == 0 || (gemm && k->gemm.batch == 0)) {
@@ -145,6 +148,8 @@ static void cuda_emit(const evtc_backend *be, const evtc_kernel *k, char **src, 
   } else if (k->kind == EVTC_ML_GEMM) {
     evtc_sb_printf(&b, "/* %s: cuBLASLt GEMM, then the epilogue kernel (evtc's GEMM: %s) */\n", k->name, why);
     if (!is_direct_gemm(k, &out_arg)) evtc_cuda_emit_elementwise(&b, k, evtc_cpu_ctype(k->gemm.dtype));
+  } else if (k->kind == EVTC_ML_OPAQUE && evtc_cuda_opaque_op(k->main->op)) {
+    evtc_cuda_emit_opaque(&b, k);
   } else if (k->kind == EVTC_ML_OPAQUE) {
     evtc_cuda_emit_attention(&b, k);
   } else if (evtc_kernel_flat_fits(k)) {
@@ -288,6 +293,22 @@ static evtc_status gemm_handle(cuda_ctx *c, cuda_module *m, const evtc_kernel *k
   return EVTC_OK;
 }
 
+/* A data-movement OPAQUE kernel (cuda_emit_opaque.c): its launch, NAME_fin, its scratch zeroed once, and the node
+ * named with the kernel when its index check fails. */
+static evtc_status opaque_handle(cuda_ctx *c, cuda_module *m, const evtc_kernel *k, cuda_handle *h, evtc_diag *d) {
+  snprintf(c->err_names[h->err_slot], sizeof c->err_names[0], "%s (node %%%s)", k->name, k->main->name);
+  evtc_cuda_opaque_launch L = evtc_cuda_opaque_launch_of(k, c->dev.sm_count);
+  h->grid = L.grid;
+  h->block = L.block;
+  h->has_fin = L.has_fin;
+  h->fin_grid = L.fin_grid;
+  if (h->has_fin && entry_get(c, m, h->fin_entry, h->fin_name, &h->fin, d)) return d->status;
+  if (L.scratch_bytes && (scratch_alloc(c, h, L.scratch_bytes, d) ||
+                          evtc_cuda_fill32(&c->dev, h->scratch, 0, L.scratch_bytes / 4, d)))
+    return d->status;
+  return EVTC_OK;
+}
+
 static void *cuda_kernel(const evtc_backend *be, void *module, const char *entry, const evtc_kernel *k,
                          evtc_diag *d) {
   cuda_ctx *c = ctx_of(be);
@@ -306,6 +327,8 @@ static void *cuda_kernel(const evtc_backend *be, void *module, const char *entry
   snprintf(c->err_names[h->err_slot], sizeof c->err_names[0], "%s", k->name);
   if (k->kind == EVTC_ML_GEMM) return gemm_handle(c, m, k, h, d) == EVTC_OK ? h : NULL;
   if (entry_get(c, m, h->entry, h->name, &h->main, d)) return NULL;
+  if (k->kind == EVTC_ML_OPAQUE && evtc_cuda_opaque_op(k->main->op))
+    return opaque_handle(c, m, k, h, d) == EVTC_OK ? h : NULL;
   if (k->kind == EVTC_ML_OPAQUE) {
     evtc_cuda_attention_launch(k, &h->grid, &h->block, &h->smem);
     return h;

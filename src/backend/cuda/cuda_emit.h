@@ -129,4 +129,23 @@ void evtc_cuda_emit_head(evtc_sb *b, const evtc_kernel *k, const char *suffix, i
 void evtc_cuda_emit_elementwise(evtc_sb *b, const evtc_kernel *k, const char *acc_type);
 void evtc_cuda_emit_rows(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_plan *pl);
 
+/* The OPAQUE templates that move data (cuda_emit_opaque.c): gather,
+ * embedding, scatter_add, pad, concat.  Blocks of EVTC_CUDA_OPAQUE_THREADS
+ * threads, NAME_fin's too (the backend launches every NAME_fin with 256). */
+#define EVTC_CUDA_OPAQUE_THREADS 256
+/* Whether op is one of them (the attention family has its own template). */
+bool evtc_cuda_opaque_op(evtc_op op);
+/* Whether OPAQUE kernel k runs on them; else why. */
+bool evtc_cuda_opaque_fits(const evtc_kernel *k, char *why, size_t cap);
+/* Its launch on a device of sm_count SMs: the main kernel's grid, then (has_fin) NAME_fin's, and the scratch
+ * the backend allocates per kernel and zeroes once (the kernels leave it zeroed after every run). */
+typedef struct evtc_cuda_opaque_launch {
+  unsigned grid, block, fin_grid;
+  bool has_fin;
+  size_t scratch_bytes;
+} evtc_cuda_opaque_launch;
+evtc_cuda_opaque_launch evtc_cuda_opaque_launch_of(const evtc_kernel *k, int sm_count);
+/* Appends the device helpers (once per module) and kernel k->name (and k->name_fin). */
+void evtc_cuda_emit_opaque(evtc_sb *b, const evtc_kernel *k);
+
 #endif

@@ -19,6 +19,7 @@ extern const evtc_pass evtc_pass_permute_fold;
 extern const evtc_pass evtc_pass_permute_propagate;
 extern const evtc_pass evtc_pass_broadcast_canonicalize;
 extern const evtc_pass evtc_pass_attention_fuse;
+extern const evtc_pass evtc_pass_conv_patchify;
 
 const evtc_pass *const evtc_pass_registry[] = {
     &evtc_pass_cleanup,
@@ -32,6 +33,7 @@ const evtc_pass *const evtc_pass_registry[] = {
     &evtc_pass_permute_propagate,
     &evtc_pass_broadcast_canonicalize,
     &evtc_pass_attention_fuse,
+    &evtc_pass_conv_patchify,
 };
 const int evtc_pass_registry_count = (int)(sizeof evtc_pass_registry / sizeof evtc_pass_registry[0]);
 

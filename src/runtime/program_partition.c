@@ -103,17 +103,25 @@ int32_t *evtc_program_plan(const evtc_graph *g, const char *name, const evtc_bac
 
 const char *evtc_program_target(const evtc_backend *be) { return be && strcmp(be->name, "cuda") == 0 ? "h200" : "cpu"; }
 
-evtc_graph *evtc_program_optimize_forward(const evtc_graph *g, const char *target, const evtc_backend *be,
-                                          evtc_diag *d) {
-  char name[64];
-  snprintf(name, sizeof name, "%s-forward", target);
-  const evtc_pipeline *pl = evtc_pipeline_find(name);
-  if (!pl) return NULL;
-  evtc_graph *out = evtc_pipeline_run(g, pl->passes, pl->n_passes, NULL, d);
+/* Pipeline pl without pass `skip` (NULL: none skipped) on g: the result when it turned a conv2d into a GEMM or
+ * formed attention nodes and be compiles every attention node; else NULL, with *vetoed set when be refuses one,
+ * or with d set when a pass fails. */
+static evtc_graph *forward_passes(const evtc_graph *g, const evtc_pipeline *pl, const char *skip,
+                                  const evtc_backend *be, bool *vetoed, evtc_diag *d) {
+  const char *names[16];
+  int n = 0;
+  EVTC_ASSERT(pl->n_passes <= 16);
+  for (int i = 0; i < pl->n_passes; i++)
+    if (!skip || strcmp(pl->passes[i], skip) != 0) names[n++] = pl->passes[i];
+  evtc_graph *out = evtc_pipeline_run(g, names, n, NULL, d);
   if (!out) return NULL;
-  int formed = 0, before = 0;
+  int formed = 0, before = 0, convs = 0;   /* convs: conv2d nodes conv-patchify turned into GEMMs */
   bool veto = false;
-  for (int32_t i = 0; i < g->n_nodes; i++) before += g->nodes[i]->op == EVTC_OP_ATTENTION;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    before += g->nodes[i]->op == EVTC_OP_ATTENTION;
+    convs += g->nodes[i]->op == EVTC_OP_CONV2D;
+  }
+  for (int32_t i = 0; i < out->n_nodes; i++) convs -= out->nodes[i]->op == EVTC_OP_CONV2D;
   for (int32_t i = 0; i < out->n_nodes && !veto; i++) {
     if (out->nodes[i]->op != EVTC_OP_ATTENTION) continue;
     formed++;
@@ -123,9 +131,23 @@ evtc_graph *evtc_program_optimize_forward(const evtc_graph *g, const char *targe
     veto = !k || !be->supports(be, k, why, sizeof why);
     evtc_kernel_free(k);
   }
-  if (formed > before && !veto) return out;
+  *vetoed = veto;
+  if ((formed > before || convs > 0) && !veto) return out;
   evtc_graph_free(out);
   return NULL;
+}
+
+evtc_graph *evtc_program_optimize_forward(const evtc_graph *g, const char *target, const evtc_backend *be,
+                                          evtc_diag *d) {
+  char name[64];
+  snprintf(name, sizeof name, "%s-forward", target);
+  const evtc_pipeline *pl = evtc_pipeline_find(name);
+  if (!pl) return NULL;
+  bool vetoed = false;
+  evtc_graph *out = forward_passes(g, pl, NULL, be, &vetoed, d);
+  if (!out && vetoed)      /* the rest (conv-patchify) without the attention the backend refuses */
+    out = forward_passes(g, pl, "attention-fuse", be, &vetoed, d);
+  return out;
 }
 
 evtc_graph *evtc_program_optimize(const evtc_graph *g, const evtc_backend *be, evtc_diag *d) {

@@ -53,9 +53,11 @@ const char *evtc_program_target(const evtc_backend *be);
  * shows it. */
 evtc_graph *evtc_program_optimize(const evtc_graph *g, const evtc_backend *be, evtc_diag *d);
 /* The passes that run on a model before autodiff for `target` (pipeline
- * "<target>-forward", docs/passes.md; h200: attention-fuse), kept only
- * when they formed new nodes and backend be compiles every one of them (an
- * interpreter fallback would cost more than the fusion saves).  A new
+ * "<target>-forward", docs/passes.md: conv-patchify, on h200 also
+ * attention-fuse), kept only when they turned a conv2d into a GEMM or
+ * formed attention nodes, and backend be compiles every attention node (an
+ * interpreter fallback would cost more than the fusion saves; when be
+ * refuses one, the pipeline runs again without attention-fuse).  A new
  * graph; or NULL with d untouched when there is nothing to keep (no such
  * pipeline, nothing formed, a node be refuses); or NULL with d set when a
  * pass fails. */

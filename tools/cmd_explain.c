@@ -2,8 +2,9 @@
  * [--partitioner ilp|greedy|none[,...]] [--format text|dot|svg|html] [-o OUT]`.
  *
  * Partitions a model (with --train: its joint forward + backward + update
- * graph, as `evtc grad` builds it; then the target's default pass pipeline
- * from passes/manager.h unless --no-passes) into fused kernels and shows
+ * graph, as `evtc train` builds it -- the target's forward passes, then
+ * autodiff; then the target's default pass pipeline from passes/manager.h;
+ * no passes with --no-passes) into fused kernels and shows
  * the plan:
  * text lists the kernels and ends with one summary line per partitioner
  * run ("kernels: N modelled_us: X bytes: B (name)", plus the ILP's
@@ -25,11 +26,13 @@
 #include <unistd.h>
 
 #include "autodiff/autodiff.h"
+#include "backend/backend.h"
 #include "cli.h"
 #include "cli_args.h"
 #include "fusion/partition.h"
 #include "passes/manager.h"
 #include "runtime/atomic_file.h"
+#include "runtime/program_plan.h"
 #include "util/fs.h"
 
 extern char **environ;
@@ -107,16 +110,37 @@ static int parse_args(int argc, char **argv, explain_args *a) {
   return a->file ? 0 : -1;
 }
 
-/* The graph to partition: the model, or with --train its joint graph,
- * then (unless --no-passes) the target's default pass pipeline.  NULL
- * after printing why. */
+/* *g through the target's forward passes as `train` applies them
+ * (conv-patchify, attention-fuse; with --profile vetoed as there by the
+ * backend the profile runs on); *g stays when they keep nothing or fail
+ * (said on stderr). */
+static void forward_passes(const explain_args *a, evtc_graph **g) {
+  evtc_diag d = {0};
+  const evtc_backend *be = NULL;
+  if (a->profile_runs > 0 &&
+      !(be = strcmp(a->target, "h200") == 0 ? evtc_backend_cuda(&d) : evtc_backend_cpu()))
+    return;                       /* --profile reports the missing backend */
+  evtc_graph *fwd = evtc_program_optimize_forward(*g, a->target, be, &d);
+  if (d.status != EVTC_OK) fprintf(stderr, "evtc: %s: forward passes: %s\n", a->file, d.msg);
+  if (fwd) {
+    evtc_graph_free(*g);
+    *g = fwd;
+  }
+}
+
+/* The graph to partition: the model, or with --train its joint graph
+ * (after the forward passes, unless --no-passes), then (unless
+ * --no-passes) the target's default pass pipeline.  NULL after printing
+ * why. */
 static evtc_graph *load_graph(explain_args *a) {
   evtc_graph *g = evtc_cli_load_model(a->file, &a->model, NULL);
   evtc_diag d = {0};
   if (g && a->train) {
     evtc_graph *joint = NULL;
     evtc_optim_config cfg = evtc_optim_default(a->optimizer);
-    if (evtc_cli_attach_loss(g, &a->model, true) && !(joint = evtc_autodiff(g, NULL, 0, &cfg, &d)))
+    bool ok = evtc_cli_attach_loss(g, &a->model, true);
+    if (ok && !a->raw) forward_passes(a, &g);
+    if (ok && !(joint = evtc_autodiff(g, NULL, 0, &cfg, &d)))
       fprintf(stderr, "evtc: %s: %s\n", a->file, d.msg);
     evtc_graph_free(g);
     g = joint;

@@ -104,7 +104,7 @@ int32_t *evtc_program_plan(const evtc_graph *g, const char *name, const evtc_bac
 const char *evtc_program_target(const evtc_backend *be) { return be && strcmp(be->name, "cuda") == 0 ? "h200" : "cpu"; }
 
 /* Pipeline pl without pass `skip` (NULL: none skipped) on g: the result when it turned a conv2d into a GEMM or
- * formed attention nodes and be compiles every attention node; else NULL, with *vetoed set when be refuses one,
+ * formed attention nodes and be (when not NULL) compiles every attention node; else NULL, with *vetoed set when be refuses one,
  * or with d set when a pass fails. */
 static evtc_graph *forward_passes(const evtc_graph *g, const evtc_pipeline *pl, const char *skip,
                                   const evtc_backend *be, bool *vetoed, evtc_diag *d) {
@@ -128,7 +128,7 @@ static evtc_graph *forward_passes(const evtc_graph *g, const evtc_pipeline *pl, 
     evtc_diag kd = {0};
     evtc_kernel *k = evtc_kernel_build(out, &i, 1, &kd);
     char why[256];
-    veto = !k || !be->supports(be, k, why, sizeof why);
+    veto = !k || (be && !be->supports(be, k, why, sizeof why));
     evtc_kernel_free(k);
   }
   *vetoed = veto;

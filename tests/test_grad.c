@@ -170,6 +170,7 @@ MATMUL(c_bmm, BATCH_MATMUL, (2, 3, 4), (4, 5), 0, 0)
 MATMUL(c_bmm_bcast, BATCH_MATMUL, (2, 1, 4, 3), (3, 5, 4), 1, 1)
 MATMUL(c_bmm_tb, BATCH_MATMUL, (1, 3, 4), (2, 5, 4), 0, 1)
 MATMUL(c_bmm_ta, BATCH_MATMUL, (2, 4, 3), (2, 4, 5), 1, 0)
+MATMUL(c_bmm_shared, BATCH_MATMUL, (2, 3, 4), (1, 5, 4), 0, 1)   /* b shared by the batch: dB one folded matmul */
 
 static evtc_node *c_conv(evtc_graph *g) {
   return OP0(CONV2D, INS(in(g, "x", SHAPE(1, 3, 5, 5)), in(g, "w", SHAPE(2, 3, 3, 3))));
@@ -283,6 +284,7 @@ static const gcase cases[] = {
     {"batch_matmul [2,3,4]x[4,5]", c_bmm, ANY, false},
     {"batch_matmul [2,1,4,3]^T x [3,5,4]^T", c_bmm_bcast, ANY, false},
     {"batch_matmul [1,3,4] x [2,5,4]^T", c_bmm_tb, ANY, false}, {"batch_matmul trans_a", c_bmm_ta, ANY, false},
+    {"batch_matmul [2,3,4] x [1,5,4]^T", c_bmm_shared, ANY, false},
     {"conv2d", c_conv, ANY, false}, {"conv2d stride/pad/dilation/groups", c_conv_geom, ANY, false},
     {"conv2d_backward_input", c_conv_bi, ANY, false}, {"conv2d_backward_weight", c_conv_bw, ANY, false},
     {"maxpool2d padded", c_maxpool, ANY, false}, {"maxpool2d overlapping", c_maxpool_overlap, ANY, false},

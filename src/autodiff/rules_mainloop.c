@@ -1,7 +1,8 @@
 /* rules_mainloop.c -- gradients of matmul, convolution and pooling.
  *
  * matmul: the four trans_a/trans_b cases each give two matmuls; batched
- * results are summed back over broadcast batch dims.  conv2d and pooling map
+ * results are summed back over broadcast batch dims -- or, for a weight
+ * the whole batch shares, computed as one matmul over the folded batch.  conv2d and pooling map
  * to their *_backward ops with the same geometry; the backward ops are
  * linear in their gradient operand, so their own rules are the forward op
  * or the other backward op (the adjoint pairs of conv2d).
@@ -10,9 +11,43 @@
 
 static evtc_node *X(evtc_vjp *v, int i) { return v->n->inputs[i]; }
 
-/* dx[i] = op(a) x op(b), summed back over broadcast batch dims. */
+/* x [batch.., R, C] as [batch*R, C]: a view of the same data. */
+static evtc_node *fold_rows(evtc_graph *g, evtc_node *x) {
+  const evtc_type *t = &x->type;
+  int64_t shape[2] = {evtc_type_numel(t) / t->shape[t->rank - 1], t->shape[t->rank - 1]};
+  evtc_attr at = evtc_attr_ints("shape", 2, shape);
+  return evtc_node_add(g, EVTC_OP_RESHAPE, &x, 1, &at, 1, NULL);
+}
+
+/* Whether the sum over y's batch of op(a) x op(b) is one matmul with the batch folded into the contraction:
+ * the target t is broadcast over every batch dim (a weight shared by the batch), a and b carry y's whole
+ * batch and both are contracted over their rows (ta, !tb), so [batch.., K, *] is [batch*K, *] as it lies. */
+static bool batch_folds(const evtc_type *t, const evtc_type *y, const evtc_node *a, const evtc_node *b, int ta,
+                        int tb) {
+  if (!ta || tb || y->rank < 3 || a->type.rank != y->rank || b->type.rank != y->rank) return false;
+  for (int d = 0; d < t->rank - 2; d++)
+    if (t->shape[d] != 1) return false;
+  for (int d = 0; d < y->rank - 2; d++)
+    if (a->type.shape[d] != y->shape[d] || b->type.shape[d] != y->shape[d]) return false;
+  return true;
+}
+
+/* dx[i] = op(a) x op(b), summed back over broadcast batch dims: for a weight shared by the whole batch one
+ * matmul over the folded batch (dW = X^T dY over every row, as a GEMM of contraction batch*K), not a batched
+ * product and a sum. */
 static void mm_out(evtc_vjp *v, int i, evtc_node *a, evtc_node *b, int ta, int tb) {
   const evtc_type *t = &X(v, i)->type, *y = &v->n->type;
+  if (batch_folds(t, y, a, b, ta, tb)) {
+    evtc_node *in[2] = {fold_rows(v->g, a), fold_rows(v->g, b)};
+    evtc_attr at[2] = {evtc_attr_int("trans_a", 1), evtc_attr_int("trans_b", 0)};
+    evtc_node *r = evtc_node_add(v->g, EVTC_OP_MATMUL, in, 2, at, 2, t->rank == 2 ? v->name[i] : NULL);
+    if (t->rank > 2) {
+      evtc_attr to = evtc_attr_ints("shape", t->rank, t->shape);
+      r = evtc_node_add(v->g, EVTC_OP_RESHAPE, &r, 1, &to, 1, v->name[i]);
+    }
+    v->dx[i] = r;
+    return;
+  }
   bool direct = t->rank == y->rank;
   for (int d = 0; direct && d < t->rank - 2; d++) direct = t->shape[d] == y->shape[d];
   evtc_node *in[2] = {a, b};

@@ -16,12 +16,15 @@
  * its default learning rate (1e-3), seed 0.  Progress goes to stdout: one
  * updating line on a terminal, one line per epoch otherwise.  Then
  * "test loss: X" and "test accuracy: X" when DIR/test exists, and the
- * checkpoint is written with --save.  Exit status 2 on bad input (one
- * message), 1 when the loss diverges.
+ * checkpoint is written with --save.  The summary after training gives the
+ * time to the first step (import, setup, first step), the median step after
+ * it and, with a backend, the program's buffer memory (docs/cli.md `train`).
+ * Exit status 2 on bad input (one message), 1 when the loss diverges.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -34,6 +37,26 @@ static const char train_usage[] =
     "                  [--gemm evtc|cublaslt] [model options]\n";
 
 enum { DEFAULT_EPOCHS = 30 };
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The timing and memory lines of the summary. */
+static void print_costs(const evtc_train_report *r, double import_seconds, bool program) {
+  printf("time to first step: %.3f s (import %.3f s, setup %.3f s, first step %.3f s)\n",
+         import_seconds + r->setup_seconds + r->first_step_seconds, import_seconds, r->setup_seconds,
+         r->first_step_seconds);
+  if (r->timed_steps > 0)
+    printf("steady step: %.3f ms (median of the %lld steps after the first)\n", 1e3 * r->step_seconds,
+           (long long)r->timed_steps);
+  if (program)
+    printf("buffer memory: %.1f MiB (arena %.1f MiB, leaves and outputs %.1f MiB)\n",
+           (double)(r->arena_bytes + r->owned_bytes) / 1048576.0, (double)r->arena_bytes / 1048576.0,
+           (double)r->owned_bytes / 1048576.0);
+}
 
 /* Parses argv; false after printing why. */
 static bool parse_options(int argc, char **argv, const char **model, const char **data, evtc_train_options *o,
@@ -104,6 +127,7 @@ int evtc_cmd_train(int argc, char **argv) {
   evtc_weights *weights = NULL;
   evtc_graph *model = NULL;
   if (evtc_cli_help(argc, argv, train_usage)) return EVTC_EXIT_OK;
+  double import_start = now_seconds();
   if (!parse_options(argc, argv, &model_path, &data_dir, &o, &mo) ||
       !(model = evtc_cli_load_model(model_path, &mo, &weights)) || !evtc_cli_attach_loss(model, &mo, true)) {
     evtc_graph_free(model);
@@ -111,6 +135,7 @@ int evtc_cmd_train(int argc, char **argv) {
     evtc_cli_model_options_free(&mo);
     return EVTC_EXIT_BAD_INPUT;
   }
+  double import_seconds = now_seconds() - import_start;
   o.log = stdout;
   o.live = isatty(fileno(stdout));
   o.initial = weights;
@@ -132,6 +157,7 @@ int evtc_cmd_train(int argc, char **argv) {
            "%.1f steps/s\n", o.backend->name, r.kernels, r.interpreted_kernels, r.split_kernels,
            o.partitioner ? o.partitioner : "ilp", r.seconds > 0 ? (double)r.steps / r.seconds : 0.0);
   else printf("backend interp: float64 interpreter, %.1f steps/s\n", r.seconds > 0 ? (double)r.steps / r.seconds : 0.0);
+  print_costs(&r, import_seconds, o.backend != NULL);
   if (r.test_samples > 0) {
     printf("test loss: %.4f (%lld samples)\n", r.test_loss, (long long)r.test_samples);
     if (r.test_accuracy >= 0) printf("test accuracy: %.4f\n", r.test_accuracy);

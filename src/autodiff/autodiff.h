@@ -43,7 +43,8 @@ evtc_graph *evtc_autodiff(const evtc_graph *fwd, const char *const *wrt, int n_w
                           const evtc_optim_config *opt, evtc_diag *d);
 
 /* Adds a loss node named "loss" to g, sets g->loss and adds it as an output.
- * kind: "cross_entropy" (pred [N,C] float, labels [N] int), "mse" (labels
+ * kind: "cross_entropy" (pred [N,C] float, labels [N] int; pred [...,C] with
+ * labels [...] is reshaped to those rows first), "mse" (labels
  * float, pred's shape) or "mean_square" (labels NULL: mean of pred^2).
  * Returns the loss node, or NULL with the cause in d. */
 evtc_node *evtc_loss_attach(evtc_graph *g, const char *kind, evtc_node *pred, evtc_node *labels,

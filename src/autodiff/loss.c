@@ -8,6 +8,24 @@
 
 #include "autodiff/autodiff.h"
 
+/* Whether labels' shape is pred's without its last axis. */
+static bool leading_dims(const evtc_node *labels, const evtc_node *pred) {
+  if (labels->type.rank != pred->type.rank - 1) return false;
+  for (int i = 0; i < labels->type.rank; i++)
+    if (labels->type.shape[i] != pred->type.shape[i]) return false;
+  return true;
+}
+
+/* Cross-entropy over logits [..., C] with labels [...] (a sequence model's
+ * tokens): in[0] becomes the logits reshaped to rows [N, C], in[1] the
+ * labels to [N] (NULL with the cause in g->diag). */
+static void flatten_rows(evtc_graph *g, evtc_node *in[2]) {
+  int64_t rows[2] = {-1, in[0]->type.shape[in[0]->type.rank - 1]};
+  evtc_attr to_rows = evtc_attr_ints("shape", 2, rows), to_labels = evtc_attr_ints("shape", 1, rows);
+  in[0] = evtc_node_add(g, EVTC_OP_RESHAPE, &in[0], 1, &to_rows, 1, "loss.logits");
+  in[1] = evtc_node_add(g, EVTC_OP_RESHAPE, &in[1], 1, &to_labels, 1, "loss.labels");
+}
+
 evtc_node *evtc_loss_attach(evtc_graph *g, const char *kind, evtc_node *pred, evtc_node *labels, evtc_diag *d) {
   if (g->loss) {
     evtc_diag_set(d, EVTC_ERR_INVALID, "graph '%s' already has a loss (%%%s)", g->name, g->loss->name);
@@ -33,7 +51,8 @@ evtc_node *evtc_loss_attach(evtc_graph *g, const char *kind, evtc_node *pred, ev
     loss = evtc_node_add(g, EVTC_OP_REDUCE_MEAN, &sq, 1, NULL, 0, "loss");
   } else {
     evtc_node *in[2] = {pred, labels};
-    loss = evtc_node_add(g, op, in, 2, NULL, 0, "loss");
+    if (op == EVTC_OP_CROSS_ENTROPY && pred->type.rank > 2 && leading_dims(labels, pred)) flatten_rows(g, in);
+    loss = in[0] && in[1] ? evtc_node_add(g, op, in, 2, NULL, 0, "loss") : NULL;
   }
   if (!loss) {
     evtc_diag_set(d, g->diag.status, "%s", g->diag.msg);

@@ -148,6 +148,7 @@ static void place_buffers(evtc_program *p) {
     if (own) {
       p->buf[i] = buf_alloc(p, bytes);
       p->owned[i] = 1;
+      p->stats.owned_bytes += bytes;
       if (n->op == EVTC_OP_CONST) {
         const evtc_attr *data = evtc_node_attr(n, "data");
         int64_t numel = evtc_type_numel(&n->type);

@@ -62,6 +62,7 @@ typedef struct evtc_program_stats {
   int modules;              /* distinct modules compiled (per-kernel modules: kernels of one source share one) */
   size_t arena_bytes;       /* peak bytes of the planned intermediate arena */
   size_t unplanned_bytes;   /* the bytes the same values would take without reuse */
+  size_t owned_bytes;       /* the buffers of their own: leaves (parameters, state, inputs, constants) and outputs */
 } evtc_program_stats;
 
 evtc_program_stats evtc_program_get_stats(const evtc_program *p);

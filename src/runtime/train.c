@@ -5,7 +5,9 @@
  * buffer for every leaf of the joint graph.  A step gathers one mini-batch
  * into the INPUT buffers, runs the graph with the global step number as
  * the dropout offset, and copies each `updates` output into the PARAM or
- * STATE buffer it replaces, which the next run reads.
+ * STATE buffer it replaces, which the next run reads.  Each step's wall
+ * time (gather, upload, run and the loss's download, which waits for a
+ * device) is kept for the report: the first apart, the median of the rest.
  */
 #include "runtime/train.h"
 
@@ -18,6 +20,8 @@
 #include "runtime/interp.h"
 #include "runtime/program.h"
 #include "runtime/program_plan.h"
+
+enum { TIMED_STEPS = 1 << 20 };   /* step times kept for the median */
 
 typedef struct trainer {
   evtc_graph *fwd;                 /* the model rebatched to the training batch */
@@ -40,6 +44,18 @@ static double now_seconds(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int compare_doubles(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The median of v[0..n) (sorted in place); NAN when n is 0. */
+static double median(double *v, int64_t n) {
+  if (n == 0) return NAN;
+  qsort(v, (size_t)n, sizeof *v, compare_doubles);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* splitmix64: the shuffling stream (seeded, the same on every machine). */
@@ -189,13 +205,19 @@ static evtc_status trainer_loop(trainer *t, const evtc_train_options *o, evtc_tr
   int64_t *perm = malloc(sizeof(int64_t) * (size_t)n);
   for (int64_t i = 0; i < n; i++) perm[i] = i;
   uint64_t rng = o->seed ^ 0x73687566666c65ull;       /* "shuffle": a stream apart from init's */
+  int64_t total = o->epochs * steps;
+  double *times = malloc(sizeof(double) * (size_t)(total < TIMED_STEPS ? total : TIMED_STEPS));
   double start = now_seconds();
   for (int64_t epoch = 1; epoch <= o->epochs; epoch++) {
     shuffle(perm, n, &rng);
     double sum = 0, epoch_start = now_seconds(), last_draw = 0;
     for (int64_t s = 0; s < steps; s++) {
+      double step_start = now_seconds();
       double loss = trainer_step(t, perm + s * batch, batch, (uint64_t)r->steps, d);
       if (d->status != EVTC_OK) break;
+      double took = now_seconds() - step_start;
+      if (r->steps == 0) r->first_step_seconds = took;
+      else if (r->timed_steps < TIMED_STEPS) times[r->timed_steps++] = took;
       r->steps++;
       if (!isfinite(loss)) {
         r->diverged = true;
@@ -220,6 +242,8 @@ static evtc_status trainer_loop(trainer *t, const evtc_train_options *o, evtc_tr
   }
   if (o->log && o->live) fputc('\n', o->log);
   r->seconds = now_seconds() - start;
+  r->step_seconds = median(times, r->timed_steps);
+  free(times);
   free(perm);
   return d->status;
 }
@@ -229,8 +253,11 @@ evtc_status evtc_train(const evtc_graph *model, const char *data_dir, const evtc
   memset(r, 0, sizeof *r);
   r->test_loss = NAN;
   r->test_accuracy = -1;
+  r->step_seconds = NAN;
   trainer t = {0};
+  double setup_start = now_seconds();
   if (trainer_setup(&t, model, data_dir, o, d) != EVTC_OK) goto out;
+  r->setup_seconds = now_seconds() - setup_start;
   r->batch = t.batch;
   r->train_samples = t.train.n_samples;
   if (o->log) {
@@ -244,6 +271,8 @@ evtc_status evtc_train(const evtc_graph *model, const char *data_dir, const evtc
     r->kernels = ps.kernels;
     r->interpreted_kernels = ps.interpreted;
     r->split_kernels = ps.splits;
+    r->arena_bytes = ps.arena_bytes;
+    r->owned_bytes = ps.owned_bytes;
   }
   evtc_status looped = trainer_loop(&t, o, r, d);
   for (int32_t i = 0; t.prog && i < t.joint->n_nodes; i++)   /* trained values back for evaluation and saving */

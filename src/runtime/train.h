@@ -46,6 +46,11 @@ typedef struct evtc_train_report {
   int saved_tensors;              /* tensors written to save_path */
   int kernels, interpreted_kernels; /* with a backend: kernels per step, of which run by the interpreter */
   int split_kernels;              /* planned kernels the backend could not run as one, split into nodes */
+  double setup_seconds;           /* before the first step: data, passes, autodiff, plan, kernels built and compiled */
+  double first_step_seconds;      /* the first step (a device backend's first launches included) */
+  double step_seconds;            /* median time of the steps after the first (the first 2^20 of them); NAN for one step */
+  int64_t timed_steps;            /* how many steps that median covers */
+  size_t arena_bytes, owned_bytes; /* with a backend: the program's buffers (evtc_program_stats) */
 } evtc_train_report;
 
 /* Trains `model` (not modified) and fills *r.  Bad data or options give one

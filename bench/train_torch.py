@@ -1,0 +1,148 @@
+#!/usr/bin/python3
+"""train_torch.py -- PyTorch's side of the training benchmark (bench/train.sh).
+
+Usage: train_torch.py MODELS_DIR --model NAME [--steps N] [--lr X]
+                      [--modes eager,compile,max-autotune] [--attention auto|sdpa|explicit]
+                      [--out JSON]
+
+Trains the model that bench/train_models.py wrote to MODELS_DIR -- rebuilt
+from the same seed, its bf16 weights checked against the digest in
+MODELS_DIR/NAME/meta.json -- on the same batch (MODELS_DIR/NAME/train/*.npy)
+for N steps in each mode:
+  eager          plain PyTorch
+  compile        torch.compile(loss function), mode "default"
+  max-autotune   torch.compile(loss function), mode "max-autotune"
+The compiled function is the model's forward and the cross-entropy loss
+(mean over every position, on the bf16 logits); backward follows through
+AOTAutograd; the optimizer step runs eagerly.  The optimizer is
+torch.optim.SGD(lr, momentum=0.9, dampening=0, weight_decay=0,
+nesterov=False): evtc's `--optimizer sgd` exactly (src/autodiff/optim.c:
+buf' = 0.9 buf + g, p' = p - lr buf', buf = g on the first step), each in
+the parameters' bf16 (PyTorch rounds buf after its multiply and after its
+add, evtc's fused update may round once: a last-bit difference).
+Attention: "auto" is scaled_dot_product_attention where PyTorch has it
+(torch >= 2.0: its flash / cuDNN kernels), else the decomposed form.
+
+Each step is timed on the host around zero_grad, forward, backward, the
+optimizer step and loss.item() (after torch.cuda.synchronize), as evtc's
+steps are.  Per mode it reports every step's loss, the steady ms/step (the
+median of the steps after the first), the first step's time, the compile
+time (first step minus steady step) and the peak memory
+(torch.cuda.max_memory_allocated: weights, gradients, momentum,
+activations, workspaces).  Without CUDA it runs on the CPU, eager only.
+One line per mode on stdout; everything in --out as JSON, rewritten after
+each mode.
+"""
+import argparse
+import copy
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import train_models  # noqa: E402
+
+MODES = {"eager": None, "compile": "default", "max-autotune": "max-autotune"}
+
+
+def sync(dev):
+    if dev == "cuda":
+        torch.cuda.synchronize()
+
+
+def run_mode(base, x, labels, mode, steps, lr, dev):
+    """One mode's result dict (losses, step_ms, first_step_s, compile_s, peak_mib)."""
+    if dev == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    model = copy.deepcopy(base).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, dampening=0, weight_decay=0, nesterov=False)
+
+    def loss_fn(inp, lab):
+        logits = model(inp)
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), lab.reshape(-1))
+
+    fn = loss_fn if MODES[mode] is None else torch.compile(loss_fn, mode=MODES[mode])
+    losses, times = [], []
+    for _ in range(steps):
+        sync(dev)
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = fn(x, labels)
+        loss.backward()
+        opt.step()
+        value = loss.item()
+        sync(dev)
+        times.append(time.perf_counter() - t0)
+        losses.append(value)
+    steady = statistics.median(times[1:]) if steps > 1 else float("nan")
+    r = {"losses": losses, "step_ms": 1e3 * steady, "first_step_s": times[0],
+         "compile_s": max(0.0, times[0] - (steady if steps > 1 else 0.0)),
+         "peak_mib": torch.cuda.max_memory_allocated() / 2 ** 20 if dev == "cuda" else None, "error": None}
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("models_dir")
+    ap.add_argument("--model", required=True, choices=train_models.MODELS)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--lr", type=float, default=0.1)
+    ap.add_argument("--modes", default="eager,compile,max-autotune")
+    ap.add_argument("--attention", choices=["auto", "sdpa", "explicit"], default="auto")
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    modes = [m for m in a.modes.split(",") if m]
+    bad = [m for m in modes if m not in MODES]
+    if bad or a.steps < 1:
+        ap.error("unknown mode(s) %s (known: %s)" % (",".join(bad), ",".join(MODES)) if bad else "--steps >= 1")
+    with open(os.path.join(a.models_dir, a.model, "meta.json")) as f:
+        meta = json.load(f)
+    attention = a.attention if a.attention != "auto" else ("sdpa" if train_models.has_sdpa() else "explicit")
+    base, cfg = train_models.build(a.model, meta["scale"], attention)
+    if train_models.digest(base) != meta["digest"]:
+        print("%s: the rebuilt weights differ from the exported ones (digest): not the same model" % a.model,
+              file=sys.stderr)
+        return 1
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    train = os.path.join(a.models_dir, a.model, "train")
+    x = torch.from_numpy(np.load(os.path.join(train, meta["input"] + ".npy"))).to(dev)
+    labels = torch.from_numpy(np.load(os.path.join(train, "labels.npy"))).to(dev)
+    out = {"model": a.model, "scale": meta["scale"], "device": torch.cuda.get_device_name() if dev == "cuda" else "cpu",
+           "torch": torch.__version__, "attention": attention, "steps": a.steps,
+           "optimizer": "SGD lr %g momentum 0.9 dampening 0 weight_decay 0 nesterov False" % a.lr, "modes": {}}
+    print("%s: PyTorch %s on %s, attention %s, %d steps, %s, dropout 0" %
+          (a.model, torch.__version__, out["device"], attention, a.steps, out["optimizer"]))
+    for mode in modes:
+        if dev != "cuda" and mode != "eager":
+            out["modes"][mode] = {"error": "skipped: no CUDA (eager only on the CPU)"}
+        else:
+            try:
+                out["modes"][mode] = run_mode(base, x, labels, mode, a.steps, a.lr, dev)
+            except Exception as e:            # one mode's failure leaves the others to run
+                out["modes"][mode] = {"error": (str(e).strip().split("\n") or ["?"])[0][:300]}
+            if mode != "eager":
+                torch._dynamo.reset()
+        r = out["modes"][mode]
+        if r.get("error"):
+            print("  %-12s %s" % (mode, r["error"]))
+        else:
+            peak = "" if r["peak_mib"] is None else ", peak %.0f MiB" % r["peak_mib"]
+            print("  %-12s %.3f ms/step, first step %.2f s, compile %.2f s%s; losses %s" %
+                  (mode, r["step_ms"], r["first_step_s"], r["compile_s"], peak,
+                   " ".join("%.4f" % v for v in r["losses"])))
+        sys.stdout.flush()
+        if a.out:                             # after every mode: a later one may be killed by a timeout
+            with open(a.out, "w") as f:
+                json.dump(out, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -78,6 +78,7 @@ run)
     export LD_LIBRARY_PATH="$work/bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   fi
   evtc=${EVTC:-$work/bin/evtc}
+  export EVTC_DATA_DIR=${EVTC_DATA_DIR:-$PWD/data}      # device files: the staged evtc knows only its build tree
   if [ -d "$stage/cache" ]; then
     export XDG_CACHE_HOME="$PWD/$stage/cache"
   elif [ -z "${XDG_CACHE_HOME:-}" ]; then

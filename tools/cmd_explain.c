@@ -13,7 +13,8 @@
  * self-contained page with the SVG and a sortable kernel table.  Several
  * partitioners (comma-separated) all run; the drawings show the last.
  * Every plan goes through the feasibility checker; a plan that fails it is
- * an internal error (exit 1).  --profile N runs the last plan on the
+ * an internal error (exit 1).  --profile N plans as `train` does (only
+ * node sets the target's backend builds and runs) and runs the last plan on the
  * target's backend and prints modelled against measured time per kernel
  * (explain_profile.c; text on stdout after the plan).  ILP plans are cached in $EVTC_CACHE_DIR,
  * else $XDG_CACHE_HOME/evtc, else ~/.cache/evtc (--no-cache: none).
@@ -252,6 +253,15 @@ int evtc_cmd_explain(int argc, char **argv) {
   char *cache = a.no_cache ? NULL : cache_dir();
   a.fopt.cache_dir = cache;
   a.fopt.verbose = a.verbose;
+  if (a.profile_runs > 0) {       /* plan as train does: only node sets the backend builds and runs */
+    const evtc_backend *be = strcmp(a.target, "h200") == 0 ? evtc_backend_cuda(&d) : evtc_backend_cpu();
+    d.status = EVTC_OK;           /* without the backend, the profile says why */
+    if (be) {
+      a.fopt.accept = evtc_program_plan_accept;
+      a.fopt.accept_ctx = (void *)be;
+      a.fopt.accept_tag = be->name;
+    }
+  }
   evtc_partition *runs[8];
   int n_runs = 0, rc = EVTC_EXIT_OK;
   char *list = strdup(a.partitioners), *save = NULL;

@@ -245,6 +245,21 @@ static const pcase cases[] = {
      "  %p2 = softmax(%s2) {axis=3} : f64[2,3,4,4]\n"
      "  %o2 = batch_matmul(%p2, %v) : f64[2,3,4,5]\n"
      "  output %o\n  output %o2\n}\n"},
+    {"gemm-pad", "gemm-pad,dce", "", false,   /* widths 1029 and 1031: padded to 1032; 1024 and f32 stay */
+     "graph t {\n"
+     "  %x = input() : bf16[2,3,16]\n"
+     "  %w = param() : bf16[1029,16]\n"
+     "  %y = batch_matmul(%x, %w) {trans_b=1} : bf16[2,3,1029]\n"
+     "  %a = input() : f16[5,16]\n"
+     "  %v = param() : f16[16,1031]\n"
+     "  %z = matmul(%a, %v) : f16[5,1031]\n"
+     "  %u = param() : bf16[16,1024]\n"
+     "  %a2 = input() : bf16[5,16]\n"
+     "  %k = matmul(%a2, %u) : bf16[5,1024]\n"
+     "  %f = param() : f32[16,1030]\n"
+     "  %a3 = input() : f32[5,16]\n"
+     "  %h = matmul(%a3, %f) : f32[5,1030]\n"
+     "  output %y\n  output %z\n  output %k\n  output %h\n}\n"},
     {"attention-fuse/mha", "attention-fuse,dce", "softmax", false,   /* nn.MultiheadAttention's export: [B*H,..], q scaled */
      "graph t {\n"
      "  %q = input() : f64[6,4,8]\n"

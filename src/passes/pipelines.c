@@ -39,8 +39,10 @@ static const char *const h200_passes[] = {"cleanup", FRONT_PASSES, "permute-prop
 static const char *const h200_noloss_passes[] = {"cleanup", "loss-elimination", FRONT_PASSES, "permute-propagate",
                                                  BACK_PASSES};
 /* run on a model before autodiff (runtime/program_plan.h): the attention the backward would otherwise tear apart,
- * and patch-embedding convs as GEMMs (whose backward is GEMMs too) */
-static const char *const h200_forward_passes[] = {"conv-patchify", "permute-fold", "attention-fuse", "dce"};
+ * patch-embedding convs as GEMMs (whose backward is GEMMs too), and vocabulary-wide GEMMs padded to TMA's
+ * alignment (so are their backward GEMMs) */
+static const char *const h200_forward_passes[] = {"conv-patchify", "permute-fold", "gemm-pad", "attention-fuse",
+                                                  "dce"};
 /* the CPU's conv2d_backward_weight template is ~20x slower than its GEMM (ViT-B patch embedding, batch 8) */
 static const char *const cpu_forward_passes[] = {"conv-patchify", "permute-fold", "dce"};
 
@@ -51,7 +53,7 @@ const evtc_pipeline evtc_pipelines[] = {
      N(cpu_noloss_passes)},
     {"h200-noloss", "h200 plus loss-elimination (training step without the loss value)", h200_noloss_passes,
      N(h200_noloss_passes)},
-    {"h200-forward", "before autodiff for --target h200: patchify convs as GEMMs, fused attention", h200_forward_passes,
+    {"h200-forward", "before autodiff for --target h200: patchify convs as GEMMs, aligned GEMM widths, fused attention", h200_forward_passes,
      N(h200_forward_passes)},
     {"cpu-forward", "before autodiff for --target cpu: patchify convs as GEMMs", cpu_forward_passes,
      N(cpu_forward_passes)},

@@ -20,6 +20,7 @@ extern const evtc_pass evtc_pass_permute_propagate;
 extern const evtc_pass evtc_pass_broadcast_canonicalize;
 extern const evtc_pass evtc_pass_attention_fuse;
 extern const evtc_pass evtc_pass_conv_patchify;
+extern const evtc_pass evtc_pass_gemm_pad;
 
 const evtc_pass *const evtc_pass_registry[] = {
     &evtc_pass_cleanup,
@@ -34,6 +35,7 @@ const evtc_pass *const evtc_pass_registry[] = {
     &evtc_pass_broadcast_canonicalize,
     &evtc_pass_attention_fuse,
     &evtc_pass_conv_patchify,
+    &evtc_pass_gemm_pad,
 };
 const int evtc_pass_registry_count = (int)(sizeof evtc_pass_registry / sizeof evtc_pass_registry[0]);
 

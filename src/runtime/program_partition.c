@@ -103,8 +103,8 @@ int32_t *evtc_program_plan(const evtc_graph *g, const char *name, const evtc_bac
 
 const char *evtc_program_target(const evtc_backend *be) { return be && strcmp(be->name, "cuda") == 0 ? "h200" : "cpu"; }
 
-/* Pipeline pl without pass `skip` (NULL: none skipped) on g: the result when it turned a conv2d into a GEMM or
- * formed attention nodes and be (when not NULL) compiles every attention node; else NULL, with *vetoed set when be refuses one,
+/* Pipeline pl without pass `skip` (NULL: none skipped) on g: the result when it turned a conv2d into a GEMM,
+ * padded a GEMM or formed attention nodes and be (when not NULL) compiles every attention node; else NULL, with *vetoed set when be refuses one,
  * or with d set when a pass fails. */
 static evtc_graph *forward_passes(const evtc_graph *g, const evtc_pipeline *pl, const char *skip,
                                   const evtc_backend *be, bool *vetoed, evtc_diag *d) {
@@ -115,13 +115,18 @@ static evtc_graph *forward_passes(const evtc_graph *g, const evtc_pipeline *pl, 
     if (!skip || strcmp(pl->passes[i], skip) != 0) names[n++] = pl->passes[i];
   evtc_graph *out = evtc_pipeline_run(g, names, n, NULL, d);
   if (!out) return NULL;
-  int formed = 0, before = 0, convs = 0;   /* convs: conv2d nodes conv-patchify turned into GEMMs */
+  /* convs: conv2d nodes conv-patchify turned into GEMMs; pads: GEMM weights gemm-pad padded */
+  int formed = 0, before = 0, convs = 0, pads = 0;
   bool veto = false;
   for (int32_t i = 0; i < g->n_nodes; i++) {
     before += g->nodes[i]->op == EVTC_OP_ATTENTION;
     convs += g->nodes[i]->op == EVTC_OP_CONV2D;
+    pads -= g->nodes[i]->op == EVTC_OP_PAD;
   }
-  for (int32_t i = 0; i < out->n_nodes; i++) convs -= out->nodes[i]->op == EVTC_OP_CONV2D;
+  for (int32_t i = 0; i < out->n_nodes; i++) {
+    convs -= out->nodes[i]->op == EVTC_OP_CONV2D;
+    pads += out->nodes[i]->op == EVTC_OP_PAD;
+  }
   for (int32_t i = 0; i < out->n_nodes && !veto; i++) {
     if (out->nodes[i]->op != EVTC_OP_ATTENTION) continue;
     formed++;
@@ -132,7 +137,7 @@ static evtc_graph *forward_passes(const evtc_graph *g, const evtc_pipeline *pl, 
     evtc_kernel_free(k);
   }
   *vetoed = veto;
-  if ((formed > before || convs > 0) && !veto) return out;
+  if ((formed > before || convs > 0 || pads > 0) && !veto) return out;
   evtc_graph_free(out);
   return NULL;
 }

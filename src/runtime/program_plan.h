@@ -54,8 +54,8 @@ const char *evtc_program_target(const evtc_backend *be);
 evtc_graph *evtc_program_optimize(const evtc_graph *g, const evtc_backend *be, evtc_diag *d);
 /* The passes that run on a model before autodiff for `target` (pipeline
  * "<target>-forward", docs/passes.md: conv-patchify, on h200 also
- * attention-fuse), kept only when they turned a conv2d into a GEMM or
- * formed attention nodes, and backend be (unless NULL) compiles every attention node (an
+ * gemm-pad, attention-fuse), kept only when they turned a conv2d into a
+ * GEMM, padded a GEMM or formed attention nodes, and backend be (unless NULL) compiles every attention node (an
  * interpreter fallback would cost more than the fusion saves; when be
  * refuses one, the pipeline runs again without attention-fuse).  A new
  * graph; or NULL with d untouched when there is nothing to keep (no such

@@ -63,10 +63,16 @@ static const char rows_text[] =
     "  %iv = input() : i64[17,67]\n  %three = const() {value=3.0} : i64[]\n  %idv = div(%iv, %three) : i64[17,67]\n"
     "  %dp = dropout(%a) {p=0.5, seed=11} : f32[17,67]\n  %dps = reduce_sum(%dp) {axes=[1]} : f32[17]\n"
     "  %cat = concat(%a, %a2) {axis=0} : f32[34,67]\n"
+    /* reshapes of sliced views: an attention head split of a fused qkv, a vocabulary slice into rows */
+    "  %qkv = input() : f32[2,5,24]\n  %qs = slice(%qkv) {axes=[2], starts=[8], ends=[16], steps=[1]} : f32[2,5,8]\n"
+    "  %qh = reshape(%qs) {shape=[2,5,2,4]} : f32[2,5,2,4]\n  %qt = permute(%qh) {perm=[0,2,1,3]} : f32[2,2,5,4]\n"
+    "  %qe = exp(%qt) : f32[2,2,5,4]\n"
+    "  %vs = slice(%qkv) {axes=[2], starts=[0], ends=[21], steps=[1]} : f32[2,5,21]\n"
+    "  %vr = reshape(%vs) {shape=[10,21]} : f32[10,21]\n  %vsm = softmax(%vr) : f32[10,21]\n"
     "  output %e3\n  output %sm\n  output %ls\n  output %ln\n  output %ce\n  output %ms\n  output %rs0\n"
     "  output %rsub\n  output %rall\n  output %rmin\n  output %rmean\n  output %gap\n  output %pr\n  output %sle\n"
     "  output %exa\n  output %rhn\n  output %ohm\n  output %cf\n  output %cmp\n  output %wh\n  output %idv\n"
-    "  output %dps\n  output %cat\n"
+    "  output %dps\n  output %cat\n  output %qe\n  output %vsm\n"
     "}\n";
 
 /* The graph under the greedy plan and one kernel per node. */

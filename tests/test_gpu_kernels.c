@@ -109,6 +109,19 @@ static const char half_ce_text[] =
     "  %xf = cast(%x) {dtype=f32} : f32[67,3000]\n  %loss = cross_entropy(%xf, %lab) : f32[]\n"
     "  output %loss\n  loss %loss\n}\n";
 
+/* Reshapes of sliced views read in place: a fused qkv split into heads, and a padded vocabulary sliced and
+ * flattened into the rows of a cross-entropy (gemm-pad's LM head); differentiated wrt %x. */
+static const char sliced_views_text[] =
+    "graph sliced_views {\n  %x = input() : bf16[2,37,3008]\n  %lab = input() : i64[74]\n"
+    "  %q = slice(%x) {axes=[2], starts=[64], ends=[128], steps=[1]} : bf16[2,37,64]\n"
+    "  %qh = reshape(%q) {shape=[2,37,4,16]} : bf16[2,37,4,16]\n"
+    "  %qt = permute(%qh) {perm=[0,2,1,3]} : bf16[2,4,37,16]\n  %qe = exp(%qt) : bf16[2,4,37,16]\n"
+    "  %qs = reduce_sum(%qe) : bf16[]\n"
+    "  %v = slice(%x) {axes=[2], starts=[0], ends=[3001], steps=[1]} : bf16[2,37,3001]\n"
+    "  %rows = reshape(%v) {shape=[74,3001]} : bf16[74,3001]\n  %rf = cast(%rows) {dtype=f32} : f32[74,3001]\n"
+    "  %ce = cross_entropy(%rf, %lab) : f32[]\n  %qf = cast(%qs) {dtype=f32} : f32[]\n"
+    "  %loss = add(%ce, %qf) : f32[]\n  output %loss\n  loss %loss\n}\n";
+
 /* bf16 / f16 GEMMs (cuBLASLt, f32 math into f32 scratch, rounded by the epilogue). */
 static const char half_gemm_text[] =
     "graph gemm_half {\n"
@@ -131,11 +144,12 @@ static evtc_graph *differentiate(const char *text, const char *name, const char 
   return g;
 }
 
-/* What the CUDA backend accepts as a kernel (mirrors cuda_backend.c's supports()). */
+/* What the CUDA backend accepts as a kernel (mirrors cuda_backend.c's supports(), attention aside). */
 static bool cuda_accepts(const evtc_kernel *k, void *ctx) {
   char why[160];
   (void)ctx;
-  if (k->kind == EVTC_ML_OPAQUE || k->kind == EVTC_ML_CONV || k->n_args > EVTC_CUDA_MAX_ARGS) return false;
+  if (k->kind == EVTC_ML_OPAQUE) return evtc_cuda_opaque_op(k->main->op) && evtc_cuda_opaque_fits(k, why, sizeof why);
+  if (k->kind == EVTC_ML_CONV || k->n_args > EVTC_CUDA_MAX_ARGS) return false;
   if (k->kind == EVTC_ML_GEMM && !evtc_cuda_gemm_fits(k, why, sizeof why)) return false;
   return evtc_kernel_visitor_fits(k, why, sizeof why);
 }
@@ -163,7 +177,9 @@ static void compile_only(evtc_graph *g, const char *name) {
     }
     snprintf(k->name, sizeof k->name, "k%d", t);
     evtc_sb_printf(&b, "/* kernel %s: %d node%s */\n", k->name, k->n_nodes, k->n_nodes == 1 ? "" : "s");
-    if (k->kind == EVTC_ML_GEMM) {
+    if (k->kind == EVTC_ML_OPAQUE) {
+      evtc_cuda_emit_opaque(&b, k);
+    } else if (k->kind == EVTC_ML_GEMM) {
       evtc_cuda_emit_elementwise(&b, k, evtc_cpu_ctype(k->gemm.dtype));   /* the epilogue reads f32 scratch */
     } else if (evtc_kernel_flat_fits(k)) {
       evtc_cuda_emit_elementwise(&b, k, NULL);
@@ -202,6 +218,7 @@ static void half_compile_only(void) {
   compile_only(oracle_parse(HALF_ROWS_TEXT("bf16", 5, 20000), "bf16 rows"), "bf16 rows-block-20000");
   compile_only(oracle_parse(HALF_ROWS_TEXT("f16", 3, 70000), "f16 rows"), "f16 rows-block-70000");
   compile_only(differentiate(half_ce_text, "bf16 cross-entropy", "x"), "bf16 cross-entropy fwd+bwd");
+  compile_only(differentiate(sliced_views_text, "sliced views", "x"), "reshapes of sliced views fwd+bwd");
   compile_only(oracle_parse(half_gemm_text, "half gemm"), "bf16 / f16 gemm epilogues");
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
@@ -410,6 +427,13 @@ int main(int argc, char **argv) {
     if (p) CHECK(evtc_program_get_stats(p).interpreted == 0, "bf16 cross-entropy: every kernel on the GPU");
     evtc_program_free(p);
     evtc_graph_free(ce);
+  }
+  evtc_graph *sv = differentiate(sliced_views_text, "sliced views", "x");
+  if (sv) {
+    evtc_program *p = cpu_compare(sv, NULL, 0, TOL_BF16, 3000, "reshapes of sliced views fwd+bwd");
+    if (p) CHECK(evtc_program_get_stats(p).interpreted == 0, "sliced views: every kernel on the GPU");
+    evtc_program_free(p);
+    evtc_graph_free(sv);
   }
   test_error_flag();
   char path[1024], err[512];

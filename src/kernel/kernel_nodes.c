@@ -66,6 +66,27 @@ static int reduce(evtc_kb *b, const evtc_node *n, evtc_op op, int x, unsigned in
                                      .args = {x}, .value = count, .node = n});
 }
 
+/* The strides of a reshape of a view of type u and strides us into type t (the same elements in the same
+ * row-major order), into ts: each run of u's dims that lies in memory as one block (stride[i] =
+ * stride[i+1] * shape[i+1], unit dims aside) must be a whole run of t's dims, which then step through it
+ * row-major.  False when a dim of t would straddle a gap -- a permuted or sliced layout the reshape reorders. */
+static bool reshape_strides(const evtc_type *u, const int64_t *us, const evtc_type *t, int64_t *ts) {
+  int vd = t->rank - 1;
+  int64_t base = u->rank ? us[u->rank - 1] : 1, u_numel = 1, t_numel = 1;
+  for (int d = u->rank - 1; d >= 0; d--) {
+    u_numel *= u->shape[d];
+    if (d > 0 && (u->shape[d - 1] == 1 || us[d - 1] == u_numel * base)) continue;   /* the block goes on */
+    while (vd >= 0 && (t_numel < u_numel || t->shape[vd] == 1)) {
+      ts[vd] = t_numel * base;
+      t_numel *= t->shape[vd--];
+    }
+    if (t_numel != u_numel) return false;
+    if (d > 0) base = us[d - 1], u_numel = 1, t_numel = 1;
+  }
+  for (; vd >= 0; vd--) ts[vd] = 0;   /* leading unit dims of t (all of t when u is a scalar) */
+  return true;
+}
+
 /* The view of layout node n over an outside value (or another view). */
 static evtc_status layout_view(evtc_kb *b, const evtc_node *n) {
   const evtc_node *u = n->inputs[0];
@@ -87,21 +108,9 @@ static evtc_status layout_view(evtc_kb *b, const evtc_node *n) {
   int64_t *ns = nv->view_strides;
   memset(ns, 0, sizeof nv->view_strides);
   switch (n->op) {
-    case EVTC_OP_RESHAPE: {
-      bool contiguous = true;                     /* a reshape re-reads the row-major order */
-      int64_t s = 1;
-      for (int i = u->type.rank - 1; i >= 0; i--) {
-        if (u->type.shape[i] > 1 && us[i] != s) contiguous = false;
-        s *= u->type.shape[i];
-      }
-      if (!contiguous) return evtc_kb_fail(b, n, "reshapes a permuted or sliced view");
-      s = 1;
-      for (int i = t->rank - 1; i >= 0; i--) {
-        ns[i] = s;
-        s *= t->shape[i];
-      }
+    case EVTC_OP_RESHAPE:
+      if (!reshape_strides(&u->type, us, t, ns)) return evtc_kb_fail(b, n, "reshapes a permuted or sliced view across its gaps");
       break;
-    }
     case EVTC_OP_PERMUTE: {
       const evtc_attr *p = evtc_node_attr(n, "perm");
       for (int i = 0; i < t->rank; i++) ns[i] = us[p->v.ints[i]];

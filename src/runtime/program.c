@@ -378,6 +378,23 @@ void evtc_program_set(evtc_program *p, const evtc_node *leaf, const double *data
   free(host);
 }
 
+void *evtc_program_rows_table(const evtc_node *leaf, const double *values, int64_t n_rows) {
+  int64_t numel = n_rows * (evtc_type_numel(&leaf->type) / leaf->type.shape[0]);
+  void *table = malloc((size_t)numel * evtc_buffer_elem_size(leaf->type.dtype) + 1);
+  evtc_buffer_from_double(leaf->type.dtype, values, numel, table);
+  return table;
+}
+
+void evtc_program_set_rows(evtc_program *p, const evtc_node *leaf, const void *table, const int64_t *rows, int64_t n) {
+  EVTC_ASSERT(p->buf[leaf->id] != NULL && p->owned[leaf->id] && n == leaf->type.shape[0]);
+  size_t row_bytes = value_bytes(leaf) / (size_t)n;
+  unsigned char *dst = p->device ? malloc(value_bytes(leaf) + 1) : p->buf[leaf->id];
+  for (int64_t i = 0; i < n; i++) memcpy(dst + (size_t)i * row_bytes, (const unsigned char *)table + (size_t)rows[i] * row_bytes, row_bytes);
+  if (!p->device) return;
+  p->be->upload(p->be, p->buf[leaf->id], dst, value_bytes(leaf));
+  free(dst);
+}
+
 bool evtc_program_get(const evtc_program *p, const evtc_node *n, double *out) {
   if (!p->buf[n->id]) return false;
   if (!p->device) {

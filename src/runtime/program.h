@@ -40,6 +40,13 @@ void evtc_program_free(evtc_program *p);
 /* Copies numel doubles into the buffer of an INPUT, PARAM or STATE leaf,
  * converted to its dtype. */
 void evtc_program_set(evtc_program *p, const evtc_node *leaf, const double *data);
+/* A table of n_rows rows for INPUT leaf, whose dim 0 counts rows: `values`
+ * (n_rows * the leaf's per-row count) converted once to the leaf's buffer
+ * format (malloc'd).  evtc_program_set_rows then feeds rows of it (a
+ * training batch) without converting anything per step. */
+void *evtc_program_rows_table(const evtc_node *leaf, const double *values, int64_t n_rows);
+/* The leaf's buffer from rows[0..n) of table (n: the leaf's dim 0). */
+void evtc_program_set_rows(evtc_program *p, const evtc_node *leaf, const void *table, const int64_t *rows, int64_t n);
 /* Copies the value of n (a leaf, a graph output or any value passed
  * between kernels) as doubles into out; false when n has no buffer. */
 bool evtc_program_get(const evtc_program *p, const evtc_node *n, double *out);

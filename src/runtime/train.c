@@ -4,8 +4,10 @@
  * or a compiled program (a backend's kernels, runtime/program.h), and a
  * buffer for every leaf of the joint graph.  A step gathers one mini-batch
  * into the INPUT buffers, runs the graph with the global step number as
- * the dropout offset, and copies each `updates` output into the PARAM or
- * STATE buffer it replaces, which the next run reads.  Each step's wall
+ * the dropout offset (a program's batch comes from a copy of the data in
+ * the inputs' buffer formats made once, so a step converts nothing), and
+ * copies each `updates` output into the PARAM or STATE buffer it
+ * replaces, which the next run reads.  Each step's wall
  * time (gather, upload, run and the loss's download, which waits for a
  * device) is kept for the report: the first apart, the median of the rest.
  */
@@ -31,6 +33,7 @@ typedef struct trainer {
   evtc_program *prog;              /* with one: PARAM/STATE values live in it during training */
   evtc_leaf_values values;         /* joint's leaves */
   const evtc_dataset_column **feed; /* by joint node id: the column of an INPUT */
+  void **table;                    /* by joint node id, with a program: an INPUT's column in its buffer format */
   evtc_dataset train;
   int64_t batch;
 } trainer;
@@ -83,6 +86,9 @@ static void trainer_free(trainer *t) {
     for (int32_t i = 0; i < t->joint->n_nodes; i++) free(t->values.data[i]);
   free(t->values.data);
   free(t->feed);
+  if (t->table)
+    for (int32_t i = 0; i < t->joint->n_nodes; i++) free(t->table[i]);
+  free(t->table);
   if (t->it) evtc_interp_free(t->it);
   evtc_program_free(t->prog);
   evtc_graph_free(t->joint);
@@ -138,6 +144,7 @@ static evtc_status trainer_setup(trainer *t, const evtc_graph *model, const char
   t->values.g = t->joint;
   t->values.data = calloc((size_t)t->joint->n_nodes + 1, sizeof(double *));
   t->feed = calloc((size_t)t->joint->n_nodes + 1, sizeof *t->feed);
+  t->table = calloc((size_t)t->joint->n_nodes + 1, sizeof *t->table);
   for (int32_t i = 0; i < t->joint->n_nodes; i++) {
     const evtc_node *n = t->joint->nodes[i];
     if (n->op != EVTC_OP_INPUT && n->op != EVTC_OP_PARAM && n->op != EVTC_OP_STATE) continue;
@@ -148,6 +155,7 @@ static evtc_status trainer_setup(trainer *t, const evtc_graph *model, const char
       if (!t->feed[i])
         return evtc_diag_set(d, EVTC_ERR_INVALID, "input %%%s of the joint graph has no data in %s/train", n->name,
                              dir);
+      if (t->prog) t->table[i] = evtc_program_rows_table(n, t->feed[i]->data, t->train.n_samples);
     } else {
       int64_t have = 0;
       const double *w = evtc_weights_find(o->initial, n->name, &have);
@@ -163,9 +171,10 @@ static evtc_status trainer_setup(trainer *t, const evtc_graph *model, const char
 /* One step on samples rows[0..batch); returns the loss (d set on error). */
 static double trainer_step(trainer *t, const int64_t *rows, int64_t batch, uint64_t step, evtc_diag *d) {
   for (int32_t i = 0; i < t->joint->n_nodes; i++)
-    if (t->feed[i]) {
-      evtc_dataset_gather(t->feed[i], rows, batch, t->values.data[i]);
-      if (t->prog) evtc_program_set(t->prog, t->joint->nodes[i], t->values.data[i]);
+    if (t->table[i]) {
+      evtc_program_set_rows(t->prog, t->joint->nodes[i], t->table[i], rows, batch);
+    } else if (t->feed[i]) {
+      evtc_dataset_gather(t->feed[i], rows, batch, t->values.data[i]);   /* the interpreter reads it in place */
     }
   if (t->prog) {
     double loss = NAN;

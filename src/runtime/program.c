@@ -47,6 +47,8 @@ struct evtc_program {
   unsigned char *owned;     /* by node id: buf[id] was malloc'd on its own */
   unsigned char *arena;
   bool device;              /* buffers live in the backend's device memory */
+  unsigned char *staging;   /* a device program's host copy of the last batch fed (evtc_program_set_rows) */
+  size_t staging_bytes;
   evtc_program_stats stats;
 };
 
@@ -356,6 +358,7 @@ void evtc_program_free(evtc_program *p) {
   free(p->ks);
   for (int m = 0; m < p->n_modules; m++) p->be->unload(p->be, p->modules[m]);
   free(p->modules);
+  free(p->staging);
   for (int32_t i = 0; i < p->g->n_nodes; i++)
     if (p->owned[i]) buf_free(p, p->buf[i]);
   free(p->buf);
@@ -388,11 +391,15 @@ void *evtc_program_rows_table(const evtc_node *leaf, const double *values, int64
 void evtc_program_set_rows(evtc_program *p, const evtc_node *leaf, const void *table, const int64_t *rows, int64_t n) {
   EVTC_ASSERT(p->buf[leaf->id] != NULL && p->owned[leaf->id] && n == leaf->type.shape[0]);
   size_t row_bytes = value_bytes(leaf) / (size_t)n;
-  unsigned char *dst = p->device ? malloc(value_bytes(leaf) + 1) : p->buf[leaf->id];
-  for (int64_t i = 0; i < n; i++) memcpy(dst + (size_t)i * row_bytes, (const unsigned char *)table + (size_t)rows[i] * row_bytes, row_bytes);
-  if (!p->device) return;
-  p->be->upload(p->be, p->buf[leaf->id], dst, value_bytes(leaf));
-  free(dst);
+  if (p->device && p->staging_bytes < value_bytes(leaf)) {   /* kept between steps: no fresh pages per batch */
+    free(p->staging);
+    p->staging = malloc(value_bytes(leaf) + 1);
+    p->staging_bytes = value_bytes(leaf);
+  }
+  unsigned char *dst = p->device ? p->staging : p->buf[leaf->id];
+  for (int64_t i = 0; i < n; i++)
+    memcpy(dst + (size_t)i * row_bytes, (const unsigned char *)table + (size_t)rows[i] * row_bytes, row_bytes);
+  if (p->device) p->be->upload(p->be, p->buf[leaf->id], dst, value_bytes(leaf));
 }
 
 bool evtc_program_get(const evtc_program *p, const evtc_node *n, double *out) {

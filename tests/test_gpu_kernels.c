@@ -225,6 +225,18 @@ static void half_compile_only(void) {
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
+/* The gradient wrt %x of bf16 graph `text` on the GPU vs the interpreter, every kernel on the GPU. */
+static void compare_grads(const char *text, const char *name) {
+  evtc_graph *g = differentiate(text, name, "x");
+  if (!g) return;
+  char what[128];
+  snprintf(what, sizeof what, "%s fwd+bwd", name);
+  evtc_program *p = cpu_compare(g, NULL, 0, TOL_BF16, 3000, what);
+  if (p) CHECK(evtc_program_get_stats(p).interpreted == 0, "%s: every kernel on the GPU", what);
+  evtc_program_free(p);
+  evtc_graph_free(g);
+}
+
 /* g on the GPU vs the interpreter; want_interpreted: kernels allowed to fall back. */
 static void compare(const char *text, const char *name, int64_t int_hi, double tol) {
   evtc_graph *g = oracle_parse(text, name);
@@ -421,20 +433,8 @@ int main(int argc, char **argv) {
   compare(HALF_ROWS_TEXT("bf16", 5, 20000), "bf16 rows-block-smem-20000", 1, TOL_BF16);
   compare(HALF_ROWS_TEXT("f16", 3, 70000), "f16 rows-block-reread-70000", 1, TOL_F16);
   compare(half_gemm_text, "bf16 / f16 gemm", 1, TOL_BF16);
-  evtc_graph *ce = differentiate(half_ce_text, "bf16 cross-entropy", "x");
-  if (ce) {
-    evtc_program *p = cpu_compare(ce, NULL, 0, TOL_BF16, 3000, "bf16 cross-entropy fwd+bwd");
-    if (p) CHECK(evtc_program_get_stats(p).interpreted == 0, "bf16 cross-entropy: every kernel on the GPU");
-    evtc_program_free(p);
-    evtc_graph_free(ce);
-  }
-  evtc_graph *sv = differentiate(sliced_views_text, "sliced views", "x");
-  if (sv) {
-    evtc_program *p = cpu_compare(sv, NULL, 0, TOL_BF16, 3000, "reshapes of sliced views fwd+bwd");
-    if (p) CHECK(evtc_program_get_stats(p).interpreted == 0, "sliced views: every kernel on the GPU");
-    evtc_program_free(p);
-    evtc_graph_free(sv);
-  }
+  compare_grads(half_ce_text, "bf16 cross-entropy");
+  compare_grads(sliced_views_text, "reshapes of sliced views");
   test_error_flag();
   char path[1024], err[512];
   snprintf(path, sizeof path, "%s/examples/mlp.evt", argc > 1 ? argv[1] : ".");

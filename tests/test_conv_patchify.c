@@ -24,6 +24,7 @@
 #include "autodiff/autodiff.h"
 #include "backend/backend.h"
 #include "check.h"
+#include "graph_outputs.h"
 #include "ir/text.h"
 #include "passes/manager.h"
 #include "runtime/interp.h"
@@ -142,54 +143,12 @@ static const struct {
                         "  %c = conv2d(%x, %w) {stride=[4,4]} : f64[1,3,2,2]\n  output %c\n}\n"},
 };
 
-/* The same leaf values for the same leaf name in every graph and seed. */
-static void seed_leaf(uint64_t seed, const char *name) {
-  check_rng = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (const char *s = name; *s; s++) check_rng = (check_rng ^ (uint64_t)(unsigned char)*s) * 0x100000001B3ull + 1;
-}
-
-/* Runs g on leaves drawn from seed; returns malloc'd copies of its outputs (NULL on failure). */
-static double **run_graph(const evtc_graph *g, uint64_t seed) {
-  evtc_interp *it = evtc_interp_new(g);
-  double **leaf = calloc((size_t)g->n_nodes, sizeof *leaf);
-  for (int32_t i = 0; i < g->n_nodes; i++) {
-    const evtc_node *n = g->nodes[i];
-    if (n->op != EVTC_OP_INPUT && n->op != EVTC_OP_PARAM && n->op != EVTC_OP_STATE) continue;
-    seed_leaf(seed, n->name);
-    int64_t k = evtc_type_numel(&n->type);
-    leaf[i] = malloc(sizeof(double) * (size_t)(k ? k : 1));
-    for (int64_t j = 0; j < k; j++) leaf[i][j] = 2 * check_urand() - 1;
-    evtc_interp_set(it, n, leaf[i]);
-  }
-  evtc_diag d = {0};
-  evtc_status st = evtc_interp_run(it, 1, &d);
-  CHECK(st == EVTC_OK, "run of %s: %s", g->name, d.msg);
-  double **out = NULL;
-  if (st == EVTC_OK) {
-    out = calloc((size_t)g->n_outputs, sizeof *out);
-    for (int32_t o = 0; o < g->n_outputs; o++) {
-      int64_t k = evtc_type_numel(&g->outputs[o].node->type);
-      out[o] = malloc(sizeof(double) * (size_t)(k ? k : 1));
-      memcpy(out[o], evtc_interp_value(it, g->outputs[o].node), sizeof(double) * (size_t)k);
-    }
-  }
-  for (int32_t i = 0; i < g->n_nodes; i++) free(leaf[i]);
-  free(leaf);
-  evtc_interp_free(it);
-  return out;
-}
-
-static void free_outputs(double **o, int n) {
-  for (int i = 0; o && i < n; i++) free(o[i]);
-  free(o);
-}
-
 /* Every output of a (matched by name in b) agrees over N_SEEDS seeds; returns the worst relative error. */
 static double compare(const char *what, const evtc_graph *a, const evtc_graph *b) {
   CHECK(a->n_outputs == b->n_outputs, "%s: output count %d -> %d", what, a->n_outputs, b->n_outputs);
   double worst = 0;
   for (uint64_t seed = 1; seed <= N_SEEDS && a->n_outputs == b->n_outputs; seed++) {
-    double **va = run_graph(a, seed), **vb = run_graph(b, seed);
+    double **va = graph_outputs(a, seed), **vb = graph_outputs(b, seed);
     for (int32_t o = 0; va && vb && o < a->n_outputs; o++) {
       const evtc_node *n = a->outputs[o].node;
       int32_t ob = 0;
@@ -205,8 +164,8 @@ static double compare(const char *what, const evtc_graph *a, const evtc_graph *b
       CHECK(diff / scale < 1e-12, "%s seed %llu output %%%s: relative error %.3g", what, (unsigned long long)seed,
             n->name, diff / scale);
     }
-    free_outputs(va, a->n_outputs);
-    free_outputs(vb, b->n_outputs);
+    graph_outputs_free(va, a->n_outputs);
+    graph_outputs_free(vb, b->n_outputs);
   }
   return worst;
 }

@@ -18,6 +18,7 @@
 
 #include "autodiff/autodiff.h"
 #include "check.h"
+#include "graph_outputs.h"
 #include "passes/manager.h"
 #include "runtime/interp.h"
 
@@ -28,43 +29,6 @@ typedef struct pcase {
   bool joint;                         /* also test the joint graph */
   const char *text;
 } pcase;
-
-/* Runs g on leaves drawn from seed; returns malloc'd copies of its outputs. */
-static double **run_graph(const evtc_graph *g, uint64_t seed) {
-  evtc_interp *it = evtc_interp_new(g);
-  double **leaf = calloc((size_t)g->n_nodes, sizeof *leaf);
-  for (int32_t i = 0; i < g->n_nodes; i++) {
-    const evtc_node *n = g->nodes[i];
-    if (n->op != EVTC_OP_INPUT && n->op != EVTC_OP_PARAM && n->op != EVTC_OP_STATE) continue;
-    /* the same values for the same leaf name in every graph */
-    check_rng = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (const char *s = n->name; *s; s++)
-      check_rng = (check_rng ^ (uint64_t)(unsigned char)*s) * 0x100000001B3ull + 1;
-    int64_t k = evtc_type_numel(&n->type);
-    leaf[i] = malloc(sizeof(double) * (size_t)(k ? k : 1));
-    for (int64_t j = 0; j < k; j++)
-      leaf[i][j] = evtc_dtype_is_float(n->type.dtype) ? 2 * check_urand() - 1 : floor(3 * check_urand());
-    evtc_interp_set(it, n, leaf[i]);
-  }
-  evtc_diag d = {0};
-  evtc_status st = evtc_interp_run(it, 3, &d);
-  CHECK(st == EVTC_OK, "run of %s: %s", g->name, d.msg);
-  double **out = calloc((size_t)g->n_outputs, sizeof *out);
-  for (int32_t o = 0; o < g->n_outputs && st == EVTC_OK; o++) {
-    int64_t k = evtc_type_numel(&g->outputs[o].node->type);
-    out[o] = malloc(sizeof(double) * (size_t)(k ? k : 1));
-    memcpy(out[o], evtc_interp_value(it, g->outputs[o].node), sizeof(double) * (size_t)k);
-  }
-  for (int32_t i = 0; i < g->n_nodes; i++) free(leaf[i]);
-  free(leaf);
-  evtc_interp_free(it);
-  return out;
-}
-
-static void free_outputs(double **o, int n) {
-  for (int i = 0; i < n; i++) free(o[i]);
-  free(o);
-}
 
 /* The case's passes on g, then the checks; `what` names the graph. */
 static void check_graph(const pcase *c, const evtc_graph *g, const char *what) {
@@ -86,8 +50,8 @@ static void check_graph(const pcase *c, const evtc_graph *g, const char *what) {
   CHECK(h->n_outputs == g->n_outputs, "%s (%s): output count %d -> %d", c->name, what, g->n_outputs, h->n_outputs);
   double worst = 0;
   for (uint64_t seed = 1; seed <= N_SEEDS && h->n_outputs == g->n_outputs; seed++) {
-    double **a = run_graph(g, seed), **b = run_graph(h, seed);
-    for (int32_t o = 0; o < g->n_outputs && a[o] && b[o]; o++) {
+    double **a = graph_outputs(g, seed), **b = graph_outputs(h, seed);
+    for (int32_t o = 0; a && b && o < g->n_outputs; o++) {
       int64_t k = evtc_type_numel(&g->outputs[o].node->type);
       double diff = 0, scale = 1e-300;
       for (int64_t j = 0; j < k; j++) {
@@ -99,8 +63,8 @@ static void check_graph(const pcase *c, const evtc_graph *g, const char *what) {
       CHECK(diff / scale < 1e-12, "%s (%s) seed %llu output %%%s: relative error %.3g", c->name, what,
             (unsigned long long)seed, g->outputs[o].node->name, diff / scale);
     }
-    free_outputs(a, g->n_outputs);
-    free_outputs(b, h->n_outputs);
+    graph_outputs_free(a, g->n_outputs);
+    graph_outputs_free(b, h->n_outputs);
   }
   printf("%-28s %-6s nodes %3d -> %3d  max rel err %.2g\n", c->name, what, g->n_nodes, h->n_nodes, worst);
   evtc_graph_free(h);

@@ -256,13 +256,13 @@ static int count_op(const evtc_graph *g, evtc_op op) {
 
 /* evtc_program_optimize_forward: attention formed for h200 (here the CPU backend stands in and compiles f64
  * attention), gradients unchanged; nothing kept for a target without forward passes, for a bf16 graph the
- * backend refuses, or when nothing new is formed. */
+ * backend refuses (saying why), or when nothing new is formed. */
 static void check_forward_passes(void) {
   const geom m = {2, 3, 5, 7, 8, 8, 1};
   const evtc_backend *cpu = evtc_backend_cpu();
   evtc_diag d = {0};
   evtc_graph *plain = build(&m, EVTC_F64, false, 42), *src = build(&m, EVTC_F64, false, 42);   /* f64: no roundings */
-  evtc_graph *fused = evtc_program_optimize_forward(src, "h200", cpu, &d);
+  evtc_graph *fused = evtc_program_optimize_forward(src, "h200", cpu, NULL, &d);
   evtc_graph_free(src);
   CHECK(fused && d.status == EVTC_OK && count_op(fused, EVTC_OP_ATTENTION) == 1 && count_op(fused, EVTC_OP_SOFTMAX) == 0,
         "forward passes form one attention node: %s", d.msg);
@@ -287,11 +287,18 @@ static void check_forward_passes(void) {
   }
   evtc_graph_free(plain);
   evtc_graph *half = build(&m, EVTC_BF16, false, 42), *orig = build(&m, EVTC_F32, true, 42);
-  evtc_graph *r1 = evtc_program_optimize_forward(half, "h200", cpu, &d);
+  char *said = NULL;
+  size_t said_len = 0;
+  FILE *info = open_memstream(&said, &said_len);
+  evtc_graph *r1 = evtc_program_optimize_forward(half, "h200", cpu, info, &d);
+  fclose(info);
   CHECK(!r1 && d.status == EVTC_OK, "forward passes: bf16 attention the CPU refuses is not kept");
-  evtc_graph *r2 = evtc_program_optimize_forward(half, "cpu", cpu, &d);
+  CHECK(strstr(said, "forward passes (h200-forward): nothing changed; attention left decomposed: the backend refuses %"),
+        "forward passes: the refusal is said: %s", said);
+  free(said);
+  evtc_graph *r2 = evtc_program_optimize_forward(half, "cpu", cpu, NULL, &d);
   CHECK(!r2 && d.status == EVTC_OK, "forward passes: none for target cpu");
-  evtc_graph *r3 = evtc_program_optimize_forward(orig, "h200", cpu, &d);
+  evtc_graph *r3 = evtc_program_optimize_forward(orig, "h200", cpu, NULL, &d);
   CHECK(!r3 && d.status == EVTC_OK, "forward passes: nothing new formed, nothing kept");
   evtc_graph_free(r1);
   evtc_graph_free(r2);

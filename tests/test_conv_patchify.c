@@ -261,7 +261,7 @@ static void check_forward_passes(void) {
   const char *targets[2] = {"cpu", "h200"};
   for (int t = 0; t < 2; t++) {
     evtc_diag d = {0};
-    evtc_graph *h = evtc_program_optimize_forward(g, targets[t], evtc_backend_cpu(), &d);
+    evtc_graph *h = evtc_program_optimize_forward(g, targets[t], evtc_backend_cpu(), NULL, &d);
     CHECK(h && d.status == EVTC_OK, "forward passes for %s: nothing kept: %s", targets[t], d.msg);
     if (h)
       CHECK(count_op(h, EVTC_OP_CONV2D) == 0 && count_op(h, EVTC_OP_MATMUL) == 1 &&

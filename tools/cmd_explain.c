@@ -121,7 +121,7 @@ static void forward_passes(const explain_args *a, evtc_graph **g) {
   if (a->profile_runs > 0 &&
       !(be = strcmp(a->target, "h200") == 0 ? evtc_backend_cuda(&d) : evtc_backend_cpu()))
     return;                       /* --profile reports the missing backend */
-  evtc_graph *fwd = evtc_program_optimize_forward(*g, a->target, be, &d);
+  evtc_graph *fwd = evtc_program_optimize_forward(*g, a->target, be, stderr, &d);
   if (d.status != EVTC_OK) fprintf(stderr, "evtc: %s: forward passes: %s\n", a->file, d.msg);
   if (fwd) {
     evtc_graph_free(*g);

@@ -103,55 +103,68 @@ int32_t *evtc_program_plan(const evtc_graph *g, const char *name, const evtc_bac
 
 const char *evtc_program_target(const evtc_backend *be) { return be && strcmp(be->name, "cuda") == 0 ? "h200" : "cpu"; }
 
+/* What the forward passes did: attention nodes formed, convs patchified, GEMMs padded; why be refused an
+ * attention node ("" when it did not). */
+typedef struct forward_counts {
+  int attention, convs, pads;
+  char veto[320];
+} forward_counts;
+
+static int count_op(const evtc_graph *g, evtc_op op) {
+  int n = 0;
+  for (int32_t i = 0; i < g->n_nodes; i++) n += g->nodes[i]->op == op;
+  return n;
+}
+
 /* Pipeline pl without pass `skip` (NULL: none skipped) on g: the result when it turned a conv2d into a GEMM,
- * padded a GEMM or formed attention nodes and be (when not NULL) compiles every attention node; else NULL, with *vetoed set when be refuses one,
- * or with d set when a pass fails. */
+ * padded a GEMM or formed attention nodes and be (when not NULL) compiles every attention node; else NULL
+ * (with c->veto set when be refuses one, or with d set when a pass fails).  *c counts the changes. */
 static evtc_graph *forward_passes(const evtc_graph *g, const evtc_pipeline *pl, const char *skip,
-                                  const evtc_backend *be, bool *vetoed, evtc_diag *d) {
+                                  const evtc_backend *be, forward_counts *c, evtc_diag *d) {
   const char *names[16];
   int n = 0;
   EVTC_ASSERT(pl->n_passes <= 16);
   for (int i = 0; i < pl->n_passes; i++)
     if (!skip || strcmp(pl->passes[i], skip) != 0) names[n++] = pl->passes[i];
+  memset(c, 0, sizeof *c);
   evtc_graph *out = evtc_pipeline_run(g, names, n, NULL, d);
   if (!out) return NULL;
-  /* convs: conv2d nodes conv-patchify turned into GEMMs; pads: GEMM weights gemm-pad padded */
-  int formed = 0, before = 0, convs = 0, pads = 0;
-  bool veto = false;
-  for (int32_t i = 0; i < g->n_nodes; i++) {
-    before += g->nodes[i]->op == EVTC_OP_ATTENTION;
-    convs += g->nodes[i]->op == EVTC_OP_CONV2D;
-    pads -= g->nodes[i]->op == EVTC_OP_PAD;
-  }
-  for (int32_t i = 0; i < out->n_nodes; i++) {
-    convs -= out->nodes[i]->op == EVTC_OP_CONV2D;
-    pads += out->nodes[i]->op == EVTC_OP_PAD;
-  }
-  for (int32_t i = 0; i < out->n_nodes && !veto; i++) {
+  c->attention = count_op(out, EVTC_OP_ATTENTION) - count_op(g, EVTC_OP_ATTENTION);
+  c->convs = count_op(g, EVTC_OP_CONV2D) - count_op(out, EVTC_OP_CONV2D);
+  c->pads = count_op(out, EVTC_OP_PAD) - count_op(g, EVTC_OP_PAD);
+  for (int32_t i = 0; i < out->n_nodes && !c->veto[0]; i++) {
     if (out->nodes[i]->op != EVTC_OP_ATTENTION) continue;
-    formed++;
     evtc_diag kd = {0};
     evtc_kernel *k = evtc_kernel_build(out, &i, 1, &kd);
-    char why[256];
-    veto = !k || (be && !be->supports(be, k, why, sizeof why));
+    char why[256] = "";
+    if (!k) snprintf(c->veto, sizeof c->veto, "%%%s: %.200s", out->nodes[i]->name, kd.msg);
+    else if (be && !be->supports(be, k, why, sizeof why))
+      snprintf(c->veto, sizeof c->veto, "%%%s: %.200s", out->nodes[i]->name, why);
     evtc_kernel_free(k);
   }
-  *vetoed = veto;
-  if ((formed > before || convs > 0 || pads > 0) && !veto) return out;
+  if ((c->attention > 0 || c->convs > 0 || c->pads > 0) && !c->veto[0]) return out;
   evtc_graph_free(out);
   return NULL;
 }
 
 evtc_graph *evtc_program_optimize_forward(const evtc_graph *g, const char *target, const evtc_backend *be,
-                                          evtc_diag *d) {
+                                          FILE *info, evtc_diag *d) {
   char name[64];
   snprintf(name, sizeof name, "%s-forward", target);
   const evtc_pipeline *pl = evtc_pipeline_find(name);
   if (!pl) return NULL;
-  bool vetoed = false;
-  evtc_graph *out = forward_passes(g, pl, NULL, be, &vetoed, d);
-  if (!out && vetoed)      /* the rest (conv-patchify) without the attention the backend refuses */
-    out = forward_passes(g, pl, "attention-fuse", be, &vetoed, d);
+  forward_counts c, refused;
+  evtc_graph *out = forward_passes(g, pl, NULL, be, &c, d);
+  refused = c;
+  if (!out && c.veto[0])      /* the rest (conv-patchify, gemm-pad) without the attention the backend refuses */
+    out = forward_passes(g, pl, "attention-fuse", be, &c, d);
+  if (info && d->status == EVTC_OK) {
+    fprintf(info, "forward passes (%s): ", name);
+    if (out) fprintf(info, "%d attention nodes, %d convs as GEMMs, %d GEMMs padded", c.attention, c.convs, c.pads);
+    else fprintf(info, "nothing changed");
+    if (refused.veto[0]) fprintf(info, "; attention left decomposed: the backend refuses %s", refused.veto);
+    fputc('\n', info);
+  }
   return out;
 }
 

@@ -55,13 +55,14 @@ evtc_graph *evtc_program_optimize(const evtc_graph *g, const evtc_backend *be, e
 /* The passes that run on a model before autodiff for `target` (pipeline
  * "<target>-forward", docs/passes.md: conv-patchify, on h200 also
  * gemm-pad, attention-fuse), kept only when they turned a conv2d into a
- * GEMM, padded a GEMM or formed attention nodes, and backend be (unless NULL) compiles every attention node (an
- * interpreter fallback would cost more than the fusion saves; when be
- * refuses one, the pipeline runs again without attention-fuse).  A new
- * graph; or NULL with d untouched when there is nothing to keep (no such
- * pipeline, nothing formed, a node be refuses); or NULL with d set when a
- * pass fails. */
+ * GEMM, padded a GEMM or formed attention nodes, and backend be (unless
+ * NULL) compiles every attention node (an interpreter fallback would cost
+ * more than the fusion saves; when be refuses one, the pipeline runs again
+ * without attention-fuse).  With info, one line there says what changed
+ * and why attention was left decomposed.  A new graph; or NULL with d
+ * untouched when there is nothing to keep (no such pipeline, nothing
+ * formed, a node be refuses); or NULL with d set when a pass fails. */
 evtc_graph *evtc_program_optimize_forward(const evtc_graph *g, const char *target, const evtc_backend *be,
-                                          evtc_diag *d);
+                                          FILE *info, evtc_diag *d);
 
 #endif

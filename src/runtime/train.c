@@ -126,7 +126,8 @@ static evtc_status trainer_setup(trainer *t, const evtc_graph *model, const char
     return evtc_diag_set(d, EVTC_ERR_INVALID, "batch %lld is larger than the training set (%lld samples in %s/train)",
                          (long long)batch, (long long)t->train.n_samples, dir);
   if (o->backend) {              /* the target's forward passes (fused attention on the GPU) before autodiff */
-    evtc_graph *fused = evtc_program_optimize_forward(t->fwd, evtc_program_target(o->backend), o->backend, d);
+    evtc_graph *fused = evtc_program_optimize_forward(t->fwd, evtc_program_target(o->backend), o->backend,
+                                                      o->log, d);
     if (d->status != EVTC_OK) return d->status;
     if (fused) {
       evtc_graph_free(t->fwd);

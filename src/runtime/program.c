@@ -4,10 +4,11 @@
  * group that does not build or that the backend refuses into single nodes;
  * a single node the backend still refuses becomes an interpreter fallback.
  * Then name the kernels, emit one module (or one per distinct kernel:
- * backend.h), compile, load, look the entry points up, and place the buffers: leaves, constants and graph outputs own
- * theirs; every other value passed between kernels goes into the planned
- * arena.  Running: launch the kernels in order with their argument
- * pointers; a raised error flag becomes a message naming the kernel.
+ * backend.h), compile, load, look the entry points up, and place the
+ * buffers: leaves, constants and graph outputs own theirs; every other
+ * value passed between kernels goes into the planned arena.  Running:
+ * launch the kernels in order with their argument pointers; a raised
+ * error flag becomes a message naming the kernel.
  *
  * Device backends (backend.h: upload != NULL) keep every buffer and the
  * arena in device memory; set/get/poison go through host staging copies,
@@ -275,6 +276,8 @@ static evtc_status compile_per_kernel(evtc_program *p, evtc_diag *d) {
   for (int u = 0; u < n_src && !d->status; u++) {
     if (!path[u]) *d = dd[u];
     else if ((p->modules[u] = p->be->load(p->be, path[u], d))) p->n_modules = u + 1;
+    if (!p->modules[u] && !d->status)
+      evtc_diag_set(d, EVTC_ERR_INVALID, "kernel %s did not compile or load", ks[first[u]]->name);
   }
   for (int t = 0, i = 0; t < p->n_ks && !d->status; t++)
     if (p->ks[t].k) {

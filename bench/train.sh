@@ -24,8 +24,9 @@
 # backend cuda, deadline 540 s: every phase gets at most the time left before
 # it (minus a margin for the report), so a slow model cannot take the table
 # with it; a model that fails in one phase is reported and the others run.
-# Logs, JSON and the chart go to $OUT (default /tmp/evtc-train-out), the models
-# to $EVTC_TRAIN_WORK (default /tmp/evtc-train: hundreds of MB, kept out of $OUT).
+# train.log, the chart and train-logs.tgz (every model's logs and JSON) go
+# to $OUT (default /tmp/evtc-train-out), the models to $EVTC_TRAIN_WORK
+# (default /tmp/evtc-train: hundreds of MB, kept out of $OUT).
 # The kernel and plan caches: the stage's cache/ when it has one, else
 # $XDG_CACHE_HOME when set, else $EVTC_TRAIN_WORK/cache, which comes back as
 # $OUT/evtc-cache.tar.gz (unpack it into the stage's cache/ to skip NVRTC and
@@ -78,7 +79,7 @@ run)
     export LD_LIBRARY_PATH="$work/bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   fi
   evtc=${EVTC:-$work/bin/evtc}
-  export EVTC_DATA_DIR=${EVTC_DATA_DIR:-$PWD/data}      # device files: the staged evtc knows only its build tree
+  export EVTC_DATA_DIR="${EVTC_DATA_DIR:-$PWD/data}"    # device files: the staged evtc knows only its build tree
   if [ -d "$stage/cache" ]; then
     export XDG_CACHE_HOME="$PWD/$stage/cache"
   elif [ -z "${XDG_CACHE_HOME:-}" ]; then
@@ -148,6 +149,18 @@ run)
     echo "== total $(($(date +%s) - start)) s"
     "$PYTHON" bench/train_report.py "$out" --models "$models" --png "$out/train_ratios.png"
   } 2>&1 | tee "$out/train.log"
+  # the per-model logs and JSON in one archive beside train.log and the chart (the GPU tool returns few files)
+  logs=""
+  for m in $(echo "$models" | tr , ' '); do
+    for f in "$m.export.log" "$m.export.log.rc" "$m.evtc.out" "$m.evtc.err" "$m.evtc.rc" "$m.torch.log" \
+             "$m.torch.log.rc" "$m.torch.json"; do
+      [ -f "$out/$f" ] && logs="$logs $f"
+    done
+  done
+  if [ -n "$logs" ]; then
+    # shellcheck disable=SC2086  # $logs: names without spaces, one word each
+    (cd "$out" && tar -czf train-logs.tgz $logs && rm -f $logs)
+  fi
   ;;
 *)
   echo "usage: $0 prepare | run [--models M,...] [--steps N] [--modes eager,compile,max-autotune]" >&2

@@ -87,6 +87,11 @@ with tempfile.TemporaryDirectory() as tmp:
     total = re.search(r"^profile: plan kernels (\d+), program kernels (\d+) .*modelled ([0-9.]+) us, "
                       r"measured ([0-9.]+) us per run with waits, ([0-9.]+) us without$", out, re.M)
     check(total is not None and int(total.group(1)) == plan_kernels, "--profile: the totals line")
+    mem = re.search(r"^memory: ([0-9.]+) MiB of program buffers \(arena ([0-9.]+) MiB, leaves and outputs ([0-9.]+) MiB\)$",
+                    out, re.M)
+    check(mem is not None and float(mem.group(3)) > 0 and
+          abs(float(mem.group(1)) - float(mem.group(2)) - float(mem.group(3))) < 0.2,
+          "--profile: the memory line adds up")
     if total and rows:
         check(abs(sum(float(r[3]) for r in rows) - float(total.group(4))) < 1e-3 * len(rows) + 1e-6,
               "--profile: the rows add up to the measured total")

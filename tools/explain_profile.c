@@ -121,6 +121,9 @@ int evtc_explain_profile(const evtc_partition *part, const char *target, int run
   fprintf(out, "profile: plan kernels %d, program kernels %d (%d compiled, %d in the interpreter, %d splits); "
                "modelled %.3f us, measured %.3f us per run with waits, %.3f us without\n",
           part->n_kernels, n, st.compiled, st.interpreted, st.splits, part->time_us, measured, whole_us);
+  fprintf(out, "memory: %.1f MiB of program buffers (arena %.1f MiB, leaves and outputs %.1f MiB)\n",
+          (double)(st.arena_bytes + st.owned_bytes) / (1 << 20), (double)st.arena_bytes / (1 << 20),
+          (double)st.owned_bytes / (1 << 20));
   goto done;
 failed:
   fprintf(stderr, "evtc: explain --profile: %s\n", d.msg);

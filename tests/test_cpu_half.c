@@ -15,7 +15,7 @@
  * keeps f32 inside and rounds only at its stores, so results differ by a
  * few roundings of relative size 2^-8 (bf16) or 2^-11 (f16) each: the
  * tolerances below allow about four.  Pad, concat, gather and embedding
- * move 2-byte values and must be exact.  A refusal (bf16 maxpool2d) names
+ * move 2-byte values and must be exact; scatter_add sums them in f32.  A refusal (bf16 maxpool2d) names
  * its reason and runs in the interpreter.
  */
 #include <math.h>
@@ -112,6 +112,12 @@ static void test_cross_entropy(void) {
   "  %em = embedding(%tab, %ix) : " T "[3,4,5]\n"                                                               \
   "  output %pd\n  output %cat\n  output %ga\n  output %gb\n  output %em\n}\n"
 
+/* scatter_add (an embedding's gradient) on f16 / bf16: repeated indices summed in f32, rounded once. */
+#define HALF_SCATTER_TEXT(T)                                                                                      \
+  "graph sc {\n  %u = input() : " T "[12,5]\n  %i = input() : i64[12]\n"                                        \
+  "  %y = scatter_add(%u, %i) {size=7} : " T "[7,5]\n  %u2 = input() : " T "[2,12,3]\n"                         \
+  "  %y2 = scatter_add(%u2, %i) {size=7, axis=1} : " T "[2,7,3]\n  output %y\n  output %y2\n}\n"
+
 /* What the CPU backend refuses says why, and runs in the interpreter (exactly). */
 static void test_refusals(void) {
   evtc_graph *g = oracle_parse("graph r {\n  %a = input() : bf16[2,3,7,9]\n"
@@ -149,6 +155,8 @@ int main(void) {
   compare(HALF_GEMM_TEXT("f16"), "f16 GEMMs", TOL_F16, 1);
   compare(HALF_MOVES_TEXT("bf16"), "bf16 pad, concat, gather, embedding", 0.0, 3);
   compare(HALF_MOVES_TEXT("f16"), "f16 pad, concat, gather, embedding", 0.0, 3);
+  compare(HALF_SCATTER_TEXT("bf16"), "bf16 scatter_add", TOL_BF16, 7);
+  compare(HALF_SCATTER_TEXT("f16"), "f16 scatter_add", TOL_F16, 7);
   test_cross_entropy();
   test_refusals();
   char cmd[128];

@@ -53,7 +53,7 @@ static bool cpu_supports(const evtc_backend *be, const evtc_kernel *k, char *why
     snprintf(why, cap, "an empty tensor");
     return false;
   }
-  if (k->kind == EVTC_ML_OPAQUE && !evtc_cpu_opaque_moves_only(k->main->op))
+  if (k->kind == EVTC_ML_OPAQUE && !evtc_cpu_opaque_takes_half(k->main->op))
     for (int i = 0; i < k->n_args; i++)
       if (is_half(k->args[i].node->type.dtype)) {
         snprintf(why, cap, "%s values in %s (the CPU's templates of it are for f32, f64 and integers)",

@@ -92,9 +92,9 @@ void evtc_cpu_emit_gemm(evtc_sb *b, const evtc_kernel *k);
  * template of its own, and the kernel of one such node. */
 bool evtc_cpu_opaque_supported(const evtc_node *n);
 void evtc_cpu_emit_opaque(evtc_sb *b, const evtc_kernel *k);
-/* Whether op's CPU template only moves values (pad, concat, gather, embedding): it then runs on any dtype,
- * f16 / bf16 in their 2-byte storage. */
-bool evtc_cpu_opaque_moves_only(evtc_op op);
+/* Whether op's CPU template takes f16 / bf16 buffers: those that only move values (pad, concat, gather,
+ * embedding) in their 2-byte storage, and scatter_add, which sums them in f32. */
+bool evtc_cpu_opaque_takes_half(evtc_op op);
 /* The attention family inside an OPAQUE kernel (cpu_emit_attention.c):
  * whether op belongs to it, and the body (T, y, x0..x5 in scope). */
 bool evtc_cpu_attention_op(evtc_op op);

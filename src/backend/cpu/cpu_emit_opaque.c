@@ -13,7 +13,8 @@
  * before anything is written and raise the kernel's error flag, as the
  * interpreter fails naming the node.  Pad, concat, gather and embedding
  * only move values, so they run on f16 / bf16 too, as 2-byte storage
- * (pad's fill value as its rounded bits).
+ * (pad's fill value as its rounded bits); scatter_add (the embedding's
+ * gradient) sums f16 / bf16 in f32 and rounds each sum once.
  */
 #include <string.h>
 
@@ -21,8 +22,9 @@
 #include "runtime/elements.h"
 
 
-bool evtc_cpu_opaque_moves_only(evtc_op op) {
-  return op == EVTC_OP_PAD || op == EVTC_OP_CONCAT || op == EVTC_OP_GATHER || op == EVTC_OP_EMBEDDING;
+bool evtc_cpu_opaque_takes_half(evtc_op op) {
+  return op == EVTC_OP_PAD || op == EVTC_OP_CONCAT || op == EVTC_OP_GATHER || op == EVTC_OP_EMBEDDING ||
+         op == EVTC_OP_SCATTER_ADD;
 }
 
 bool evtc_cpu_opaque_supported(const evtc_node *n) {
@@ -125,25 +127,32 @@ static void emit_embedding(evtc_sb *b, const evtc_node *n) {
                  (long long)(m * d), (long long)m, (long long)d, (long long)d, (long long)d);
 }
 
+/* scatter_add; f16 / bf16 sums accumulate in an f32 scratch and are rounded once when stored. */
 static void emit_scatter_add(evtc_sb *b, const evtc_node *n) {
   const evtc_type *o = &n->type;
   int ax = evtc_axis_norm(evtc_node_int(n, "axis"), o->rank);
   int64_t outer = prod(o->shape, 0, ax), inner = prod(o->shape, ax + 1, o->rank), size = o->shape[ax];
-  int64_t m = evtc_type_numel(&n->inputs[1]->type);
+  int64_t m = evtc_type_numel(&n->inputs[1]->type), numel = evtc_type_numel(o);
+  const bool half = o->dtype == EVTC_F16 || o->dtype == EVTC_BF16;
+  const char *widen = o->dtype == EVTC_F16 ? "evtc_h2f" : o->dtype == EVTC_BF16 ? "evtc_bf2f" : "";
   emit_index_check(b, m, size, true);
+  if (half) evtc_sb_printf(b, "  float *acc = calloc(%lldLL, sizeof(float));\n", (long long)numel);
+  else evtc_sb_printf(b, "  T *acc = y;\n  memset(y, 0, sizeof(T) * %lldLL);\n", (long long)numel);
   /* threads own (outer, inner-chunk) pairs; each walks the indices in order */
   int64_t chunk = inner < 256 ? inner : 256, nchunk = (inner + chunk - 1) / chunk;
-  evtc_sb_printf(b, "  memset(y, 0, sizeof(T) * %lldLL);\n"
-                    "  #pragma omp parallel for collapse(2) schedule(static) if (%lldLL > 32768)\n"
+  evtc_sb_printf(b, "  #pragma omp parallel for collapse(2) schedule(static) if (%lldLL > 32768)\n"
                     "  for (int64_t p = 0; p < %lldLL; p++)\n    for (int64_t ch = 0; ch < %lldLL; ch++) {\n"
                     "      const int64_t i0 = ch * %lldLL, i1 = i0 + %lldLL < %lldLL ? i0 + %lldLL : %lldLL;\n"
                     "      for (int64_t j = 0; j < %lldLL; j++) {\n        int64_t v = (int64_t)x1[j];\n"
-                    "        if (v < 0) v += %lldLL;\n        T *dst = y + (p * %lldLL + v) * %lldLL;\n"
+                    "        if (v < 0) v += %lldLL;\n        %s *dst = acc + (p * %lldLL + v) * %lldLL;\n"
                     "        const T *src = x0 + (p * %lldLL + j) * %lldLL;\n"
-                    "        for (int64_t i = i0; i < i1; i++) dst[i] += src[i];\n      }\n    }\n",
-                 (long long)evtc_type_numel(o), (long long)(outer * m * inner), (long long)outer, (long long)nchunk,
-                 (long long)chunk, (long long)chunk, (long long)inner, (long long)chunk, (long long)inner,
-                 (long long)m, (long long)size, (long long)size, (long long)inner, (long long)m, (long long)inner);
+                    "        for (int64_t i = i0; i < i1; i++) dst[i] += %s(src[i]);\n      }\n    }\n",
+                 (long long)(outer * m * inner), (long long)outer, (long long)nchunk, (long long)chunk,
+                 (long long)chunk, (long long)inner, (long long)chunk, (long long)inner, (long long)m, (long long)size,
+                 half ? "float" : "T", (long long)size, (long long)inner, (long long)m, (long long)inner, widen);
+  if (half)
+    evtc_sb_printf(b, "  for (int64_t e = 0; e < %lldLL; e++) y[e] = %s(acc[e]);\n  free(acc);\n",
+                   (long long)numel, o->dtype == EVTC_F16 ? "evtc_f2h" : "evtc_f2bf");
 }
 
 /* Pool / conv geometry constants: x [N,C,H,W] plane sizes, y [.,.,OH,OW], window, stride, pads. */
@@ -329,10 +338,10 @@ void evtc_cpu_emit_opaque(evtc_sb *b, const evtc_kernel *k) {
   const evtc_node *n = k->main;
   evtc_sb_printf(b, "void %s(void *const *args, uint64_t step, int *err) {\n", k->name);
   evtc_cpu_emit_args(b, k);
-  /* ops that only move values do so in the storage type (f16 / bf16 bits unchanged); the others compute in
-   * their C type */
-  const bool moves = evtc_cpu_opaque_moves_only(n->op);
-  const char *(*ctype)(evtc_dtype) = moves ? evtc_cpu_storage_ctype : evtc_cpu_ctype;
+  /* ops that take f16 / bf16 see the storage type (moves keep the bits, scatter_add widens them itself); the
+   * others compute in their C type */
+  const bool stored = evtc_cpu_opaque_takes_half(n->op);
+  const char *(*ctype)(evtc_dtype) = stored ? evtc_cpu_storage_ctype : evtc_cpu_ctype;
   evtc_sb_printf(b, "  typedef %s T;\n  T *y = a%d;\n  (void)step; (void)err;\n", ctype(n->type.dtype),
                  evtc_kernel_output_arg(k));
   for (int j = 0; j < n->n_inputs && n->op != EVTC_OP_CONCAT; j++)

@@ -99,6 +99,10 @@ with tempfile.TemporaryDirectory() as tmp:
               "--profile: the modelled times add up to the plan's")
         measured = [float(r[3]) for r in rows]
         check(measured == sorted(measured, reverse=True), "--profile: the slowest kernel first")
+    # h200 profiles on the CUDA backend: without a GPU that is said at once, before any planning
+    rc, out, err = explain(mlp, "--target", "h200", "--profile", "1")
+    check(rc == 0 or (rc == 2 and err.startswith("evtc: explain --profile: target h200 needs its backend:")
+                      and out == ""), f"--target h200 --profile: exit {rc}: {err}")
     rc, out, err = explain(mlp, "--profile", "0")
     check(rc == 2 and err.startswith("evtc:"), "--profile 0 is bad usage")
 

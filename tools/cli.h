@@ -26,10 +26,11 @@ int evtc_cmd_train(int argc, char **argv);
 int evtc_cmd_explain(int argc, char **argv);
 int evtc_cmd_tune(int argc, char **argv);
 
-/* `evtc explain --profile RUNS` (explain_profile.c): runs partition part on target's backend and prints each
- * plan kernel's modelled and measured time to out; an exit status. */
+/* `evtc explain --profile RUNS` (explain_profile.c): runs partition part on backend be (the target's) and
+ * prints each plan kernel's modelled and measured time and the program's memory to out; an exit status. */
 struct evtc_partition;
-int evtc_explain_profile(const struct evtc_partition *part, const char *target, int runs, FILE *out);
+struct evtc_backend;
+int evtc_explain_profile(const struct evtc_partition *part, const struct evtc_backend *be, int runs, FILE *out);
 
 /* The model options, as given on the command line. */
 typedef struct evtc_cli_model_options {

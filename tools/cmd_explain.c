@@ -42,6 +42,7 @@ typedef struct explain_args {
   const char *file, *target, *partitioners, *format, *out;
   bool train, no_cache, verbose, raw;
   int profile_runs;          /* --profile N: run the last plan N times on the target's backend, per kernel */
+  const evtc_backend *profile_be; /* with --profile: the target's backend (forward-pass veto, plan, profile) */
   evtc_optimizer optimizer;
   evtc_fusion_options fopt;
   evtc_cli_model_options model;
@@ -117,11 +118,7 @@ static int parse_args(int argc, char **argv, explain_args *a) {
  * (said on stderr). */
 static void forward_passes(const explain_args *a, evtc_graph **g) {
   evtc_diag d = {0};
-  const evtc_backend *be = NULL;
-  if (a->profile_runs > 0 &&
-      !(be = strcmp(a->target, "h200") == 0 ? evtc_backend_cuda(&d) : evtc_backend_cpu()))
-    return;                       /* --profile reports the missing backend */
-  evtc_graph *fwd = evtc_program_optimize_forward(*g, a->target, be, stderr, &d);
+  evtc_graph *fwd = evtc_program_optimize_forward(*g, a->target, a->profile_be, stderr, &d);
   if (d.status != EVTC_OK) fprintf(stderr, "evtc: %s: forward passes: %s\n", a->file, d.msg);
   if (fwd) {
     evtc_graph_free(*g);
@@ -247,6 +244,11 @@ int evtc_cmd_explain(int argc, char **argv) {
     evtc_cli_model_options_free(&a.model);
     return EVTC_EXIT_BAD_INPUT;
   }
+  if (a.profile_runs > 0 && !(a.profile_be = evtc_program_backend_of(a.target, &d))) {
+    fprintf(stderr, "evtc: explain --profile: target %s needs its backend: %s\n", a.target, d.msg);
+    evtc_cli_model_options_free(&a.model);
+    return EVTC_EXIT_BAD_INPUT;
+  }
   evtc_graph *g = load_graph(&a);
   evtc_cli_model_options_free(&a.model);
   if (!g) return EVTC_EXIT_BAD_INPUT;
@@ -254,13 +256,9 @@ int evtc_cmd_explain(int argc, char **argv) {
   a.fopt.cache_dir = cache;
   a.fopt.verbose = a.verbose;
   if (a.profile_runs > 0) {       /* plan as train does: only node sets the backend builds and runs */
-    const evtc_backend *be = strcmp(a.target, "h200") == 0 ? evtc_backend_cuda(&d) : evtc_backend_cpu();
-    d.status = EVTC_OK;           /* without the backend, the profile says why */
-    if (be) {
-      a.fopt.accept = evtc_program_plan_accept;
-      a.fopt.accept_ctx = (void *)be;
-      a.fopt.accept_tag = be->name;
-    }
+    a.fopt.accept = evtc_program_plan_accept;
+    a.fopt.accept_ctx = (void *)a.profile_be;
+    a.fopt.accept_tag = a.profile_be->name;
   }
   evtc_partition *runs[8];
   int n_runs = 0, rc = EVTC_EXIT_OK;
@@ -287,7 +285,7 @@ int evtc_cmd_explain(int argc, char **argv) {
   }
   if (rc == EVTC_EXIT_OK && n_runs == 0) rc = usage();
   if (rc == EVTC_EXIT_OK && !write_output(&a, runs, n_runs, &dev)) rc = EVTC_EXIT_FAIL;
-  if (rc == EVTC_EXIT_OK && a.profile_runs > 0) rc = evtc_explain_profile(runs[n_runs - 1], a.target, a.profile_runs, stdout);
+  if (rc == EVTC_EXIT_OK && a.profile_runs > 0) rc = evtc_explain_profile(runs[n_runs - 1], a.profile_be, a.profile_runs, stdout);
   for (int i = 0; i < n_runs; i++) evtc_partition_free(runs[i]);
   free(list);
   free(cache);

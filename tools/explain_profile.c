@@ -1,8 +1,8 @@
 /* explain_profile.c -- `evtc explain --profile N`: where the time goes.
  *
  * Runs the partition that explain shows as a program on the target's
- * backend (cpu: the CPU backend; h200: the CUDA backend, which needs a
- * GPU), on random leaves (floats uniform in [-1, 1], integers and bools 0:
+ * backend (cmd_explain.c opens it: the CPU backend for cpu, the CUDA
+ * backend, which needs a GPU, for h200), on random leaves (floats uniform in [-1, 1], integers and bools 0:
  * a valid label and index everywhere), once to warm up, N times as a whole
  * (the mean time of a run), then N times with a wait after every kernel
  * (evtc_program_profile), and prints each plan kernel's modelled time next
@@ -57,14 +57,9 @@ static double now_us(void) {
   return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
 }
 
-int evtc_explain_profile(const evtc_partition *part, const char *target, int runs, FILE *out) {
+int evtc_explain_profile(const evtc_partition *part, const evtc_backend *be, int runs, FILE *out) {
   const evtc_graph *g = part->g;
   evtc_diag d = {0};
-  const evtc_backend *be = strcmp(target, "h200") == 0 ? evtc_backend_cuda(&d) : evtc_backend_cpu();
-  if (!be) {
-    fprintf(stderr, "evtc: explain --profile: target %s needs the CUDA backend: %s\n", target, d.msg);
-    return EVTC_EXIT_BAD_INPUT;
-  }
   int nk = 0;
   int32_t *plan = evtc_program_plan_of_partition(g, part->kernel_of, part->n_kernels, &nk);
   evtc_program *prog = evtc_program_new(g, plan, nk, be, stderr, &d);

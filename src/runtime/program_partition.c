@@ -103,6 +103,13 @@ int32_t *evtc_program_plan(const evtc_graph *g, const char *name, const evtc_bac
 
 const char *evtc_program_target(const evtc_backend *be) { return be && strcmp(be->name, "cuda") == 0 ? "h200" : "cpu"; }
 
+const evtc_backend *evtc_program_backend_of(const char *target, evtc_diag *d) {
+  if (strcmp(target, "h200") == 0) return evtc_backend_cuda(d);
+  if (strcmp(target, "cpu") == 0) return evtc_backend_cpu();
+  evtc_diag_set(d, EVTC_ERR_INVALID, "no backend runs target '%s'", target);
+  return NULL;
+}
+
 /* What the forward passes did: attention nodes formed, convs patchified, GEMMs padded; why be refused an
  * attention node ("" when it did not). */
 typedef struct forward_counts {

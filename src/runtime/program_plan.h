@@ -46,6 +46,9 @@ int32_t *evtc_program_plan_of_partition(const evtc_graph *g, const int32_t *kern
  * (data/devices/NAME.txt) and its default pass pipeline: "h200" for the
  * CUDA backend, "cpu" otherwise. */
 const char *evtc_program_target(const evtc_backend *be);
+/* The backend that runs a target's programs ("h200": CUDA, "cpu": CPU); NULL with the cause in d when it
+ * cannot start (no GPU for h200) or the target is unknown. */
+const evtc_backend *evtc_program_backend_of(const char *target, evtc_diag *d);
 
 /* g after the default pass pipeline of be's target (docs/passes.md): a new
  * graph with the same leaves, outputs and loss, by name; or NULL with the

@@ -17,18 +17,14 @@
 #include "ir/text.h"
 #include "runtime/atomic_file.h"
 #include "util/fs.h"
-
-static uint64_t fnv(uint64_t h, const char *s, size_t n) {
-  for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 0x100000001b3ull;
-  return h;
-}
+#include "util/hash.h"
 
 uint64_t evtc_fusion_cache_key(const evtc_fusion_ctx *c, const evtc_fusion_options *opt) {
   char *text = evtc_graph_to_string(c->g);
   /* "model 2": re-reads of multi-pass kernels priced, sibling kernels -- plans of before are no optimum now */
   static const char version[] = "evtc-fusion-plan 1 model 2\n";
-  uint64_t h = fnv(0xcbf29ce484222325ull, version, sizeof version - 1);
-  h = fnv(h, text, strlen(text));
+  uint64_t h = evtc_fnv1a(EVTC_FNV1A_BASIS, version, sizeof version - 1);
+  h = evtc_fnv1a(h, text, strlen(text));
   free(text);
   const evtc_device *dev = c->dev;
   char buf[512];
@@ -36,7 +32,7 @@ uint64_t evtc_fusion_cache_key(const evtc_fusion_ctx *c, const evtc_fusion_optio
                    dev->gemm_flops, dev->vector_flops, dev->launch_us, dev->max_nodes, dev->max_reductions,
                    dev->max_io, dev->smem_bytes, opt->max_candidates);
   if (opt->accept) n += snprintf(buf + n, sizeof buf - (size_t)n, " accept=%s", opt->accept_tag ? opt->accept_tag : "?");
-  return fnv(h, buf, (size_t)n);
+  return evtc_fnv1a(h, buf, (size_t)n);
 }
 
 static void plan_path(char *buf, size_t cap, const char *dir, uint64_t key) {

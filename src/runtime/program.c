@@ -25,6 +25,7 @@
 #include "kernel/kernel.h"
 #include "runtime/memplan.h"
 #include "runtime/program_internal.h"
+#include "util/hash.h"
 
 typedef struct prog_kernel {
   evtc_kernel *k;           /* NULL for a fallback */
@@ -230,12 +231,6 @@ static evtc_status compile_one_module(evtc_program *p, evtc_diag *d) {
   return d->status;
 }
 
-static uint64_t source_hash(const char *s, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
-  return h;
-}
-
 /* module_per_kernel: each compiled kernel is emitted alone under the name it was built with ("k_<op>"), so
  * that kernels of the same source -- a model's repeated layers -- share one module; the distinct sources
  * compile in parallel (the backend's compile is thread-safe), then load in order.  The first failure in
@@ -255,7 +250,7 @@ static evtc_status compile_per_kernel(evtc_program *p, evtc_diag *d) {
     memcpy(ks[i]->name, entry[i], sizeof shown);     /* emitted under its entry name, named in messages as shown */
     p->be->emit(p->be, ks[i], &src[i], &len[i]);
     memcpy(ks[i]->name, shown, sizeof shown);
-    hash[i] = source_hash(src[i], len[i]);
+    hash[i] = evtc_fnv1a(EVTC_FNV1A_BASIS, src[i], len[i]);
     module_of[i] = -1;
     for (int u = 0; u < n_src && module_of[i] < 0; u++) {
       int j = first[u];

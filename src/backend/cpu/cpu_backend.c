@@ -32,6 +32,7 @@
 #include "backend/cpu/cpu_emit.h"
 #include "runtime/atomic_file.h"
 #include "util/fs.h"
+#include "util/hash.h"
 
 /* -fno-trapping-math: nobody reads the FP exception flags, and without it GCC will not if-convert the
  * selects of the inline expf/erff, so loops calling them stay scalar */
@@ -82,14 +83,6 @@ static void cpu_emit(const evtc_backend *be, const evtc_kernel *k, char **src, s
   *len = b.len;
 }
 
-static uint64_t fnv1a(uint64_t h, const char *s, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    h ^= (unsigned char)s[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
 /* `cc --version`'s first line (cached for the process). */
 static const char *cc_version(void) {
   static char version[256];
@@ -133,9 +126,9 @@ static char *cpu_compile(const evtc_backend *be, const char *src, const evtc_ker
     return NULL;
   }
   const char *ver = cc_version();
-  uint64_t h = fnv1a(0xcbf29ce484222325ull, src, strlen(src));
-  h = fnv1a(h, cc_flags, sizeof cc_flags);
-  h = fnv1a(h, ver, strlen(ver));
+  uint64_t h = evtc_fnv1a(EVTC_FNV1A_BASIS, src, strlen(src));
+  h = evtc_fnv1a(h, cc_flags, sizeof cc_flags);
+  h = evtc_fnv1a(h, ver, strlen(ver));
   size_t cap = strlen(dir) + 64;
   char *so = malloc(cap), *c_path = malloc(cap), *tmp = malloc(cap + 32), *log = malloc(cap);
   snprintf(so, cap, "%s/evtc-%016llx.so", dir, (unsigned long long)h);

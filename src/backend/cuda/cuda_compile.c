@@ -13,6 +13,7 @@
 #include "backend/cuda/cuda_api.h"
 #include "runtime/atomic_file.h"
 #include "util/fs.h"
+#include "util/hash.h"
 
 bool evtc_cuda_arch_name(int major, int minor, char *buf, size_t cap) {
   int n = snprintf(buf, cap, "sm_%d%d%s", major, minor, major >= 9 ? "a" : "");
@@ -27,17 +28,8 @@ void evtc_cuda_cubin_free(evtc_cuda_cubin *c) {
   memset(c, 0, sizeof *c);
 }
 
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
-  const unsigned char *s = p;
-  for (size_t i = 0; i < n; i++) {
-    h ^= s[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
 /* Hashes a string and its terminating NUL, so that ("ab","c") != ("a","bc"). */
-static uint64_t fnv1a_str(uint64_t h, const char *s) { return fnv1a(h, s, strlen(s) + 1); }
+static uint64_t fnv1a_str(uint64_t h, const char *s) { return evtc_fnv1a(h, s, strlen(s) + 1); }
 
 /* Reads a cached CUBIN (an ELF image) into out; false when absent or not ELF. */
 static bool read_cubin(const char *path, evtc_cuda_cubin *out) {
@@ -138,7 +130,7 @@ evtc_status evtc_cuda_compile(const char *src, const char *name, const char *arc
 
   char version[32];
   snprintf(version, sizeof version, "nvrtc %d.%d", nv->major, nv->minor);
-  uint64_t h = fnv1a_str(0xcbf29ce484222325ull, "evtc-cuda-cubin 1");
+  uint64_t h = fnv1a_str(EVTC_FNV1A_BASIS, "evtc-cuda-cubin 1");
   h = fnv1a_str(h, version);
   h = fnv1a_str(h, arch);
   for (int i = 0; i < n_opts; i++) h = fnv1a_str(h, opts[i]);

@@ -28,6 +28,7 @@
 
 #include "runtime/atomic_file.h"
 #include "util/fs.h"
+#include "util/hash.h"
 
 evtc_cuda_gemm_family evtc_cuda_gemm_family_of(const evtc_cuda_gemm_variant *v, bool visitor) {
   return (evtc_cuda_gemm_family){.in = v->in, .a_kmajor = v->a_kmajor, .b_kmajor = v->b_kmajor, .visitor = visitor};
@@ -108,18 +109,10 @@ int evtc_cuda_gemm_tune_space(const evtc_cuda_gemm_family *f, int group_m, bool 
 
 /* ---- the cache file ---- */
 
-static uint64_t fnv1a(uint64_t h, const char *s) {
-  for (; *s; s++) {
-    h ^= (unsigned char)*s;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
 uint64_t evtc_cuda_gemm_tune_fingerprint(const evtc_cuda_gemm_family *f) {
   evtc_cuda_gemm_config c = evtc_cuda_gemm_config_default();
   char *src = evtc_cuda_gemm_tune_source(f, &c);
-  uint64_t h = fnv1a(0xcbf29ce484222325ull, src);
+  uint64_t h = evtc_fnv1a(EVTC_FNV1A_BASIS, src, strlen(src));
   free(src);
   return h;
 }
@@ -130,7 +123,8 @@ bool evtc_cuda_gemm_tune_path(const evtc_cuda_tune_device *dev, const evtc_cuda_
   if (!evtc_cache_dir("tune", dir, sizeof dir)) return false;
   evtc_cuda_gemm_family_name(f, fam, sizeof fam);
   snprintf(key, sizeof key, "%s|%d|%d.%d", dev->name, dev->sm_count, dev->cc_major, dev->cc_minor);
-  int n = snprintf(buf, cap, "%s/gemm-%016llx-%s.txt", dir, (unsigned long long)fnv1a(0xcbf29ce484222325ull, key), fam);
+  unsigned long long h = evtc_fnv1a(EVTC_FNV1A_BASIS, key, strlen(key));
+  int n = snprintf(buf, cap, "%s/gemm-%016llx-%s.txt", dir, h, fam);
   return n > 0 && (size_t)n < cap;
 }
 

@@ -196,7 +196,25 @@ bool evtc_kb_input_emb(evtc_kb *b, const evtc_node *n, const evtc_node *u, int *
   return false;
 }
 
-/* The domain: the main loop's output, else the largest value the nodes touch. */
+/* True when node n is read outside the kernel (or is an output or the loss). */
+static bool used_outside(const evtc_kb *b, const evtc_node *n) {
+  const evtc_graph *g = b->g;
+  if (g->loss == n) return true;
+  for (int i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i].node == n) return true;
+  for (int32_t i = n->id + 1; i < g->n_nodes; i++) {
+    const evtc_node *c = g->nodes[i];
+    if (b->val[i].in_kernel) continue;
+    for (int j = 0; j < c->n_inputs; j++)
+      if (c->inputs[j] == n) return true;
+  }
+  return false;
+}
+
+/* The domain: the main loop's output, else the largest value the nodes touch.  A layout node read only
+ * inside the kernel is a view that its readers iterate in their own shape, so it does not vote: in
+ * slice -> reshape -> permute (a head split) the domain is the stored permute's shape, which the copy
+ * walks, not the slice's, which the permuted store could not be embedded in. */
 static void choose_domain(evtc_kb *b, const int32_t *nodes, int n_nodes) {
   evtc_kernel *k = b->k;
   const evtc_type *best = NULL;
@@ -206,13 +224,16 @@ static void choose_domain(evtc_kb *b, const int32_t *nodes, int n_nodes) {
       best = &n->type;
       break;
     }
-    if (!best || evtc_type_numel(&n->type) > evtc_type_numel(best)) best = &n->type;
+    bool inner_view = (evtc_op_get(n->op)->fusion == EVTC_FUSE_LAYOUT || n->op == EVTC_OP_EXPAND) &&
+                      !used_outside(b, n);
+    if (!inner_view && (!best || evtc_type_numel(&n->type) > evtc_type_numel(best))) best = &n->type;
     bool reads_whole = n->op != EVTC_OP_ONE_HOT && evtc_op_get(n->op)->fusion != EVTC_FUSE_LAYOUT &&
                        n->op != EVTC_OP_EXPAND;      /* views and one-hot indices are not iterated */
     for (int j = 0; j < n->n_inputs && reads_whole; j++)
       if (evtc_type_numel(&n->inputs[j]->type) > evtc_type_numel(best))
         best = &n->inputs[j]->type;
   }
+  if (!best) best = &b->g->nodes[nodes[n_nodes - 1]]->type;
   k->rank = best->rank;
   memcpy(k->dom, best->shape, sizeof k->dom);
 }
@@ -296,21 +317,6 @@ static bool op_templated(evtc_op op) {
       return true;
     default: return false;
   }
-}
-
-/* True when node n is read outside the kernel (or is an output or the loss). */
-static bool used_outside(const evtc_kb *b, const evtc_node *n) {
-  const evtc_graph *g = b->g;
-  if (g->loss == n) return true;
-  for (int i = 0; i < g->n_outputs; i++)
-    if (g->outputs[i].node == n) return true;
-  for (int32_t i = n->id + 1; i < g->n_nodes; i++) {
-    const evtc_node *c = g->nodes[i];
-    if (b->val[i].in_kernel) continue;
-    for (int j = 0; j < c->n_inputs; j++)
-      if (c->inputs[j] == n) return true;
-  }
-  return false;
 }
 
 /* The aux store of node n's value (its own row-major order). */

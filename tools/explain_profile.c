@@ -9,7 +9,8 @@
  * to its measured one, the slowest first, and the totals.  A plan
  * kernel that the program split, or ran in the interpreter, sums the
  * program kernels that hold its nodes; scalar-chain nodes (which the plan
- * leaves to their readers) show as their own program kernels.
+ * leaves to their readers) show as their own program kernels; a lone
+ * reshape that the program runs as a buffer alias shows with no time.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,6 +97,13 @@ int evtc_explain_profile(const evtc_partition *part, const evtc_backend *be, int
     rows[r].program_kernels++;
     measured += us[t];
   }
+  for (int32_t i = 0; i < g->n_nodes; i++) {    /* plan kernels the program runs no kernel for: reshape aliases */
+    const int k = part->kernel_of[i];
+    if (k >= 0 && row_of[k] < 0) {
+      row_of[k] = n_rows;
+      rows[n_rows++] = (profile_row){.plan_kernel = k, .first_node = i, .modelled_us = part->kernels[k].time_us};
+    }
+  }
   free(row_of);
   qsort(rows, (size_t)n_rows, sizeof *rows, by_measured);
   const evtc_program_stats st = evtc_program_get_stats(prog);
@@ -111,11 +119,14 @@ int evtc_explain_profile(const evtc_partition *part, const evtc_backend *be, int
     const evtc_fusion_kernel *K = x->plan_kernel >= 0 ? &part->kernels[x->plan_kernel] : NULL;
     fprintf(out, "%-8s %-11s %6d %12.3f %12.3f %9.2f  %%%s%s\n", name, K ? evtc_kernel_kind_name(K->kind) : "scalar",
             K ? K->n_nodes : 1, x->modelled_us, x->measured_us, x->modelled_us > 0 ? x->measured_us / x->modelled_us : 0,
-            g->nodes[x->first_node]->name, x->program_kernels > 1 ? " (split in the program)" : "");
+            g->nodes[x->first_node]->name, x->program_kernels > 1    ? " (split in the program)"
+                                            : x->program_kernels == 0 ? " (shares its input's buffer: no kernel)"
+                                                                      : "");
   }
-  fprintf(out, "profile: plan kernels %d, program kernels %d (%d compiled, %d in the interpreter, %d splits); "
-               "modelled %.3f us, measured %.3f us per run with waits, %.3f us without\n",
-          part->n_kernels, n, st.compiled, st.interpreted, st.splits, part->time_us, measured, whole_us);
+  fprintf(out, "profile: plan kernels %d, program kernels %d (%d compiled, %d in the interpreter, %d splits, "
+               "%d reshapes sharing their input's buffer); modelled %.3f us, measured %.3f us per run with waits, "
+               "%.3f us without\n",
+          part->n_kernels, n, st.compiled, st.interpreted, st.splits, st.aliases, part->time_us, measured, whole_us);
   fprintf(out, "memory: %.1f MiB of program buffers (arena %.1f MiB, leaves and outputs %.1f MiB)\n",
           (double)(st.arena_bytes + st.owned_bytes) / (1 << 20), (double)st.arena_bytes / (1 << 20),
           (double)st.owned_bytes / (1 << 20));

@@ -6,7 +6,11 @@
  * Then name the kernels, emit one module (or one per distinct kernel:
  * backend.h), compile, load, look the entry points up, and place the
  * buffers: leaves, constants and graph outputs own theirs; every other
- * value passed between kernels goes into the planned arena.  Running:
+ * value passed between kernels goes into the planned arena.  A kernel that
+ * would only reshape a value into a buffer of its own (a copy of the same
+ * bytes: program buffers are row-major) is not run at all: the reshape's
+ * buffer is its input's, whose life then lasts to the reshape's last use.
+ * Running:
  * launch the kernels in order with their argument pointers; a raised
  * error flag becomes a message naming the kernel.
  *
@@ -46,6 +50,7 @@ struct evtc_program {
   void **modules;           /* loaded modules: one, or one per distinct kernel source */
   int n_modules;
   void **buf;               /* by node id; NULL when the value has no buffer */
+  int32_t *alias_of;        /* by node id: the node whose buffer a lone reshape shares, else -1 */
   unsigned char *owned;     /* by node id: buf[id] was malloc'd on its own */
   unsigned char *arena;
   bool device;              /* buffers live in the backend's device memory */
@@ -78,12 +83,31 @@ static bool accept_backend(const evtc_kernel *k, void *ctx) {
   return be->supports(be, k, why, sizeof why);
 }
 
-/* Appends the kernel of ids[0..n) (or its pieces) to p->ks. */
+static bool is_graph_output(const evtc_graph *g, const evtc_node *n) {
+  if (g->loss == n) return true;
+  for (int i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i].node == n) return true;
+  return false;
+}
+
+/* The node whose buffer node id's value lives in: id itself, or the value a lone reshape aliases. */
+static int32_t buffer_of(const evtc_program *p, int32_t id) {
+  return p->alias_of[id] >= 0 ? p->alias_of[id] : id;
+}
+
+/* Appends the kernel of ids[0..n) (or its pieces) to p->ks; a lone reshape becomes an alias instead. */
 static evtc_status add_group(evtc_program *p, const int32_t *ids, int n, FILE *warn, evtc_diag *d) {
   evtc_diag kd = {0};
   evtc_kernel *k = evtc_kernel_build(p->g, ids, n, &kd);
   char why[128] = "";
   bool ok = k && p->be->supports(p->be, k, why, sizeof why);
+  const evtc_node *n0 = p->g->nodes[ids[0]];
+  if (ok && n == 1 && n0->op == EVTC_OP_RESHAPE && !is_graph_output(p->g, n0)) {
+    p->alias_of[n0->id] = buffer_of(p, n0->inputs[0]->id);
+    p->stats.aliases++;
+    evtc_kernel_free(k);
+    return EVTC_OK;
+  }
   if (ok) {
     p->ks[p->n_ks++] = (prog_kernel){.k = k};
     return EVTC_OK;
@@ -119,13 +143,6 @@ static int kernel_args(const prog_kernel *pk, const evtc_node **out) {
 
 static int max_args(const prog_kernel *pk) { return pk->is_fallback ? pk->fb.node->n_inputs + 1 : pk->k->n_args; }
 
-static bool is_graph_output(const evtc_graph *g, const evtc_node *n) {
-  if (g->loss == n) return true;
-  for (int i = 0; i < g->n_outputs; i++)
-    if (g->outputs[i].node == n) return true;
-  return false;
-}
-
 /* Owned buffers for leaves, constants and outputs; the arena for the rest. */
 static void place_buffers(evtc_program *p) {
   const evtc_graph *g = p->g;
@@ -138,7 +155,7 @@ static void place_buffers(evtc_program *p) {
     if (max_args(&p->ks[t]) > cap) args = realloc(args, sizeof(evtc_node *) * (size_t)(cap = max_args(&p->ks[t])));
     int na = kernel_args(&p->ks[t], args);
     for (int a = 0; a < na; a++) {
-      int32_t id = args[a]->id;
+      int32_t id = buffer_of(p, args[a]->id);
       if (first[id] < 0) first[id] = t;
       last[id] = t;
     }
@@ -170,6 +187,8 @@ static void place_buffers(evtc_program *p) {
   p->stats.arena_bytes = evtc_memplan(mv, n_mv, p->n_ks);
   p->arena = p->device ? buf_alloc(p, p->stats.arena_bytes) : aligned_alloc(64, (p->stats.arena_bytes + 127) / 64 * 64);
   for (int v = 0; v < n_mv; v++) p->buf[mv_node[v]] = p->arena + mv[v].offset;
+  for (int32_t i = 0; i < nn; i++)
+    if (p->alias_of[i] >= 0) p->buf[i] = p->buf[p->alias_of[i]];
   for (int t = 0; t < p->n_ks; t++) {
     prog_kernel *pk = &p->ks[t];
     int na = kernel_args(pk, args);
@@ -309,6 +328,8 @@ evtc_program *evtc_program_new(const evtc_graph *g, const int32_t *kernel_of_nod
   p->device = be->upload != NULL;
   p->buf = calloc((size_t)g->n_nodes + 1, sizeof(void *));
   p->owned = calloc((size_t)g->n_nodes + 1, 1);
+  p->alias_of = malloc(sizeof(int32_t) * ((size_t)g->n_nodes + 1));
+  for (int32_t i = 0; i < g->n_nodes; i++) p->alias_of[i] = -1;
   int32_t *own_plan = NULL;
   if (!kernel_of_node) kernel_of_node = own_plan = evtc_plan_greedy(g, accept_backend, (void *)be, &n_kernels);
   p->ks = calloc((size_t)g->n_nodes + 1, sizeof *p->ks);
@@ -361,6 +382,7 @@ void evtc_program_free(evtc_program *p) {
     if (p->owned[i]) buf_free(p, p->buf[i]);
   free(p->buf);
   free(p->owned);
+  free(p->alias_of);
   if (p->device) buf_free(p, p->arena);
   else free(p->arena);
   free(p);

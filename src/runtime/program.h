@@ -66,6 +66,7 @@ typedef struct evtc_program_stats {
   int compiled;             /* of which compiled by the backend */
   int interpreted;          /* of which run by the interpreter (no template) */
   int splits;               /* planned kernels that did not build or run as one and were split into nodes */
+  int aliases;              /* lone reshapes that share their input's buffer instead of running as a copy */
   int modules;              /* distinct modules compiled (per-kernel modules: kernels of one source share one) */
   size_t arena_bytes;       /* peak bytes of the planned intermediate arena */
   size_t unplanned_bytes;   /* the bytes the same values would take without reuse */

@@ -260,6 +260,17 @@ static const pcase cases[] = {
      "  %a3 = input() : f32[5,16]\n"
      "  %h = matmul(%a3, %f) : f32[5,1030]\n"
      "  output %y\n  output %z\n  output %k\n  output %h\n}\n"},
+    {"pad-concat", "pad-concat,dce", "pad", true,   /* the joint graph: x's gradient sums the three slices' pads */
+     "graph t {\n"
+     "  %x = param() : f64[2,3,12]\n"
+     "  %q = slice(%x) {axes=[2], starts=[0], ends=[4], steps=[1]} : f64[2,3,4]\n"
+     "  %k = slice(%x) {axes=[2], starts=[4], ends=[8], steps=[1]} : f64[2,3,4]\n"
+     "  %v = slice(%x) {axes=[2], starts=[8], ends=[12], steps=[1]} : f64[2,3,4]\n"
+     "  %qk = mul(%q, %k) : f64[2,3,4]\n"
+     "  %e = exp(%v) : f64[2,3,4]\n"
+     "  %y = add(%qk, %e) : f64[2,3,4]\n"
+     "  %l = reduce_sum(%y) : f64[]\n"
+     "  output %y\n  loss %l\n}\n"},
     {"attention-fuse/mha", "attention-fuse,dce", "softmax", false,   /* nn.MultiheadAttention's export: [B*H,..], q scaled */
      "graph t {\n"
      "  %q = input() : f64[6,4,8]\n"

@@ -9,7 +9,7 @@
  * (free on the GPU GEMM templates); cpu leaves permutes where they are, as
  * EVT's BERT pipeline does.  Order: cleanup,
  * loss-elimination, decompositions, cse, constant folding, algebraic
- * simplification, permutation folding/propagation, broadcast
+ * simplification, split gradients as concats, permutation folding/propagation, broadcast
  * canonicalisation, cse, dce.
  */
 #include <string.h>
@@ -26,7 +26,8 @@
   "decompose",                \
   "cse",                      \
   "constant-fold",            \
-  "simplify"
+  "simplify",                 \
+  "pad-concat"
 #define BACK_PASSES           \
   "permute-fold",             \
   "broadcast-canonicalize",   \

@@ -21,6 +21,7 @@ extern const evtc_pass evtc_pass_broadcast_canonicalize;
 extern const evtc_pass evtc_pass_attention_fuse;
 extern const evtc_pass evtc_pass_conv_patchify;
 extern const evtc_pass evtc_pass_gemm_pad;
+extern const evtc_pass evtc_pass_pad_concat;
 
 const evtc_pass *const evtc_pass_registry[] = {
     &evtc_pass_cleanup,
@@ -36,6 +37,7 @@ const evtc_pass *const evtc_pass_registry[] = {
     &evtc_pass_attention_fuse,
     &evtc_pass_conv_patchify,
     &evtc_pass_gemm_pad,
+    &evtc_pass_pad_concat,
 };
 const int evtc_pass_registry_count = (int)(sizeof evtc_pass_registry / sizeof evtc_pass_registry[0]);
 

@@ -137,6 +137,7 @@ static evtc_graph *load_graph(explain_args *a) {
     evtc_graph *joint = NULL;
     evtc_optim_config cfg = evtc_optim_default(a->optimizer);
     bool ok = evtc_cli_attach_loss(g, &a->model, true);
+    if (ok) evtc_program_keep_step_outputs(g);    /* the step as `train` runs it: no predictions stored */
     if (ok && !a->raw) forward_passes(a, &g);
     if (ok && !(joint = evtc_autodiff(g, NULL, 0, &cfg, &d)))
       fprintf(stderr, "evtc: %s: %s\n", a->file, d.msg);

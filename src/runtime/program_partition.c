@@ -154,6 +154,13 @@ static evtc_graph *forward_passes(const evtc_graph *g, const evtc_pipeline *pl, 
   return NULL;
 }
 
+void evtc_program_keep_step_outputs(evtc_graph *g) {
+  int32_t kept = 0;
+  for (int32_t k = 0; k < g->n_outputs; k++)
+    if (g->outputs[k].node == g->loss || g->outputs[k].updates) g->outputs[kept++] = g->outputs[k];
+  g->n_outputs = kept;
+}
+
 evtc_graph *evtc_program_optimize_forward(const evtc_graph *g, const char *target, const evtc_backend *be,
                                           FILE *info, evtc_diag *d) {
   char name[64];

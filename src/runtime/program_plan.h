@@ -50,6 +50,10 @@ const char *evtc_program_target(const evtc_backend *be);
  * cannot start (no GPU for h200) or the target is unknown. */
 const evtc_backend *evtc_program_backend_of(const char *target, evtc_diag *d);
 
+/* Drops g's outputs other than its loss and its `updates`: a training step reads nothing else, so its
+ * predictions are not stored every step (GPT-2's logits: 823 MB, a copy kernel and that much memory per
+ * step).  `train` and `explain --train` both plan the step this way. */
+void evtc_program_keep_step_outputs(evtc_graph *g);
 /* g after the default pass pipeline of be's target (docs/passes.md): a new
  * graph with the same leaves, outputs and loss, by name; or NULL with the
  * cause in d.  Compiled runs plan and run this graph, as `evtc explain`

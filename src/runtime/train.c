@@ -96,16 +96,6 @@ static void trainer_free(trainer *t) {
   evtc_dataset_free(&t->train);
 }
 
-/* Drops g's outputs other than its loss and its `updates`: a step reads nothing else (test predictions come
- * from the model itself, train_eval.c), so the predictions are not stored every step -- GPT-2's logits are
- * 823 MB, a copy kernel and that much memory per step. */
-static void keep_training_outputs(evtc_graph *g) {
-  int32_t kept = 0;
-  for (int32_t k = 0; k < g->n_outputs; k++)
-    if (g->outputs[k].node == g->loss || g->outputs[k].updates) g->outputs[kept++] = g->outputs[k];
-  g->n_outputs = kept;
-}
-
 /* Everything before the first step; EVTC_OK or the first error in d. */
 static evtc_status trainer_setup(trainer *t, const evtc_graph *model, const char *dir, const evtc_train_options *o,
                                  evtc_diag *d) {
@@ -120,7 +110,7 @@ static evtc_status trainer_setup(trainer *t, const evtc_graph *model, const char
   if (batch <= 0) return evtc_diag_set(d, EVTC_ERR_INVALID, "the model has no batched input");
   t->batch = batch;
   if (!(t->fwd = evtc_graph_rebatch(model, batch, d))) return d->status;
-  keep_training_outputs(t->fwd);
+  evtc_program_keep_step_outputs(t->fwd);   /* test predictions come from the model itself (train_eval.c) */
   if (evtc_dataset_load(&t->train, t->fwd, dir, "train", d) != EVTC_OK) return d->status;
   if (t->train.n_samples < batch)
     return evtc_diag_set(d, EVTC_ERR_INVALID, "batch %lld is larger than the training set (%lld samples in %s/train)",

@@ -15,7 +15,9 @@
  * error flag becomes a message naming the kernel.
  *
  * Device backends (backend.h: upload != NULL) keep every buffer and the
- * arena in device memory; set/get/poison go through host staging copies,
+ * arena in device memory; set/get/poison go through host staging copies
+ * (a training batch is gathered from a rows table kept on the device when
+ * it fits),
  * update copies on the device, and an interpreter fallback downloads its
  * inputs, runs on the host and uploads its result (slow, and warned about
  * like every fallback).
@@ -401,25 +403,58 @@ void evtc_program_set(evtc_program *p, const evtc_node *leaf, const double *data
   free(host);
 }
 
-void *evtc_program_rows_table(const evtc_node *leaf, const double *values, int64_t n_rows) {
+struct evtc_rows_table {
+  unsigned char *host;      /* the rows in the leaf's buffer format, or NULL when they live on the device */
+  unsigned char *device;    /* a device program's copy of them, or NULL */
+  size_t row_bytes;
+};
+
+evtc_rows_table *evtc_program_rows_table(evtc_program *p, const evtc_node *leaf, const double *values,
+                                         int64_t n_rows) {
+  evtc_rows_table *t = calloc(1, sizeof *t);
   int64_t numel = n_rows * (evtc_type_numel(&leaf->type) / leaf->type.shape[0]);
-  void *table = malloc((size_t)numel * evtc_buffer_elem_size(leaf->type.dtype) + 1);
-  evtc_buffer_from_double(leaf->type.dtype, values, numel, table);
-  return table;
+  size_t bytes = (size_t)numel * evtc_buffer_elem_size(leaf->type.dtype);
+  t->row_bytes = n_rows ? bytes / (size_t)n_rows : 0;
+  t->host = malloc(bytes + 1);
+  evtc_buffer_from_double(leaf->type.dtype, values, numel, t->host);
+  if (p->device && bytes <= EVTC_DEVICE_TABLE_MAX) {
+    t->device = buf_alloc(p, bytes);
+    p->be->upload(p->be, t->device, t->host, bytes);
+    free(t->host);
+    t->host = NULL;
+  }
+  return t;
 }
 
-void evtc_program_set_rows(evtc_program *p, const evtc_node *leaf, const void *table, const int64_t *rows, int64_t n) {
-  EVTC_ASSERT(p->buf[leaf->id] != NULL && p->owned[leaf->id] && n == leaf->type.shape[0]);
-  size_t row_bytes = value_bytes(leaf) / (size_t)n;
+void evtc_program_rows_table_free(evtc_program *p, evtc_rows_table *t) {
+  if (!t) return;
+  free(t->host);
+  buf_free(p, t->device);
+  free(t);
+}
+
+void evtc_program_set_rows(evtc_program *p, const evtc_node *leaf, const evtc_rows_table *t, const int64_t *rows,
+                           int64_t n) {
+  EVTC_ASSERT(p->buf[leaf->id] != NULL && p->owned[leaf->id] && n == leaf->type.shape[0] &&
+              t->row_bytes == value_bytes(leaf) / (size_t)n);
+  size_t row_bytes = t->row_bytes;
+  unsigned char *buf = p->buf[leaf->id];
+  if (t->device) {                 /* row copies on the device, one per run of consecutive rows */
+    for (int64_t i = 0, run; i < n; i += run) {
+      for (run = 1; i + run < n && rows[i + run] == rows[i] + run;) run++;
+      p->be->copy(p->be, buf + (size_t)i * row_bytes, t->device + (size_t)rows[i] * row_bytes,
+                  (size_t)run * row_bytes);
+    }
+    return;
+  }
   if (p->device && p->staging_bytes < value_bytes(leaf)) {   /* kept between steps: no fresh pages per batch */
     free(p->staging);
     p->staging = malloc(value_bytes(leaf) + 1);
     p->staging_bytes = value_bytes(leaf);
   }
-  unsigned char *dst = p->device ? p->staging : p->buf[leaf->id];
-  for (int64_t i = 0; i < n; i++)
-    memcpy(dst + (size_t)i * row_bytes, (const unsigned char *)table + (size_t)rows[i] * row_bytes, row_bytes);
-  if (p->device) p->be->upload(p->be, p->buf[leaf->id], dst, value_bytes(leaf));
+  unsigned char *dst = p->device ? p->staging : buf;
+  for (int64_t i = 0; i < n; i++) memcpy(dst + (size_t)i * row_bytes, t->host + (size_t)rows[i] * row_bytes, row_bytes);
+  if (p->device) p->be->upload(p->be, buf, dst, value_bytes(leaf));
 }
 
 bool evtc_program_get(const evtc_program *p, const evtc_node *n, double *out) {

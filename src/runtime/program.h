@@ -40,13 +40,22 @@ void evtc_program_free(evtc_program *p);
 /* Copies numel doubles into the buffer of an INPUT, PARAM or STATE leaf,
  * converted to its dtype. */
 void evtc_program_set(evtc_program *p, const evtc_node *leaf, const double *data);
-/* A table of n_rows rows for INPUT leaf, whose dim 0 counts rows: `values`
- * (n_rows * the leaf's per-row count) converted once to the leaf's buffer
- * format (malloc'd).  evtc_program_set_rows then feeds rows of it (a
- * training batch) without converting anything per step. */
-void *evtc_program_rows_table(const evtc_node *leaf, const double *values, int64_t n_rows);
-/* The leaf's buffer from rows[0..n) of table (n: the leaf's dim 0). */
-void evtc_program_set_rows(evtc_program *p, const evtc_node *leaf, const void *table, const int64_t *rows, int64_t n);
+/* A table of n_rows rows for INPUT leaf of p, whose dim 0 counts rows:
+ * `values` (n_rows * the leaf's per-row count) converted once to the leaf's
+ * buffer format.  A device program keeps a table of at most
+ * EVTC_DEVICE_TABLE_MAX bytes in device memory, so that a batch is
+ * gathered there by row copies rather than on the host and uploaded (ViT's
+ * image batch: 77 MB per step); a larger one stays on the host.
+ * evtc_program_set_rows then feeds rows of it (a training batch) without
+ * converting anything per step.  Free it before p. */
+typedef struct evtc_rows_table evtc_rows_table;
+#define EVTC_DEVICE_TABLE_MAX ((size_t)2 << 30)
+evtc_rows_table *evtc_program_rows_table(evtc_program *p, const evtc_node *leaf, const double *values,
+                                         int64_t n_rows);
+void evtc_program_rows_table_free(evtc_program *p, evtc_rows_table *t);
+/* The leaf's buffer from rows[0..n) of table t (n: the leaf's dim 0). */
+void evtc_program_set_rows(evtc_program *p, const evtc_node *leaf, const evtc_rows_table *t, const int64_t *rows,
+                           int64_t n);
 /* Copies the value of n (a leaf, a graph output or any value passed
  * between kernels) as doubles into out; false when n has no buffer. */
 bool evtc_program_get(const evtc_program *p, const evtc_node *n, double *out);

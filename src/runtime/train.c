@@ -33,7 +33,7 @@ typedef struct trainer {
   evtc_program *prog;              /* with one: PARAM/STATE values live in it during training */
   evtc_leaf_values values;         /* joint's leaves */
   const evtc_dataset_column **feed; /* by joint node id: the column of an INPUT */
-  void **table;                    /* by joint node id, with a program: an INPUT's column in its buffer format */
+  evtc_rows_table **table;         /* by joint node id, with a program: an INPUT's column in its buffer format */
   evtc_dataset train;
   int64_t batch;
 } trainer;
@@ -87,7 +87,7 @@ static void trainer_free(trainer *t) {
   free(t->values.data);
   free(t->feed);
   if (t->table)
-    for (int32_t i = 0; i < t->joint->n_nodes; i++) free(t->table[i]);
+    for (int32_t i = 0; i < t->joint->n_nodes; i++) evtc_program_rows_table_free(t->prog, t->table[i]);
   free(t->table);
   if (t->it) evtc_interp_free(t->it);
   evtc_program_free(t->prog);
@@ -157,7 +157,7 @@ static evtc_status trainer_setup(trainer *t, const evtc_graph *model, const char
       if (!t->feed[i])
         return evtc_diag_set(d, EVTC_ERR_INVALID, "input %%%s of the joint graph has no data in %s/train", n->name,
                              dir);
-      if (t->prog) t->table[i] = evtc_program_rows_table(n, t->feed[i]->data, t->train.n_samples);
+      if (t->prog) t->table[i] = evtc_program_rows_table(t->prog, n, t->feed[i]->data, t->train.n_samples);
     } else {
       int64_t have = 0;
       const double *w = evtc_weights_find(o->initial, n->name, &have);

@@ -260,6 +260,15 @@ static const pcase cases[] = {
      "  %a3 = input() : f32[5,16]\n"
      "  %h = matmul(%a3, %f) : f32[5,1030]\n"
      "  output %y\n  output %z\n  output %k\n  output %h\n}\n"},
+    {"gemm-pad/cross-entropy", "gemm-pad,dce", "", true,   /* the loss reads the padded GEMM, 3 columns masked */
+     "graph t {\n"
+     "  %x = input() : bf16[2,3,16]\n"
+     "  %w = param() : bf16[1029,16]\n"
+     "  %y = batch_matmul(%x, %w) {trans_b=1} : bf16[2,3,1029]\n"
+     "  %r = reshape(%y) {shape=[6,1029]} : bf16[6,1029]\n"
+     "  %lab = input() : i64[6]\n"
+     "  %l = cross_entropy(%r, %lab) : bf16[]\n"
+     "  output %l\n  loss %l\n}\n"},
     {"pad-concat", "pad-concat,dce", "pad", true,   /* the joint graph: x's gradient sums the three slices' pads */
      "graph t {\n"
      "  %x = param() : f64[2,3,12]\n"

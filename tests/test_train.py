@@ -94,10 +94,15 @@ def test_bad_data(tmp):
     expect_bad(["train", MODEL, "--data", bad, "--optimizer", "lion"], r"'lion' is not sgd or adamw", "optimizer")
     expect_bad(["train", MODEL, "--data", bad, "--lr", "-1"], r"--lr: '-1' is not a positive number", "lr")
     expect_bad(["train", MODEL], r"--data DIR is required", "no --data", usage=True)
-    # labels out of range are an error naming the kernel, not a crash
-    np.save(os.path.join(bad, "train", "y.npy"), np.full((100,), 10, np.int64))
-    r = evtc("train", MODEL, "--data", bad, "--epochs", "1")
-    check(r.returncode == 2 and "out of range" in r.stderr, f"label 10: exit {r.returncode} {r.stderr!r}")
+    # labels out of range are an error naming the sample, the input and the loss, found before the first step
+    y = np.arange(100, dtype=np.int64) % 10
+    y[37] = 10
+    np.save(os.path.join(bad, "train", "y.npy"), y)
+    expect_bad(["train", MODEL, "--data", bad, "--epochs", "1"],
+               r"label 10 of sample 37 \(input %y\) is not one of the 10 classes of %loss \(cross_entropy\)", "label 10")
+    y[37] = -1
+    np.save(os.path.join(bad, "train", "y.npy"), y)
+    expect_bad(["train", MODEL, "--data", bad, "--epochs", "1"], r"label -1 of sample 37", "label -1")
     # a test split with a missing file is an error too; SGD trains with --batch rebatching
     os.makedirs(os.path.join(bad, "test"))
     np.save(os.path.join(bad, "train", "y.npy"), np.arange(100, dtype=np.int64) % 10)

@@ -17,13 +17,67 @@
  * same products and sums for every kept element.  Runs before autodiff
  * (h200-forward, docs/passes.md), so that the backward is built on the
  * padded GEMM.
+ *
+ * A cross-entropy whose logits are such a slice (or a row reshape of one:
+ * loss attachment flattens [B, T, N] to [B*T, N]) reads the padded GEMM
+ * instead, its N8 - N extra columns masked by adding MASK -- half the
+ * dtype's largest finite value, so that every sum and product stays finite
+ * (-inf would make log-softmax x one-hot 0 x -inf): exp(MASK - max) is 0,
+ * so the loss is the same and the extra columns' gradient is exactly 0.
+ * The logits' gradient is then born at width N8, and the pad that would
+ * widen it (the slice's gradient: a 823 MB copy on GPT-2, held at the
+ * step's peak next to the gradient it copies) is gone.  Labels N..N8-1
+ * would now pick a masked column instead of failing the one-hot's range
+ * check: `train` checks every label against the model's N classes before
+ * it starts (train.c), and only train and explain run this pass.
  */
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "passes/pass.h"
 #include "passes/pattern.h"
 
 enum { ALIGN = 8, MIN_WIDTH = 1024 };   /* 8 two-byte elements: 16 bytes; narrower outputs are not worth a pad */
 
+/* The padded GEMM output whose first N columns slice s takes, or NULL when s is not such a slice. */
+static evtc_node *padded_source(const evtc_node *s) {
+  if (s->op != EVTC_OP_SLICE) return NULL;
+  evtc_node *w = s->inputs[0];
+  const evtc_attr *ax = evtc_node_attr(s, "axes"), *st = evtc_node_attr(s, "starts"), *sp = evtc_node_attr(s, "steps");
+  int last = w->type.rank - 1;
+  int64_t n = s->type.shape[last], n8 = w->type.shape[last];
+  if ((w->op != EVTC_OP_MATMUL && w->op != EVTC_OP_BATCH_MATMUL) || n8 % ALIGN != 0 || n8 - n <= 0 ||
+      n8 - n >= ALIGN || st->n != 1 || st->v.ints[0] != 0 || (sp->n && sp->v.ints[0] != 1) ||
+      (ax->n ? evtc_axis_norm(ax->v.ints[0], w->type.rank) : 0) != last)
+    return NULL;
+  return w;
+}
+
+/* cross_entropy n over the padded GEMM its logits slice, the extra columns masked; NULL when they are not
+ * (rows of) such a slice. */
+static evtc_node *masked_cross_entropy(evtc_rewrite *rw, const evtc_node *n, evtc_node *const *in) {
+  const evtc_node *x = in[0], *s = x->op == EVTC_OP_RESHAPE ? x->inputs[0] : x;
+  evtc_node *w = padded_source(s);
+  if (!w || x->type.rank != 2 || x->type.shape[1] != s->type.shape[s->type.rank - 1]) return NULL;
+  int64_t n8 = w->type.shape[w->type.rank - 1], n_cls = x->type.shape[1];
+  double mask = (w->type.dtype == EVTC_BF16 ? 3.3895313892515355e38 : 65504.0) / -2.0;
+  double *data = malloc(sizeof(double) * (size_t)n8);
+  for (int64_t j = 0; j < n8; j++) data[j] = j < n_cls ? 0.0 : mask;
+  evtc_attr at = evtc_attr_floats("data", (int)n8, data);
+  char name[256];
+  snprintf(name, sizeof name, "%.200s.mask", n->name);
+  evtc_node *m = evtc_leaf_add(rw->dst, EVTC_OP_CONST, evtc_type_make(w->type.dtype, 1, &n8), &at, 1, name);
+  free(data);
+  if (!m) return NULL;
+  int64_t rows[2] = {x->type.shape[0], n8};
+  evtc_node *ins[2] = {evtc_pat_reshape(rw, evtc_pat_bin(rw, EVTC_OP_ADD, w, m, n->name, "masked"), 2, rows, n->name,
+                                        "rows"),
+                       in[1]};
+  return ins[0] ? evtc_pat_op(rw, EVTC_OP_CROSS_ENTROPY, ins, 2, NULL, 0, n->name, NULL) : NULL;
+}
+
 static evtc_node *rewrite(evtc_rewrite *rw, const evtc_node *n, evtc_node *const *in) {
+  if (n->op == EVTC_OP_CROSS_ENTROPY) return masked_cross_entropy(rw, n, in);
   if (n->op != EVTC_OP_MATMUL && n->op != EVTC_OP_BATCH_MATMUL) return NULL;
   const evtc_type *y = &n->type, *b = &n->inputs[1]->type;
   int64_t N = y->shape[y->rank - 1];

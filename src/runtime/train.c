@@ -96,6 +96,29 @@ static void trainer_free(trainer *t) {
   evtc_dataset_free(&t->train);
 }
 
+/* Every label of a cross-entropy loss of fwd in [0, classes) and whole, checked once before the first step:
+ * on the GPU the loss may read vocabulary logits padded with masked columns (gemm-pad), where a label past
+ * the classes would not fail the kernels' range check. */
+static evtc_status check_labels(const evtc_graph *fwd, const evtc_dataset *data, evtc_diag *d) {
+  for (int32_t i = 0; i < fwd->n_nodes; i++) {
+    const evtc_node *n = fwd->nodes[i], *lab = n->n_inputs > 1 ? n->inputs[1] : NULL;
+    if (n->op != EVTC_OP_CROSS_ENTROPY) continue;
+    while (lab->op == EVTC_OP_RESHAPE) lab = lab->inputs[0];
+    const evtc_dataset_column *col = lab->op == EVTC_OP_INPUT ? evtc_dataset_column_find(data, lab->name) : NULL;
+    const evtc_type *logits = &n->inputs[0]->type;
+    int64_t classes = logits->shape[logits->rank - 1], count = col ? data->n_samples * col->sample_numel : 0;
+    for (int64_t j = 0; j < count; j++) {
+      double v = col->data[j];
+      if (!(v >= 0 && v < (double)classes && v == floor(v)))
+        return evtc_diag_set(d, EVTC_ERR_INVALID,
+                             "label %g of sample %lld (input %%%s) is not one of the %lld classes of %%%s (%s)", v,
+                             (long long)(j / col->sample_numel), lab->name, (long long)classes, n->name,
+                             evtc_op_get(n->op)->name);
+    }
+  }
+  return EVTC_OK;
+}
+
 /* Everything before the first step; EVTC_OK or the first error in d. */
 static evtc_status trainer_setup(trainer *t, const evtc_graph *model, const char *dir, const evtc_train_options *o,
                                  evtc_diag *d) {
@@ -111,7 +134,9 @@ static evtc_status trainer_setup(trainer *t, const evtc_graph *model, const char
   t->batch = batch;
   if (!(t->fwd = evtc_graph_rebatch(model, batch, d))) return d->status;
   evtc_program_keep_step_outputs(t->fwd);   /* test predictions come from the model itself (train_eval.c) */
-  if (evtc_dataset_load(&t->train, t->fwd, dir, "train", d) != EVTC_OK) return d->status;
+  if (evtc_dataset_load(&t->train, t->fwd, dir, "train", d) != EVTC_OK ||
+      check_labels(t->fwd, &t->train, d) != EVTC_OK)
+    return d->status;
   if (t->train.n_samples < batch)
     return evtc_diag_set(d, EVTC_ERR_INVALID, "batch %lld is larger than the training set (%lld samples in %s/train)",
                          (long long)batch, (long long)t->train.n_samples, dir);

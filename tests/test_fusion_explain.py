@@ -95,6 +95,13 @@ with tempfile.TemporaryDirectory() as tmp:
     check(mem is not None and float(mem.group(3)) > 0 and
           abs(float(mem.group(1)) - float(mem.group(2)) - float(mem.group(3))) < 0.2,
           "--profile: the memory line adds up")
+    peak = re.search(r"^memory peak: ([0-9.]+) MiB of (\d+) values live in program kernel (\d+) \(%\S+\); the largest:((?: %\S+ [0-9.]+)+)$",
+                     out, re.M)
+    sizes = [float(x) for x in re.findall(r" %\S+ ([0-9.]+)", peak.group(4))] if peak else []
+    check(peak is not None and mem is not None and float(peak.group(1)) <= float(mem.group(2)) + 0.1 and
+          0 < len(sizes) <= min(8, int(peak.group(2))) and sizes == sorted(sizes, reverse=True) and
+          sum(sizes) <= float(peak.group(1)) + 0.1 * len(sizes),
+          "--profile: the memory peak line names the largest live values, within the arena")
     if total and rows:
         check(abs(sum(float(r[3]) for r in rows) - float(total.group(4))) < 1e-3 * len(rows) + 1e-6,
               "--profile: the rows add up to the measured total")

@@ -130,6 +130,21 @@ int evtc_explain_profile(const evtc_partition *part, const evtc_backend *be, int
   fprintf(out, "memory: %.1f MiB of program buffers (arena %.1f MiB, leaves and outputs %.1f MiB)\n",
           (double)(st.arena_bytes + st.owned_bytes) / (1 << 20), (double)st.arena_bytes / (1 << 20),
           (double)st.owned_bytes / (1 << 20));
+  enum { SHOWN = 8 };
+  int32_t peak_ids[SHOWN];
+  int peak_at = 0;
+  size_t live = 0;
+  int n_live = evtc_program_peak_values(prog, peak_ids, SHOWN, &peak_at, &live);
+  if (n_live > 0) {
+    fprintf(out, "memory peak: %.1f MiB of %d values live in program kernel %d (%%%s); the largest:", (double)live / (1 << 20),
+            n_live, peak_at, g->nodes[evtc_program_kernel_first_node(prog, peak_at)]->name);
+    for (int k = 0; k < n_live && k < SHOWN; k++) {
+      const evtc_node *v = g->nodes[peak_ids[k]];
+      fprintf(out, " %%%s %.1f", v->name,
+              (double)evtc_type_numel(&v->type) * (double)evtc_dtype_size(v->type.dtype) / (1 << 20));
+    }
+    fputc('\n', out);
+  }
   goto done;
 failed:
   fprintf(stderr, "evtc: explain --profile: %s\n", d.msg);

@@ -53,6 +53,7 @@ struct evtc_program {
   int n_modules;
   void **buf;               /* by node id; NULL when the value has no buffer */
   int32_t *alias_of;        /* by node id: the node whose buffer a lone reshape shares, else -1 */
+  int *arena_first, *arena_last; /* by node id: the kernels that first and last use an arena value, else -1 */
   unsigned char *owned;     /* by node id: buf[id] was malloc'd on its own */
   unsigned char *arena;
   bool device;              /* buffers live in the backend's device memory */
@@ -149,7 +150,7 @@ static int max_args(const prog_kernel *pk) { return pk->is_fallback ? pk->fb.nod
 static void place_buffers(evtc_program *p) {
   const evtc_graph *g = p->g;
   int32_t nn = g->n_nodes;
-  int *first = malloc(sizeof(int) * (size_t)nn), *last = malloc(sizeof(int) * (size_t)nn);
+  int *first = malloc(sizeof(int) * ((size_t)nn + 1)), *last = malloc(sizeof(int) * ((size_t)nn + 1));
   for (int32_t i = 0; i < nn; i++) first[i] = last[i] = -1;
   const evtc_node **args = malloc(sizeof(evtc_node *) * 64);
   int cap = 64;
@@ -169,6 +170,7 @@ static void place_buffers(evtc_program *p) {
     size_t bytes = value_bytes(n);
     bool own = evtc_op_is_leaf(n->op) || is_graph_output(g, n);
     if (own) {
+      first[i] = last[i] = -1;     /* not in the arena */
       p->buf[i] = buf_alloc(p, bytes);
       p->owned[i] = 1;
       p->stats.owned_bytes += bytes;
@@ -204,8 +206,8 @@ static void place_buffers(evtc_program *p) {
   free(args);
   free(mv);
   free(mv_node);
-  free(first);
-  free(last);
+  p->arena_first = first;
+  p->arena_last = last;
 }
 
 /* The compiled kernels of p in run order (malloc'd), each renamed "k<t>_<op>" after its run position t; the
@@ -385,6 +387,8 @@ void evtc_program_free(evtc_program *p) {
   free(p->buf);
   free(p->owned);
   free(p->alias_of);
+  free(p->arena_first);
+  free(p->arena_last);
   if (p->device) buf_free(p, p->arena);
   else free(p->arena);
   free(p);
@@ -569,6 +573,38 @@ void evtc_program_update(evtc_program *p) {
 }
 
 evtc_program_stats evtc_program_get_stats(const evtc_program *p) { return p->stats; }
+
+typedef struct sized_value {
+  int32_t id;
+  size_t bytes;
+} sized_value;
+
+static int by_bytes(const void *a, const void *b) {
+  size_t x = ((const sized_value *)a)->bytes, y = ((const sized_value *)b)->bytes;
+  return (x < y) - (x > y);
+}
+
+int evtc_program_peak_values(const evtc_program *p, int32_t *ids, int cap, int *at, size_t *live_bytes) {
+  const evtc_graph *g = p->g;
+  size_t *live = calloc((size_t)p->n_ks + 1, sizeof *live);
+  for (int32_t i = 0; i < g->n_nodes; i++)
+    for (int t = p->arena_first[i]; t >= 0 && t <= p->arena_last[i]; t++) live[t] += value_bytes(g->nodes[i]);
+  int peak = 0;
+  for (int t = 1; t < p->n_ks; t++)
+    if (live[t] > live[peak]) peak = t;
+  *at = peak;
+  *live_bytes = p->n_ks ? live[peak] : 0;
+  free(live);
+  sized_value *all = malloc(sizeof *all * ((size_t)g->n_nodes + 1));
+  int n = 0;
+  for (int32_t i = 0; i < g->n_nodes; i++)
+    if (p->arena_first[i] >= 0 && p->arena_first[i] <= peak && peak <= p->arena_last[i])
+      all[n++] = (sized_value){.id = i, .bytes = value_bytes(g->nodes[i])};
+  qsort(all, (size_t)n, sizeof *all, by_bytes);
+  for (int k = 0; k < n && k < cap; k++) ids[k] = all[k].id;
+  free(all);
+  return n;
+}
 
 void evtc_program_dump(const evtc_program *p, FILE *out) {
   for (int t = 0; t < p->n_ks; t++) {

@@ -83,6 +83,10 @@ typedef struct evtc_program_stats {
 } evtc_program_stats;
 
 evtc_program_stats evtc_program_get_stats(const evtc_program *p);
+/* Where the arena's memory goes: the kernel during which the most arena bytes are live (*at, run order;
+ * *live_bytes: their sum), and the node ids of the values live then, largest first, into ids (at most cap).
+ * Returns how many values are live then. */
+int evtc_program_peak_values(const evtc_program *p, int32_t *ids, int cap, int *at, size_t *live_bytes);
 
 /* The program's kernels in run order (compiled ones and interpreter fallbacks): how many, and kernel t's
  * first node id (ascending within a kernel: where a plan's kernel went). */

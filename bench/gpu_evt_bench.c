@@ -12,6 +12,11 @@
  *               GEMM shape), dh = g gelu_tanh'(h) (bf16, h the saved
  *               pre-activation) and the bias gradient db = column sums of
  *               dh (f32): cuBLASLt's DGELU_BGRAD epilogue, written out
+ *   bert_fwd    as a bf16 BERT step has it: hb = h + b and gelu(hb) (erf),
+ *               both stored (hb: the pre-activation the backward reads)
+ *   bert_bwd    its backward as the autodiff writes it, every node bf16:
+ *               dh = g (cdf(hs) + hs pdf(hs)) from the saved hs, and the
+ *               bias gradient db = column sums of dh
  * each with EVTC_GEMM=evtc (evtc's GEMM, the whole graph as one kernel
  * plus the reductions' finishing kernel: the plan puts every node in the GEMM kernel when
  * the backend accepts that, else the built-in greedy plan), with the tile
@@ -80,6 +85,32 @@ static char *graph_text(const char *name) {
                    name, (long long)M, (long long)K, (long long)N, (long long)K, (long long)M, (long long)N);
   if (strcmp(name, "gemm") == 0) {
     snprintf(s + n, 4096 - (size_t)n, "  output %%h\n}\n");
+    return s;
+  }
+  if (strncmp(name, "bert_", 5) == 0) {   /* as in a bf16 BERT step: every node bf16, the autodiff's dGELU */
+    static const char *const fwd[] = {"%%b = input() : bf16[%lld]", "%%hb = add(%%h, %%b) : bf16[%s]",
+                                      "%%y = gelu(%%hb) : bf16[%s]", "output %%hb", "output %%y"};
+    static const char *const bwd[] = {
+        "%%hs = input() : bf16[%s]", "%%k1 = const() {value=0.7071067811865476} : bf16[]",
+        "%%one = const() {value=1.0} : bf16[]", "%%half = const() {value=0.5} : bf16[]",
+        "%%mh = const() {value=-0.5} : bf16[]", "%%cp = const() {value=0.3989422804014327} : bf16[]",
+        "%%a0 = mul(%%hs, %%k1) : bf16[%s]", "%%e0 = erf(%%a0) : bf16[%s]", "%%e1 = add(%%e0, %%one) : bf16[%s]",
+        "%%cdf = mul(%%e1, %%half) : bf16[%s]", "%%x2 = mul(%%hs, %%hs) : bf16[%s]", "%%x3 = mul(%%x2, %%mh) : bf16[%s]",
+        "%%ex = exp(%%x3) : bf16[%s]", "%%pdf = mul(%%ex, %%cp) : bf16[%s]", "%%xp = mul(%%hs, %%pdf) : bf16[%s]",
+        "%%dg = add(%%cdf, %%xp) : bf16[%s]", "%%dh = mul(%%h, %%dg) : bf16[%s]",
+        "%%db = reduce_sum(%%dh) {axes=[0]} : bf16[%lld]", "output %%dh", "output %%db"};
+    const bool is_fwd = strcmp(name, "bert_fwd") == 0;
+    const char *const *lines = is_fwd ? fwd : bwd;
+    const size_t nl = is_fwd ? sizeof fwd / sizeof fwd[0] : sizeof bwd / sizeof bwd[0];
+    char shape[64];
+    snprintf(shape, sizeof shape, "%lld,%lld", (long long)M, (long long)N);
+    for (size_t l = 0; l < nl; l++) {
+      n += snprintf(s + n, 4096 - (size_t)n, "  ");
+      if (strstr(lines[l], "%lld")) n += snprintf(s + n, 4096 - (size_t)n, lines[l], (long long)N);
+      else n += snprintf(s + n, 4096 - (size_t)n, lines[l], shape);
+      n += snprintf(s + n, 4096 - (size_t)n, "\n");
+    }
+    snprintf(s + n, 4096 - (size_t)n, "}\n");
     return s;
   }
   n += snprintf(s + n, 4096 - (size_t)n,
@@ -313,6 +344,10 @@ static const variant variants[] = {
     {"ln_stats", "cublaslt", NULL},
     {"dgelu_bgrad", "evtc", NULL},
     {"dgelu_bgrad", "cublaslt", NULL},
+    {"bert_fwd", "evtc", NULL},
+    {"bert_fwd", "cublaslt", NULL},
+    {"bert_bwd", "evtc", NULL},
+    {"bert_bwd", "cublaslt", NULL},
 };
 enum { N_VARIANTS = sizeof variants / sizeof variants[0] };
 

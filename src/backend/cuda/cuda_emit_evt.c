@@ -14,19 +14,32 @@
  * for bit the interpreter's mask), one-hot and stores (f32 -> bf16 / f16
  * rounding at the store) mean what they mean on every backend.
  *
+ * Loads ahead of use.  Aux (M x N) loads and row broadcasts (a bias) are
+ * read as pairs of columns into registers a few 8-column blocks before the
+ * block that uses them (the hook's prefetch, cuda_emit_gemm.h): the first
+ * blocks while the tile's main loop runs, block j + P at the start of
+ * block j, P from a budget of 24 registers.  Loaded at their use instead,
+ * every block of a long epilogue waited for a memory latency with one warp
+ * per scheduler to hide it (SASS: each block's loads issued right before
+ * their first use).
+ *
  * Reductions (each REDUCE node's only consumers are stores).  A thread
  * folds its elements into f32 partials (f64 for f64 values): COL (over the
  * columns of a row) one per fragment row, ROW (over the rows of a column)
  * one per column while the hook walks that column's rows, SCALAR one.
  * Warp shuffles then combine the lanes that share the row (xor 1, 2), the
- * column (xor 4, 8, 16) or everything, and one lane writes the partial as
- * a double to its own slot in scratch: COL slot = the tile column (n0 /
- * tile_n) per row, ROW slot = (batch, tile row, consumer warpgroup, warp)
- * per column, SCALAR slot = (tile, consumer warpgroup, warp).  Every slot
- * is written exactly once, without atomics; the kernel NAME_fin combines
- * the slots of each result in slot order (one thread per row or column;
- * one block for scalars, then a block reduction in a fixed tree), so runs
- * are deterministic, divides means by their count and stores.
+ * column (xor 4, 8, 16) or everything.  COL and SCALAR partials go from one
+ * lane as a double to their own slot in scratch: COL slot = the tile
+ * column (n0 / tile_n) per row, SCALAR slot = (tile, consumer warpgroup,
+ * warp).  ROW partials go to the warpgroup's shared memory (4 warps x
+ * tile_n) and, after the tile, one thread per column adds the 4 warps' in
+ * warp order into slot (batch, tile row, consumer warpgroup) as a double.
+ * Every slot is written exactly once, without atomics; the kernel NAME_fin
+ * combines the slots of each result in a fixed order (COL: one thread per
+ * row, slot after slot; ROW: FIN_COLS columns a block, warp w summing
+ * slots w, w + FIN_WARPS, ..., then the warps in order; SCALAR: one block,
+ * then a block reduction in a fixed tree), so runs are deterministic,
+ * divides means by their count and stores.
  */
 #include <math.h>
 #include <stdio.h>
@@ -37,7 +50,20 @@
 #include "backend/cuda/cuda_emit_gemm.h"
 #include "backend/cuda/cuda_gemm_tune.h"
 
-enum { FIN_THREADS = 256 };
+/* NAME_fin's blocks: FIN_THREADS threads (the backend's launch), FIN_WARPS warps; a ROW result takes FIN_COLS
+ * columns a block, a COL result one row a thread */
+enum { FIN_THREADS = 256, FIN_WARPS = FIN_THREADS / 32, FIN_COLS = 32 };
+
+static int64_t fin_blocks(int64_t n, int64_t per) { return (n + per - 1) / per; }
+
+/* Byte offset in the hook's shared memory of ROW reduction i's per-warp partials: 4 warps x tile_n. */
+static int row_smem_offset(const evtc_kernel *k, const evtc_cuda_evt_plan *pl, int i) {
+  int off = 0;
+  for (int j = 0; j < i; j++)
+    if (k->v[j].kind == EVTC_V_REDUCE && k->v[j].cls == EVTC_VC_ROW)
+      off += 4 * pl->cfg.tile_n * (k->v[k->v[j].args[0]].dtype == EVTC_F64 ? 8 : 4);
+  return off;
+}
 
 static int64_t round8(int64_t x) { return (x + 7) / 8 * 8; }
 
@@ -182,14 +208,19 @@ bool evtc_cuda_evt_plan_of(const evtc_kernel *k, const struct evtc_cuda_device *
   pl->tiles_m = (p.M + pl->cfg.tile_m - 1) / pl->cfg.tile_m;
   pl->tiles_n = (p.N + pl->cfg.tile_n - 1) / pl->cfg.tile_n;
   pl->tiles = pl->tiles_m * pl->tiles_n * p.batch;
+  int64_t fin_grid = 1;
   for (int i = 0; i < k->n_v; i++)
     if (k->v[i].kind == EVTC_V_REDUCE) {
-      pl->scratch_doubles += evtc_cuda_evt_slots(pl, k->v[i].cls) * (k->v[i].cls == EVTC_VC_ROW ? k->cols
-                                                                   : k->v[i].cls == EVTC_VC_COL ? k->rows : 1);
+      const evtc_vclass cls = k->v[i].cls;
+      pl->scratch_doubles += evtc_cuda_evt_slots(pl, cls) * (cls == EVTC_VC_ROW ? k->cols : cls == EVTC_VC_COL ? k->rows : 1);
       pl->has_fin = true;
+      const int64_t blocks = cls == EVTC_VC_ROW ? fin_blocks(k->cols, FIN_COLS)
+                             : cls == EVTC_VC_COL ? fin_blocks(k->rows, FIN_THREADS) : 1;
+      if (blocks > fin_grid) fin_grid = blocks;
     }
-  int64_t fin_n = k->rows > k->cols ? k->rows : k->cols;
-  pl->fin_grid = (unsigned)((fin_n + FIN_THREADS - 1) / FIN_THREADS);
+  pl->fin_grid = (unsigned)fin_grid;
+  if (row_smem_offset(k, pl, k->n_v) > EVTC_CUDA_GEMM_HOOK_SMEM)
+    return fail(why, cap, "more sums over rows than the epilogue's shared memory holds (4 warps x tile_n partials each)");
   return true;
 }
 
@@ -197,7 +228,7 @@ int64_t evtc_cuda_evt_slots(const evtc_cuda_evt_plan *pl, evtc_vclass cls) {
   const int64_t warps = 4 * evtc_cuda_gemm_row_groups(&pl->cfg);
   switch (cls) {
     case EVTC_VC_COL: return pl->tiles_n;
-    case EVTC_VC_ROW: return pl->prob.batch * pl->tiles_m * warps;
+    case EVTC_VC_ROW: return pl->prob.batch * pl->tiles_m * evtc_cuda_gemm_row_groups(&pl->cfg);
     case EVTC_VC_SCALAR: return pl->tiles * warps;
     default: return 0;
   }
@@ -288,7 +319,8 @@ static void evt_tile_begin(evtc_sb *b, const char *ind, void *ctx) {
 }
 
 /* Loads of f32 / bf16 / f16 values along contiguous columns (aux loads, row broadcasts) go through lv<i>[e],
- * read as a pair before the thread's two columns (*row_stride: the view's stride per domain row). */
+ * a pair of the thread's two columns taken from the prefetched registers (*row_stride: the view's stride per
+ * domain row). */
 static bool is_pair_load(const evtc_kernel *k, const evtc_vnode *v, int64_t *row_stride) {
   return (v->dtype == EVTC_F32 || v->dtype == EVTC_BF16 || v->dtype == EVTC_F16) &&
          evtc_cuda_load_vectorizes(k, v, 2, row_stride);
@@ -302,24 +334,102 @@ static bool evt_storage(const evtc_cpu_vctx *x, int i, char *buf, size_t cap) {
   return true;
 }
 
-/* The pair load of lv<i>: columns col, col + 1 of row rg (a row-invariant view: any row, no row test). */
-static void emit_pair_load(evtc_sb *b, const char *ind, const evtc_kernel *k, int i, int64_t row_stride,
-                           const char *col) {
-  const evtc_vnode *v = &k->v[i];
-  const char *st = evtc_cpu_storage_ctype(v->dtype);
-  /* offset and row stride are even (load_vectorizes), col is even: the pair is aligned */
-  evtc_sb_printf(b, "%s%s lv%d[2] = {0, 0};\n%sif (%s) {\n"
-                    "%s  const %s *const p = a%d + (%lldLL + %s%lldLL + %s);\n",
-                 ind, st, i, ind, row_stride ? "EVTC_IN_M(r)" : "true", ind, st, v->arg, (long long)v->offset,
-                 row_stride ? "rg * " : "", (long long)row_stride, col);
-  if (v->dtype == EVTC_F32)
-    evtc_sb_printf(b, "%s  if (EVTC_IN_N(%s + 1)) { const evtc_f32x2 q = *(const evtc_f32x2 *)p; lv%d[0] = q.x; lv%d[1] = q.y; }\n",
-                   ind, col, i, i);
+/* Pair loads go through registers pf<i> filled ahead of use (cuda_emit_gemm.h: prefetch): per 8-column block j,
+ * pf<i>[j][atom][row half] for a view that moves along rows, pf<i>[j] for a row-invariant one (a bias); a pair of
+ * 2-byte values as one 32-bit word, a pair of floats as two. */
+static bool pair_f32(const evtc_vnode *v) { return v->dtype == EVTC_F32; }
+
+/* Registers per 8-column block that the pair loads take (the prefetch distance's budget). */
+static int prefetch_regs(const evtc_kernel *k, int wm) {
+  int regs = 0;
+  for (int i = 0; i < k->n_v; i++) {
+    int64_t sr;
+    if (is_pair_load(k, &k->v[i], &sr)) regs += (sr ? 2 * wm : 1) * (pair_f32(&k->v[i]) ? 2 : 1);
+  }
+  return regs;
+}
+
+/* Blocks of loads in flight: as many as 24 registers hold, 1 to 3 (3 blocks of a long epilogue cover a
+ * memory latency); 0 without pair loads. */
+static int prefetch_distance(const evtc_kernel *k, int wm) {
+  const int regs = prefetch_regs(k, wm);
+  if (regs == 0) return 0;
+  const int d = 24 / regs;
+  return d < 1 ? 1 : d > 3 ? 3 : d;
+}
+
+static void evt_prefetch_begin(evtc_sb *b, const char *ind, void *ctx) {
+  const evt_ctx *e = ctx;
+  const evtc_kernel *k = e->k;
+  const int wm = e->pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&e->pl->cfg)), nj = e->pl->cfg.tile_n / 8;
+  for (int i = 0; i < k->n_v; i++) {
+    int64_t sr;
+    if (!is_pair_load(k, &k->v[i], &sr)) continue;
+    const char *t = pair_f32(&k->v[i]) ? "float" : "uint32_t", *pair = pair_f32(&k->v[i]) ? "[2]" : "";
+    if (sr) evtc_sb_printf(b, "%s%s pf%d[%d][%d][2]%s;\n", ind, t, i, nj, wm, pair);
+    else evtc_sb_printf(b, "%s%s pf%d[%d]%s;\n", ind, t, i, nj, pair);
+  }
+}
+
+/* The load of one pair into dst (a uint32_t word, or float[2]): columns pc, pc + 1 at p; zeros past N (bounds
+ * through EVTC_IN_M / EVTC_IN_N, as everywhere in the hook: no tests on a full tile). */
+static void emit_pair_fetch(evtc_sb *b, const char *ind, const evtc_vnode *v, const char *dst) {
+  if (pair_f32(v))
+    evtc_sb_printf(b, "%sif (EVTC_IN_N(pc + 1)) { const evtc_f32x2 q = *(const evtc_f32x2 *)p; %s[0] = q.x; %s[1] = q.y; }\n"
+                      "%selse if (EVTC_IN_N(pc)) %s[0] = p[0];\n",
+                   ind, dst, dst, ind, dst);
   else
-    evtc_sb_printf(b, "%s  if (EVTC_IN_N(%s + 1)) { const uint32_t w = *(const uint32_t *)p; lv%d[0] = (uint16_t)w; "
-                      "lv%d[1] = (uint16_t)(w >> 16); }\n",
-                   ind, col, i, i);
-  evtc_sb_printf(b, "%s  else if (EVTC_IN_N(%s)) lv%d[0] = p[0];\n%s}\n", ind, col, i, ind);
+    evtc_sb_printf(b, "%sif (EVTC_IN_N(pc + 1)) %s = *(const uint32_t *)p;\n%selse if (EVTC_IN_N(pc)) %s = p[0];\n", ind, dst,
+                   ind, dst);
+}
+
+/* The loads of block j (offset and row stride are even (load_vectorizes), pc is even: each pair is aligned). */
+static void evt_prefetch(evtc_sb *b, const char *ind, const char *j, void *ctx) {
+  const evt_ctx *e = ctx;
+  const evtc_kernel *k = e->k;
+  const int wm = e->pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&e->pl->cfg));
+  evtc_sb_printf(b, "%s{\n%s  const long long pc = n0 + (%s) * 8 + (lane & 3) * 2;\n", ind, ind, j);
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    int64_t sr;
+    if (!is_pair_load(k, v, &sr)) continue;
+    const char *st = evtc_cpu_storage_ctype(v->dtype);
+    char dst[64];
+    if (!sr) {
+      snprintf(dst, sizeof dst, "pf%d[%s]", i, j);
+      if (pair_f32(v)) evtc_sb_printf(b, "%s  %s[0] = %s[1] = 0;\n", ind, dst, dst);
+      else evtc_sb_printf(b, "%s  %s = 0;\n", ind, dst);
+      evtc_sb_printf(b, "%s  {\n%s    const %s *const p = a%d + (%lldLL + pc);\n", ind, ind, st, v->arg, (long long)v->offset);
+      char in[64];
+      snprintf(in, sizeof in, "%s    ", ind);
+      emit_pair_fetch(b, in, v, dst);
+      evtc_sb_printf(b, "%s  }\n", ind);
+      continue;
+    }
+    snprintf(dst, sizeof dst, "pf%d[%s][pi][ph]", i, j);
+    evtc_sb_printf(b, "%s#pragma unroll\n%s  for (int pi = 0; pi < %d; pi++)\n#pragma unroll\n%s    for (int ph = 0; ph < 2; ph++) {\n"
+                      "%s      const long long pr = m0 + (cw * %d + pi) * 64 + warp * 16 + ph * 8 + (lane >> 2);\n",
+                   ind, ind, wm, ind, ind, wm);
+    if (pair_f32(v)) evtc_sb_printf(b, "%s      %s[0] = %s[1] = 0;\n", ind, dst, dst);
+    else evtc_sb_printf(b, "%s      %s = 0;\n", ind, dst);
+    evtc_sb_printf(b, "%s      if (EVTC_IN_M(pr)) {\n"
+                      "%s        const %s *const p = a%d + (%lldLL + ((long long)bat * dims.M + pr) * %lldLL + pc);\n",
+                   ind, ind, st, v->arg, (long long)v->offset, (long long)sr);
+    char in[64];
+    snprintf(in, sizeof in, "%s        ", ind);
+    emit_pair_fetch(b, in, v, dst);
+    evtc_sb_printf(b, "%s      }\n%s    }\n", ind, ind);
+  }
+  evtc_sb_printf(b, "%s}\n", ind);
+}
+
+/* lv<i>[2], the pair of values the element code reads, from the prefetched registers pf (indexed by idx). */
+static void emit_pair_take(evtc_sb *b, const char *ind, const evtc_vnode *v, int i, const char *idx) {
+  const char *st = evtc_cpu_storage_ctype(v->dtype);
+  if (pair_f32(v))
+    evtc_sb_printf(b, "%s%s lv%d[2] = {pf%d%s[0], pf%d%s[1]};\n", ind, st, i, i, idx, i, idx);
+  else
+    evtc_sb_printf(b, "%s%s lv%d[2] = {(%s)pf%d%s, (%s)(pf%d%s >> 16)};\n", ind, st, i, st, i, idx, st, i, idx);
 }
 
 static void evt_pair_begin(evtc_sb *b, const char *ind, void *ctx) {
@@ -329,7 +439,7 @@ static void evt_pair_begin(evtc_sb *b, const char *ind, void *ctx) {
     const evtc_vnode *v = &k->v[i];
     int64_t sr;
     if (is_pair_store(k, v)) evtc_sb_printf(b, "%s%s sv%d[2] = {0, 0};\n", ind, evtc_cpu_storage_ctype(v->dtype), i);
-    if (is_pair_load(k, v, &sr) && sr != 0) emit_pair_load(b, ind, k, i, sr, "c0");
+    if (is_pair_load(k, v, &sr) && sr != 0) emit_pair_take(b, ind, v, i, "[j][i][h]");
   }
 }
 
@@ -363,7 +473,7 @@ static void evt_col_begin(evtc_sb *b, const char *ind, void *ctx) {
     int64_t sr;
     if (v->kind == EVTC_V_REDUCE && v->cls == EVTC_VC_ROW)
       evtc_sb_printf(b, "%s%s rp%d[2] = {%s, %s};\n", ind, part_type(k, v), i, part_init(v), part_init(v));
-    if (is_pair_load(k, v, &sr) && sr == 0) emit_pair_load(b, ind, k, i, 0, "cj");
+    if (is_pair_load(k, v, &sr) && sr == 0) emit_pair_take(b, ind, v, i, "[j]");
     if (!rng_shared(k, v)) continue;
     const int wm = e->pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&e->pl->cfg));
     evtc_sb_printf(b, "%suint8_t kp%d[%d][2][2];\n#pragma unroll\n%sfor (int ii = 0; ii < %d; ii++) {\n", ind, i, wm, ind,
@@ -477,12 +587,8 @@ static void evt_col_end(evtc_sb *b, const char *ind, void *ctx) {
       char p[24];
       snprintf(p, sizeof p, "rp%d[%d]", i, q);
       emit_shuffles(b, ind, v, p, column_lanes);
-      evtc_sb_printf(b,
-                     "%sif (lane < 4 && EVTC_IN_N(n0 + j * 8 + lane * 2 + %d))\n"
-                     "%s  red[%lldLL + (((long long)bat * %lld + m0 / %d) * %d + cw * 4 + warp) * CC + n0 + j * 8 + lane * 2 + %d]"
-                     " = (double)rp%d[%d];\n",
-                     ind, q, ind, (long long)red_offset(k, e->pl, i), (long long)e->pl->tiles_m, e->pl->cfg.tile_m,
-                     4 * evtc_cuda_gemm_row_groups(&e->pl->cfg), q, i, q);
+      evtc_sb_printf(b, "%sif (lane < 4) ((%s *)(hook_smem + %d))[warp * %d + j * 8 + lane * 2 + %d] = rp%d[%d];\n", ind,
+                     part_type(k, v), row_smem_offset(k, e->pl, i), e->pl->cfg.tile_n, q, i, q);
     }
   }
 }
@@ -492,6 +598,31 @@ static void evt_tile_end(evtc_sb *b, const char *ind, void *ctx) {
   const evtc_kernel *k = e->k;
   const int wm = e->pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&e->pl->cfg));
   static const int row_lanes[] = {1, 2, 0}, all_lanes[] = {16, 8, 4, 2, 1, 0};
+  if (evtc_kernel_has_reduce(k, EVTC_VC_ROW)) {
+    /* the 4 warps' partials of each column, combined in warp order: one slot per (batch, tile row, warpgroup) */
+    evtc_sb_printf(b, "%sevtc_wg_sync(1 + wg);\n%sfor (int q = threadIdx.x & 127; q < %d; q += 128)\n%s  if (n0 + q < dims.N) {\n",
+                   ind, ind, e->pl->cfg.tile_n, ind);
+    for (int i = 0; i < k->n_v; i++) {
+      const evtc_vnode *v = &k->v[i];
+      if (v->kind != EVTC_V_REDUCE || v->cls != EVTC_VC_ROW) continue;
+      const int tn = e->pl->cfg.tile_n;
+      evtc_sb_printf(b, "%s    {\n%s      const %s *const w = (const %s *)(hook_smem + %d);\n"
+                        "%s      double s = w[q];\n",
+                     ind, ind, part_type(k, v), part_type(k, v), row_smem_offset(k, e->pl, i), ind);
+      char in[64];
+      snprintf(in, sizeof in, "%s      ", ind);
+      for (int w = 1; w < 4; w++) {
+        char x[32];
+        snprintf(x, sizeof x, "(double)w[%d + q]", w * tn);
+        emit_comb(b, in, v, "s", x);
+      }
+      evtc_sb_printf(b, "%s      red[%lldLL + (((long long)bat * %lld + m0 / %d) * %d + cw) * CC + n0 + q] = s;\n%s    }\n",
+                     ind, (long long)red_offset(k, e->pl, i), (long long)e->pl->tiles_m, e->pl->cfg.tile_m,
+                     evtc_cuda_gemm_row_groups(&e->pl->cfg), ind);
+    }
+    evtc_sb_printf(b, "%s  }\n%sevtc_wg_sync(1 + wg);   /* the partials are read before the next tile rewrites them */\n",
+                   ind, ind);
+  }
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
     if (v->kind != EVTC_V_REDUCE) continue;
@@ -522,8 +653,9 @@ static void evt_tile_end(evtc_sb *b, const char *ind, void *ctx) {
 static void emit_fin(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_evt_plan *pl) {
   evtc_cuda_emit_head(b, k, "_fin", FIN_THREADS);
   evtc_sb_printf(b, "  const int64_t g = (int64_t)blockIdx.x * %d + threadIdx.x, CC = %lldLL;\n  (void)g; (void)CC;\n"
-                    "  const double *red = (const double *)scratch;\n  __shared__ double evtc_red[32];\n  (void)evtc_red;\n",
-                 FIN_THREADS, (long long)k->cols);
+                    "  const double *red = (const double *)scratch;\n  __shared__ double evtc_red[32];\n  (void)evtc_red;\n"
+                    "  __shared__ double evtc_colred[%d][32];\n  (void)evtc_colred;\n",
+                 FIN_THREADS, (long long)k->cols, FIN_WARPS);
   evtc_cpu_vctx x = {.k = k, .sb = b, .ind = "      "};
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
@@ -536,6 +668,20 @@ static void emit_fin(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_evt_plan 
                         "    for (int64_t s = threadIdx.x; s < %lldLL; s += %d) acc = evtc_comb<%d>(acc, red[%lldLL + s]);\n"
                         "    acc = evtc_block_reduce<%d>(acc, evtc_red);\n    if (threadIdx.x == 0) {\n",
                      init, slots, FIN_THREADS, op, off, op);
+    else if (v->cls == EVTC_VC_ROW)   /* FIN_COLS columns a block: warp w takes slots w, w + FIN_WARPS, ... */
+      evtc_sb_printf(b, "  if (blockIdx.x < %lldLL) {\n"
+                        "    const int64_t cl = (int64_t)blockIdx.x * %d + (threadIdx.x & 31);\n"
+                        "    double acc = %s;\n"
+                        "    if (cl < CC)\n"
+                        "      for (int64_t s = threadIdx.x >> 5; s < %lldLL; s += %d) acc = evtc_comb<%d>(acc, red[%lldLL + s * CC + cl]);\n"
+                        "    evtc_colred[threadIdx.x >> 5][threadIdx.x & 31] = acc;\n"
+                        "    __syncthreads();\n"
+                        "    if (threadIdx.x < 32 && cl < CC) {\n"
+                        "      const int64_t c = cl;\n"
+                        "      acc = evtc_colred[0][threadIdx.x];\n"
+                        "      for (int w = 1; w < %d; w++) acc = evtc_comb<%d>(acc, evtc_colred[w][threadIdx.x]);\n"
+                        "    {\n",
+                     (long long)fin_blocks(k->cols, FIN_COLS), FIN_COLS, init, slots, FIN_WARPS, op, off, FIN_WARPS, op);
     else
       evtc_sb_printf(b, "  if (g < %lldLL) {\n    const int64_t %s = g;\n    double acc = %s;\n"
                         "    for (int64_t s = 0; s < %lldLL; s++) acc = evtc_comb<%d>(acc, red[%lldLL + s * %lldLL + g]);\n"
@@ -547,7 +693,10 @@ static void emit_fin(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_evt_plan 
     else evtc_sb_printf(b, "      %s v%d = (%s)acc;\n", t, i, t);
     for (int j = i + 1; j < k->n_v; j++)
       if (k->v[j].kind == EVTC_V_STORE && k->v[j].args[0] == i) evtc_cpu_emit_store(&x, j);
-    evtc_sb_printf(b, "    }\n  }\n");
+    if (v->cls == EVTC_VC_ROW)   /* the block's shared partials are free again for the next ROW result */
+      evtc_sb_printf(b, "    }\n    }\n    __syncthreads();\n  }\n");
+    else
+      evtc_sb_printf(b, "    }\n  }\n");
   }
   evtc_sb_printf(b, "}\n\n");
 }
@@ -561,7 +710,9 @@ void evtc_cuda_emit_evt(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_evt_pl
   evtc_cuda_gemm_epilogue epi = {.emit_params = evt_params, .emit_setup = evt_setup, .emit_element = evt_element,
                                  .ctx = &e, .emit_tile_begin = evt_tile_begin, .emit_col_begin = evt_col_begin,
                                  .emit_pair_begin = evt_pair_begin, .emit_pair_end = evt_pair_end,
-                                 .emit_col_end = evt_col_end, .emit_tile_end = evt_tile_end};
+                                 .emit_col_end = evt_col_end, .emit_tile_end = evt_tile_end,
+                                 .emit_prefetch_begin = evt_prefetch_begin, .emit_prefetch = evt_prefetch,
+                                 .prefetch_blocks = prefetch_distance(k, pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&pl->cfg)))};
   evtc_cuda_gemm_emit(b, k->name, &pl->cfg, &pl->var, &epi);
   if (pl->has_fin) emit_fin(b, k, pl);
 }

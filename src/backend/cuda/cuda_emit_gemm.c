@@ -45,7 +45,8 @@
  * and wgmma must agree on where it starts: descriptor base offset 0).
  * Stage s holds A (tile_m x 64 elements, 128 bytes per 64 elements) then B
  * (tile_n x 64); after the ring come two 8 KiB output subtiles per consumer
- * warpgroup (the staged store of D), then the 2 x stages mbarriers.
+ * warpgroup (the staged store of D; an epilogue hook's own shared memory,
+ * hook_smem, otherwise), then the 2 x stages mbarriers.
  *   K-major operand (A M x K, B N x K): one TMA box {64 (k), rows} lands
  *     row r at byte 128 r, its eight 16-byte chunks permuted by r mod 8
  *     (SWIZZLE_128B).  wgmma descriptor: canonical K-major 128B layout,
@@ -352,6 +353,11 @@ static void emit_producer(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc
     S);
 }
 
+/* Whether hook epi loads ahead of use (cuda_emit_gemm.h: prefetch_blocks). */
+static bool prefetches(const evtc_cuda_gemm_epilogue *epi) {
+  return epi && epi->emit_element && epi->emit_prefetch && epi->emit_prefetch_begin && epi->prefetch_blocks > 0;
+}
+
 /* The epilogue hook's loops over a tile: every accumulator element inside the bounds, with r, c, rg (and bat)
  * in scope.  8-column blocks outside (a column's partial over the thread's rows is complete after the rows:
  * the hook's col_end), rows inside, the thread's two adjacent columns innermost (pair_begin / pair_end
@@ -360,6 +366,13 @@ static void emit_producer(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc
 static void emit_hook_loops(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_epilogue *epi) {
   const int wm = atoms(c), nj = c->tile_n / 8;
   evtc_sb_printf(b, "#pragma unroll\n      for (int j = 0; j < %d; j++) {\n", nj);
+  if (prefetches(epi) && epi->prefetch_blocks < nj) {
+    char jx[32];
+    snprintf(jx, sizeof jx, "j + %d", epi->prefetch_blocks);
+    evtc_sb_printf(b, "        if (j + %d < %d) {\n", epi->prefetch_blocks, nj);
+    epi->emit_prefetch(b, "          ", jx, epi->ctx);
+    evtc_sb_printf(b, "        }\n");
+  }
   if (epi->emit_col_begin) epi->emit_col_begin(b, "        ", epi->ctx);
   evtc_sb_printf(b,
     "#pragma unroll\n"
@@ -477,6 +490,9 @@ static void emit_consumer(evtc_sb *b, const char *name, const evtc_cuda_gemm_con
   evtc_sb_printf(b, "    const int wg = (threadIdx.x >> 7) - 1, cw = %s, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;\n"
                     "    (void)warp; (void)cw;\n",
                  c->pingpong ? "0" : "wg");
+  if (epi && epi->emit_element)
+    evtc_sb_printf(b, "    unsigned char *const hook_smem = evtc_smem + (dbuf - evtc_smem_u32(evtc_smem)) + (unsigned)wg * %uu;\n"
+                      "    (void)hook_smem;\n", (unsigned)EVTC_CUDA_GEMM_HOOK_SMEM);
   if (epi && epi->emit_setup) epi->emit_setup(b, "    ", epi->ctx);
   if (!(epi && epi->emit_element)) {
     size_t es = evtc_dtype_size(v->out);
@@ -503,14 +519,25 @@ static void emit_consumer(evtc_sb *b, const char *name, const evtc_cuda_gemm_con
       "      }\n", (unsigned)S, (unsigned)S);
   evtc_sb_printf(b,
     "      int bat, m0, n0;\n"
-    "      evtc_gemm_tile(t, tiles_m, tiles_n, %d, %d, %d, &bat, &m0, &n0);\n"
+    "      evtc_gemm_tile(t, tiles_m, tiles_n, %d, %d, %d, &bat, &m0, &n0);\n", c->group_m, c->tile_m, c->tile_n);
+  if (prefetches(epi)) {   /* the first blocks' loads fly during the main loop */
+    epi->emit_prefetch_begin(b, "      ", epi->ctx);
+    evtc_sb_printf(b, "#define EVTC_IN_M(x) ((x) < dims.M)\n#define EVTC_IN_N(x) ((x) < dims.N)\n");
+    for (int j = 0; j < epi->prefetch_blocks && j < c->tile_n / 8; j++) {
+      char jx[16];
+      snprintf(jx, sizeof jx, "%d", j);
+      epi->emit_prefetch(b, "      ", jx, epi->ctx);
+    }
+    evtc_sb_printf(b, "#undef EVTC_IN_M\n#undef EVTC_IN_N\n");
+  }
+  evtc_sb_printf(b,
     "#pragma unroll\n"
     "      for (int i = 0; i < %d; i++) {\n"
     "#pragma unroll\n"
     "        for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n"
     "        %s_pin(acc[i]);\n"
     "      }\n"
-    "      unsigned prev = 0;\n", c->group_m, c->tile_m, c->tile_n, wm, regs, name);
+    "      unsigned prev = 0;\n", wm, regs, name);
   if (c->pingpong)   /* the other warpgroup's k-blocks must all have been waited for: see pingpong above */
     evtc_sb_printf(b, "      if (it > 0 || wg > 0) evtc_turn_wait(3 + wg);   /* this warpgroup's turn on the tensor cores */\n");
   evtc_sb_printf(b,

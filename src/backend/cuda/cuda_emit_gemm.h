@@ -97,8 +97,21 @@ typedef struct evtc_cuda_gemm_problem {
  * shuffles.  Its stores are direct (the staged TMA store is the built-in
  * epilogue's only).  emit_params appends kernel parameters (", T name,
  * ...") after the fixed ones, emit_setup declares what every element
- * needs, once per consumer thread.  Each callback may be NULL; a NULL hook
- * (or a NULL emit_element) means the built-in store of D. */
+ * needs, once per consumer thread.
+ * Loads ahead of their use: with prefetch_blocks P > 0, emit_prefetch_begin
+ * declares (per tile, after bat, m0, n0 are known, before the tile's main
+ * loop) the registers that emit_prefetch(b, ind, J, ctx) fills with the
+ * loads of 8-column block J (J a C expression, constant once the loops are
+ * unrolled; the loads test bounds through EVTC_IN_M / EVTC_IN_N, defined
+ * around every call, the real tests before the main loop): blocks
+ * 0 .. P - 1 are issued before the main loop (their latency hides under
+ * it), block j + P at the start of block j, so a load meets its use P
+ * blocks later instead of stalling the warp.
+ * Shared memory: the hook may use EVTC_CUDA_GEMM_HOOK_SMEM bytes per
+ * consumer warpgroup at `hook_smem` (a generic pointer in scope, this
+ * warpgroup's own), with evtc_wg_sync(1 + wg) as the warpgroup's barrier.
+ * Each callback may be NULL; a NULL hook (or a NULL emit_element) means
+ * the built-in store of D. */
 typedef struct evtc_cuda_gemm_epilogue {
   void (*emit_params)(evtc_sb *b, void *ctx);
   void (*emit_setup)(evtc_sb *b, const char *ind, void *ctx);
@@ -110,7 +123,13 @@ typedef struct evtc_cuda_gemm_epilogue {
   void (*emit_pair_end)(evtc_sb *b, const char *ind, void *ctx);
   void (*emit_col_end)(evtc_sb *b, const char *ind, void *ctx);
   void (*emit_tile_end)(evtc_sb *b, const char *ind, void *ctx);
+  void (*emit_prefetch_begin)(evtc_sb *b, const char *ind, void *ctx);
+  void (*emit_prefetch)(evtc_sb *b, const char *ind, const char *j, void *ctx);
+  int prefetch_blocks;
 } evtc_cuda_gemm_epilogue;
+/* Bytes of shared memory per consumer warpgroup that an epilogue hook may use (the built-in store's two
+ * staged-output subtiles, which a hook's kernel does not otherwise use). */
+enum { EVTC_CUDA_GEMM_HOOK_SMEM = 2 * 64 * 128 };
 /* A kernel with a hook takes its parameters after the fixed five
  * (evtc_cuda_gemm_launch.params); the D tensor map is then unused. */
 

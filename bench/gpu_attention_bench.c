@@ -3,11 +3,11 @@
  * (B=32, H=16, S=T=512, D=64) and GPT-2 (B=8, H=12, S=T=1024, D=64,
  * causal), bf16.
  *
- * Each shape is a graph of the five ops of the family (attention,
- * attention_lse, attention_backward_q/k/v); each node becomes the OPAQUE
+ * Each shape is a graph of the four ops of the family (attention,
+ * attention_lse, attention_backward_q / _kv); each node becomes the OPAQUE
  * kernel the CUDA backend would run, in one module.  "fwd" times the
- * attention kernel, "fwd+bwd" the five kernels a training step runs
- * (forward, log-sum-exp, dq, dk, dv), with blocks of 4 and of 8 warps
+ * attention kernel, "fwd+bwd" the four kernels a training step runs
+ * (forward, log-sum-exp, dq, dk with dv), with blocks of 4 and of 8 warps
  * (EVTC_ATTN_WARPS; systems evtc-w4 and evtc-w8).  Each time is the median of 20 runs
  * after 5 warm-ups, each between two CUDA events.  Work: 4 B H S T D
  * FLOPs forward (half of it when causal), 3.5 times that forward +
@@ -36,8 +36,8 @@ typedef struct shape {
 } shape;
 
 static const shape shapes[] = {{"bert-large", 32, 16, 512, 64, 0}, {"gpt2", 8, 12, 1024, 64, 1}};
-enum { N_SHAPES = sizeof shapes / sizeof shapes[0], WARM = 5, ITERS = 20, N_OPS = 5 };
-static const char *const ops[N_OPS] = {"out", "lse", "dq", "dk", "dv"};
+enum { N_SHAPES = sizeof shapes / sizeof shapes[0], WARM = 5, ITERS = 20, N_OPS = 4 };
+static const char *const ops[N_OPS] = {"out", "lse", "dq", "dkv"};
 static const char *const nvrtc_opts[] = {"--std=c++17", "-lineinfo", "--diag-suppress=177,550"};
 
 static evtc_graph *shape_graph(const shape *sh) {
@@ -51,8 +51,7 @@ static evtc_graph *shape_graph(const shape *sh) {
   evtc_node *lse = evtc_node_add(g, EVTC_OP_ATTENTION_LSE, (evtc_node *[]){q, k}, 2, at, 2, "lse");
   evtc_node *ins[6] = {q, k, v, o, dout, lse};
   evtc_node_add(g, EVTC_OP_ATTENTION_BACKWARD_Q, ins, 6, at, 2, "dq");
-  evtc_node_add(g, EVTC_OP_ATTENTION_BACKWARD_K, ins, 6, at, 2, "dk");
-  evtc_node_add(g, EVTC_OP_ATTENTION_BACKWARD_V, ins, 6, at, 2, "dv");
+  evtc_node_add(g, EVTC_OP_ATTENTION_BACKWARD_KV, ins, 6, at, 2, "dkv");
   if (g->diag.status != EVTC_OK) {
     fprintf(stderr, "gpu_attention_bench: %s\n", g->diag.msg);
     exit(1);
@@ -60,7 +59,7 @@ static evtc_graph *shape_graph(const shape *sh) {
   return g;
 }
 
-/* The five kernels of shape si with nw-warp blocks and their module source (caller frees). */
+/* The four kernels of shape si with nw-warp blocks and their module source (caller frees). */
 static char *shape_module(int si, int nw, const evtc_graph *g, evtc_kernel **ks) {
   setenv("EVTC_ATTN_WARPS", nw == 8 ? "8" : "4", 1);
   evtc_sb src = {0};
@@ -171,8 +170,8 @@ static void run_shape(evtc_cuda_device *dev, int si, int nw) {
   float fwd = time_kernels(dev, fn, ks, 0, 1, pp), all = time_kernels(dev, fn, ks, 0, N_OPS, pp);
   float part[N_OPS];
   for (int j = 0; j < N_OPS; j++) part[j] = time_kernels(dev, fn, ks, j, j + 1, pp);
-  printf("%s, %d warps: kernels out %.3f, lse %.3f, dq %.3f, dk %.3f, dv %.3f ms\n", sh->name, nw, part[0], part[1],
-         part[2], part[3], part[4]);
+  printf("%s, %d warps: kernels out %.3f, lse %.3f, dq %.3f, dkv %.3f ms\n", sh->name, nw, part[0], part[1],
+         part[2], part[3]);
   printf("RESULT evtc-w%d %s fwd %.4f %.1f\n", nw, sh->name, fwd, flops / fwd * 1e-9);
   printf("RESULT evtc-w%d %s fwd+bwd %.4f %.1f\n", nw, sh->name, all, 3.5 * flops / all * 1e-9);
   for (int32_t i = 0; i < g->n_nodes; i++) dev->drv->cuMemFree(buf[i]);

@@ -242,9 +242,9 @@ static void check_errors(void) {
   check_refused(EVTC_OP_ATTENTION, 3, (evtc_type[]){k, q, T4(EVTC_F32, 2, 3, 5, 4)}, 1, 1, "more queries");
   check_refused(EVTC_OP_ATTENTION_BACKWARD_Q, 6, (evtc_type[]){q, k, v, o, o, evtc_type_make(EVTC_F64, 3, (int64_t[]){2, 3, 5})},
                 1, 0, "log-sum-exp");
-  check_refused(EVTC_OP_ATTENTION_BACKWARD_K, 6, (evtc_type[]){q, k, v, o, T4(EVTC_F32, 2, 3, 5, 5), lse}, 1, 0,
+  check_refused(EVTC_OP_ATTENTION_BACKWARD_KV, 6, (evtc_type[]){q, k, v, o, T4(EVTC_F32, 2, 3, 5, 5), lse}, 1, 0,
                 "its gradient");
-  check_refused(EVTC_OP_ATTENTION_BACKWARD_V, 6, (evtc_type[]){q, k, v, o, o, evtc_type_make(EVTC_F32, 3, (int64_t[]){2, 3, 4})},
+  check_refused(EVTC_OP_ATTENTION_BACKWARD_KV, 6, (evtc_type[]){q, k, v, o, o, evtc_type_make(EVTC_F32, 3, (int64_t[]){2, 3, 4})},
                 1, 0, "one log-sum-exp per query row");
 }
 

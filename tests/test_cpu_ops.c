@@ -58,13 +58,12 @@ static const char ops_text[] =
     "  %atn = attention(%aq, %ak, %av) {scale=0.25} : f32[2,3,5,8]\n"
     "  %al = attention_lse(%aq, %ak) {scale=0.25, causal=1} : f32[2,3,5]\n"
     "  %adq = attention_backward_q(%aq, %ak, %av, %at, %ado, %al) {scale=0.25, causal=1} : f32[2,3,5,16]\n"
-    "  %adk = attention_backward_k(%aq, %ak, %av, %at, %ado, %al) {scale=0.25, causal=1} : f32[2,3,7,16]\n"
-    "  %adv = attention_backward_v(%aq, %ak, %av, %at, %ado, %al) {scale=0.25, causal=1} : f32[2,3,7,8]\n"
+    "  %adkv = attention_backward_kv(%aq, %ak, %av, %at, %ado, %al) {scale=0.25, causal=1} : f32[2,3,7,24]\n"
     "  output %pd\n  output %cat\n  output %ga\n  output %gb\n  output %em\n  output %sa\n  output %ipd\n"
     "  output %mp\n  output %mpb\n  output %ap\n  output %api\n  output %apb\n  output %cbi\n  output %cbw\n"
     "  output %cbi2\n  output %cbw2\n  output %bn\n  output %bnm\n  output %bnv\n  output %r1\n  output %r2\n"
     "  output %r3\n  output %r4\n  output %sm1\n  output %ce1\n"
-    "  output %atn\n  output %adq\n  output %adk\n  output %adv\n"
+    "  output %atn\n  output %adq\n  output %adkv\n"
     "}\n";
 
 static void test_ops(void) {

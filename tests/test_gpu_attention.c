@@ -1,8 +1,9 @@
 /* test_gpu_attention.c -- the CUDA attention template (cuda_emit_attention.c)
  * against the float64 interpreter.
  *
- * Each case is a graph of f16 or bf16 q, k, v and dout with the five ops of
- * the family: attention, attention_lse and attention_backward_q/k/v.  The
+ * Each case is a graph of f16 or bf16 q, k, v and dout with the four ops of
+ * the family: attention, attention_lse, attention_backward_q and
+ * attention_backward_kv (dk and dv side by side, each half checked).  The
  * interpreter runs the graph; then every node runs alone on the GPU as the
  * backend runs it (the OPAQUE kernel evtc_kernel_build gives, the backend's
  * acceptance, emitter and launch shape), on the interpreter's values of its
@@ -18,7 +19,11 @@
  * Two cases also run as programs on the CUDA backend (both block sizes) (the backend's
  * supports, emit and launch; cpu_oracle.h's comparison with the
  * interpreter, per element |got - want| <= tol (1 + |want|)), with no node
- * left to the interpreter.
+ * left to the interpreter, and so do the joint graphs of their gradients
+ * (autodiff of sum(attention * c): dk and dv as slices of
+ * attention_backward_kv's output, read as views by the kernels after it,
+ * dk also through a head merge, permute and reshape, as a projection's
+ * backward reads it).
  *
  * Without a GPU each case's modules are emitted as on the GPU and compiled
  * through NVRTC for sm_90a (CUBINs into the usual disk cache, so a staged
@@ -30,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autodiff/autodiff.h"
 #include "backend/cuda/cuda_compile.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_emit_attention.h"
@@ -53,7 +59,8 @@ static const att_case cases[] = {
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
-static const char *const node_names[] = {"out", "lse", "dq", "dk", "dv"};
+enum { N_NODES = 4 };
+static const char *const node_names[N_NODES] = {"out", "lse", "dq", "dkv"};
 static const char *const nvrtc_opts[] = {"--std=c++17", "-lineinfo", "--diag-suppress=177,550"};
 
 static void case_name(const att_case *c, char *buf, size_t cap) {
@@ -72,8 +79,8 @@ static evtc_graph *case_graph(const att_case *c) {
   evtc_node *o = evtc_node_add(g, EVTC_OP_ATTENTION, (evtc_node *[]){q, k, v}, 3, at, 2, "out");
   evtc_node *lse = evtc_node_add(g, EVTC_OP_ATTENTION_LSE, (evtc_node *[]){q, k}, 2, at, 2, "lse");
   evtc_node *ins[6] = {q, k, v, o, dout, lse};
-  evtc_op ops[3] = {EVTC_OP_ATTENTION_BACKWARD_Q, EVTC_OP_ATTENTION_BACKWARD_K, EVTC_OP_ATTENTION_BACKWARD_V};
-  for (int i = 0; i < 3; i++) evtc_graph_add_output(g, evtc_node_add(g, ops[i], ins, 6, at, 2, node_names[2 + i]), NULL);
+  evtc_op ops[2] = {EVTC_OP_ATTENTION_BACKWARD_Q, EVTC_OP_ATTENTION_BACKWARD_KV};
+  for (int i = 0; i < 2; i++) evtc_graph_add_output(g, evtc_node_add(g, ops[i], ins, 6, at, 2, node_names[2 + i]), NULL);
   evtc_graph_add_output(g, o, NULL);
   CHECK(g->diag.status == EVTC_OK, "case graph: %s", g->diag.msg);
   return g;
@@ -114,10 +121,12 @@ typedef struct gpu {
   bool open;
 } gpu;
 
-static double rel_rms(const double *got, const double *want, int64_t n, bool *finite) {
+/* ||got - want|| / ||want|| over the elements whose index along the last axis (of size w) is in [c0, c1). */
+static double rel_rms(const double *got, const double *want, int64_t n, int64_t w, int64_t c0, int64_t c1, bool *finite) {
   double num = 0, den = 0;
   *finite = true;
   for (int64_t i = 0; i < n; i++) {
+    if (i % w < c0 || i % w >= c1) continue;
     if (!isfinite(got[i])) *finite = false;
     num += (got[i] - want[i]) * (got[i] - want[i]);
     den += want[i] * want[i];
@@ -180,11 +189,17 @@ static void run_node(gpu *G, const char *what, const evtc_kernel *k, const char 
       double *got = malloc(sizeof(double) * (size_t)m);
       evtc_cuda_copy_dtoh(&G->dev, buf, ptr[out], bytes, &d);
       evtc_elements_decode(n->type.dtype, buf, m, got);
-      bool finite;
-      double e = rel_rms(got, evtc_interp_value(it, n), m, &finite);
       double tol = k->main->inputs[0]->type.dtype == EVTC_BF16 ? 2e-2 : 4e-3;
-      printf("  %-4s %3u threads: rel rms err %.2e%s\n", n->name, block[0], e, finite ? "" : " (NaN: unwritten elements)");
-      CHECK(finite && e < tol, "%s: rel rms err %.3e (tolerance %.1e)%s", what, e, tol, finite ? "" : ", NaN elements");
+      int64_t w = n->type.shape[n->type.rank - 1];
+      bool kv = k->main->op == EVTC_OP_ATTENTION_BACKWARD_KV;
+      for (int part = 0; part < (kv ? 2 : 1); part++) {     /* dkv: dk and dv, each half on its own */
+        bool finite;
+        const char *pname = kv ? (part ? "dv" : "dk") : n->name;
+        double e = rel_rms(got, evtc_interp_value(it, n), m, w, kv ? part * w / 2 : 0, kv ? (part + 1) * w / 2 : w, &finite);
+        printf("  %-4s %3u threads: rel rms err %.2e%s\n", pname, block[0], e, finite ? "" : " (NaN: unwritten elements)");
+        CHECK(finite && e < tol, "%s %s: rel rms err %.3e (tolerance %.1e)%s", what, pname, e, tol,
+              finite ? "" : ", NaN elements");
+      }
       free(buf);
       free(got);
     }
@@ -216,7 +231,7 @@ static void run_case(gpu *G, int ci, bool nvrtc) {
     for (int i = 0; i < 4; i++) free(x[i]);
   }
   for (int w = 0; w < 2; w++)
-    for (int j = 0; j < 5; j++) {
+    for (int j = 0; j < N_NODES; j++) {
       char kname[64], what[160];
       setenv("EVTC_ATTN_WARPS", w ? "8" : "4", 1);
       snprintf(kname, sizeof kname, "att_case%d_w%d_%s", ci, w ? 8 : 4, node_names[j]);
@@ -280,6 +295,49 @@ static void run_program(int ci) {
   evtc_graph_free(g);
 }
 
+/* The joint graph of loss = sum(attention(q, k, v) * c) of case ci for q, k, v, and dk head-merged, on the CUDA
+   backend against the interpreter. */
+static void run_joint_program(int ci) {
+  const att_case *c = &cases[ci];
+  char name[96], text[1024];
+  case_name(c, name, sizeof name);
+  strcat(name, " gradients");
+  const char *dt = evtc_dtype_name(c->dt);
+  long long b = c->b, h = c->h, s = c->s, t = c->t, d = c->d;
+  snprintf(text, sizeof text,
+           "graph joint {\n  %%q = input() : %s[%lld,%lld,%lld,%lld]\n  %%k = input() : %s[%lld,%lld,%lld,%lld]\n"
+           "  %%v = input() : %s[%lld,%lld,%lld,%lld]\n  %%c = input() : %s[%lld,%lld,%lld,%lld]\n"
+           "  %%o = attention(%%q, %%k, %%v) {scale=%.17g, causal=%d} : %s[%lld,%lld,%lld,%lld]\n"
+           "  %%m = mul(%%o, %%c) : %s[%lld,%lld,%lld,%lld]\n  %%l = reduce_sum(%%m) : %s[]\n  output %%o\n  loss %%l\n}\n",
+           dt, b, h, s, d, dt, b, h, t, d, dt, b, h, t, d, dt, b, h, s, d, 1.0 / sqrt((double)d), c->causal, dt, b, h, s,
+           d, dt, b, h, s, d, dt);
+  evtc_graph *g = oracle_parse(text, name);
+  evtc_diag d0 = {0};
+  static const char *const wrt[3] = {"q", "k", "v"};
+  evtc_graph *jg = g ? evtc_autodiff(g, wrt, 3, NULL, &d0) : NULL;
+  CHECK(jg != NULL, "%s: autodiff: %s", name, d0.msg);
+  evtc_node *gk = jg ? evtc_graph_find(jg, "grad.k") : NULL;
+  if (gk) {
+    evtc_attr perm = evtc_attr_ints("perm", 4, (int64_t[]){0, 2, 1, 3}), shape = evtc_attr_ints("shape", 3, (int64_t[]){b, t, h * d});
+    evtc_node *mk = evtc_node_add(jg, EVTC_OP_PERMUTE, &gk, 1, &perm, 1, NULL);
+    mk = evtc_node_add(jg, EVTC_OP_RESHAPE, &mk, 1, &shape, 1, "merged_dk");
+    CHECK(mk != NULL, "%s: head merge: %s", name, jg->diag.msg);
+    if (mk) evtc_graph_add_output(jg, mk, NULL);
+  }
+  if (jg && jg->diag.status == EVTC_OK) {
+    evtc_program *p = cpu_compare(jg, NULL, 0, c->dt == EVTC_BF16 ? 4.0 / 256 : 4.0 / 2048, 0, name);
+    if (p) {
+      evtc_program_stats st = evtc_program_get_stats(p);
+      CHECK(st.interpreted == 0, "%s: %d kernels in the interpreter", name, st.interpreted);
+      printf("program %s (%s warps): %d kernels on the CUDA backend, %d interpreted\n", name, getenv("EVTC_ATTN_WARPS"),
+             st.compiled, st.interpreted);
+    }
+    evtc_program_free(p);
+  }
+  evtc_graph_free(jg);
+  evtc_graph_free(g);
+}
+
 int main(void) {
   check_rng = 0xF1A5A77Eull;
   check_refusals();
@@ -305,6 +363,8 @@ int main(void) {
     setenv("EVTC_ATTN_WARPS", w ? "8" : "4", 1);
     run_program(1);
     run_program(2);
+    run_joint_program(1);
+    run_joint_program(2);
   }
   evtc_cuda_device_close(&G.dev);
   return check_summary();

@@ -80,8 +80,7 @@ const evtc_vjp_rule evtc_vjp_rules[] = {
     /* ATTENTION */ evtc_vjp_attention,
     /* ATTENTION_LSE */ NULL,
     /* ATTENTION_BACKWARD_Q */ NULL,
-    /* ATTENTION_BACKWARD_K */ NULL,
-    /* ATTENTION_BACKWARD_V */ NULL,
+    /* ATTENTION_BACKWARD_KV */ NULL,
 };
 _Static_assert(sizeof(evtc_vjp_rules) / sizeof(evtc_vjp_rules[0]) == EVTC_OP_COUNT,
                "gradient rule table out of step with ops.def");

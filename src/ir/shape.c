@@ -559,7 +559,7 @@ static bool infer_attention(evtc_graph *g, evtc_node *n) {
     case EVTC_OP_ATTENTION_LSE: set_type(n, lse_dt, 3, o); return true;
     default: break;
   }
-  /* backward: (q, k, v, out, dout, lse) -> the gradient of q, k or v */
+  /* backward: (q, k, v, out, dout, lse) -> dq, or [dk, dv] side by side along the last axis */
   for (int i = 3; i < 5; i++)
     if (!same_dtype(g, n, 0, i) || !need_shape(g, n, i, 4, o, i == 3 ? "the attention output" : "its gradient"))
       return false;
@@ -567,8 +567,13 @@ static bool infer_attention(evtc_graph *g, evtc_node *n) {
     return FAIL("input 5 (%%%s) must be the %s log-sum-exp, not %s", n->inputs[5]->name, evtc_dtype_name(lse_dt),
                 evtc_dtype_name(in_type(n, 5)->dtype));
   if (!need_shape(g, n, 5, 3, o, "one log-sum-exp per query row")) return false;
-  const evtc_type *x = in_type(n, n->op == EVTC_OP_ATTENTION_BACKWARD_Q ? 0 : n->op == EVTC_OP_ATTENTION_BACKWARD_K ? 1 : 2);
-  set_type(n, x->dtype, 4, x->shape);
+  if (n->op == EVTC_OP_ATTENTION_BACKWARD_Q) {
+    set_type(n, q->dtype, 4, q->shape);
+    return true;
+  }
+  const evtc_type *k = in_type(n, 1);
+  int64_t kv[4] = {k->shape[0], k->shape[1], k->shape[2], k->shape[3] + o[3]};
+  set_type(n, q->dtype, 4, kv);
   return true;
 }
 
@@ -649,7 +654,7 @@ static bool infer(evtc_graph *g, evtc_node *n) {
     case EVTC_OP_CROSS_ENTROPY: case EVTC_OP_MSE: case EVTC_OP_EMBEDDING:
       return infer_composite(g, n);
     case EVTC_OP_ATTENTION: case EVTC_OP_ATTENTION_LSE: case EVTC_OP_ATTENTION_BACKWARD_Q:
-    case EVTC_OP_ATTENTION_BACKWARD_K: case EVTC_OP_ATTENTION_BACKWARD_V:
+    case EVTC_OP_ATTENTION_BACKWARD_KV:
       return infer_attention(g, n);
     default:
       EVTC_ASSERT(evtc_op_get(n->op)->fusion == EVTC_FUSE_ELEMENTWISE);

@@ -89,8 +89,7 @@ static const evtc_interp_kernel kernels[] = {
     evtc_kernel_attention,                  /* attention */
     evtc_kernel_attention,                  /* attention_lse */
     evtc_kernel_attention_backward,         /* attention_backward_q */
-    evtc_kernel_attention_backward,         /* attention_backward_k */
-    evtc_kernel_attention_backward,         /* attention_backward_v */
+    evtc_kernel_attention_backward,         /* attention_backward_kv */
 };
 _Static_assert(sizeof(kernels) / sizeof(kernels[0]) == EVTC_OP_COUNT, "interpreter table out of step with ops.def");
 

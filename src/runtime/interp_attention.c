@@ -1,12 +1,13 @@
 /* interp_attention.c -- the float64 reference of the attention family:
- * attention, attention_lse and the three backward ops (ops.def).
+ * attention, attention_lse and the backward ops (ops.def).
  *
  * Each (batch, head) pair is done on its own with the full S x T score
  * matrix in scratch (the reference needs no tiling).  Scores are
  * scale * q.k, causal rows keep keys t <= s + (T - S); a row's softmax
  * subtracts its maximum first.  The backward ops follow FlashAttention-2:
  * P = exp(score - lse), D = rowsum(dout * out), dP = dout v^T,
- * dS = P (dP - D); dq = scale dS k, dk = scale dS^T q, dv = P^T dout.
+ * dS = P (dP - D); dq = scale dS k, dk = scale dS^T q, dv = P^T dout
+ * (attention_backward_kv: row t holds dk[t] then dv[t]).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -72,7 +73,7 @@ evtc_status evtc_kernel_attention(const evtc_kernel_args *k) {
   return EVTC_OK;
 }
 
-/* (q, k, v, out, dout, lse) -> dq, dk or dv of one node. */
+/* (q, k, v, out, dout, lse) -> dq, or dk and dv side by side ([B,H,T,D+Dv]). */
 evtc_status evtc_kernel_attention_backward(const evtc_kernel_args *k) {
   attn_dims a = dims_of(k);
   evtc_op op = k->node->op;
@@ -103,15 +104,16 @@ evtc_status evtc_kernel_attention_backward(const evtc_kernel_args *k) {
           dq[s * a.d + j] = a.scale * acc;
         }
     } else {
-      bool dk = op == EVTC_OP_ATTENTION_BACKWARD_K;
-      int64_t w = dk ? a.d : a.dv;
-      const double *m = dk ? ds : p, *x = dk ? q : dout;
-      double *dx = k->out + h * a.t * w;
+      int64_t w = a.d + a.dv;
+      double *dkv = k->out + h * a.t * w;
       for (int64_t t = 0; t < a.t; t++)
         for (int64_t j = 0; j < w; j++) {
+          bool dk = j < a.d;
+          int64_t c = dk ? j : j - a.d, xw = dk ? a.d : a.dv;
+          const double *m = dk ? ds : p, *x = dk ? q : dout;
           double acc = 0.0;
-          for (int64_t s = 0; s < a.s; s++) acc += m[s * a.t + t] * x[s * w + j];
-          dx[t * w + j] = dk ? a.scale * acc : acc;
+          for (int64_t s = 0; s < a.s; s++) acc += m[s * a.t + t] * x[s * xw + c];
+          dkv[t * w + j] = dk ? a.scale * acc : acc;
         }
     }
   }

@@ -87,6 +87,6 @@ evtc_status evtc_kernel_cross_entropy(const evtc_kernel_args *k);
 evtc_status evtc_kernel_mse(const evtc_kernel_args *k);
 evtc_status evtc_kernel_embedding(const evtc_kernel_args *k);
 evtc_status evtc_kernel_attention(const evtc_kernel_args *k);     /* attention, attention_lse */
-evtc_status evtc_kernel_attention_backward(const evtc_kernel_args *k); /* attention_backward_q/k/v */
+evtc_status evtc_kernel_attention_backward(const evtc_kernel_args *k); /* attention_backward_q / _kv */
 
 #endif

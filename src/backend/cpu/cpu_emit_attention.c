@@ -1,5 +1,5 @@
 /* cpu_emit_attention.c -- the CPU template of the attention family
- * (attention, attention_lse, attention_backward_q/k/v): C loops with the
+ * (attention, attention_lse, attention_backward_q / _kv): C loops with the
  * geometry baked in, f32 / f64 values, accumulation in double.
  *
  * The forward is FlashAttention's online softmax, one query row per
@@ -9,14 +9,15 @@
  * key s + T - S.  attention_lse is the same loop without the values.  The
  * backward recomputes P = exp(scale q.k - lse) from the saved log-sum-exp:
  * dq per query row (dq = scale sum_t P (dP - D) k, D = dout.out), dk and
- * dv per key row (dv = sum_s P dout, dk = scale sum_s P (dP - D) q), so
- * every thread owns the rows it writes and needs no atomics.
+ * dv together per key row (dv = sum_s P dout, dk = scale sum_s P (dP - D) q,
+ * written side by side: row t of the [.., D+Dv] output), so every thread
+ * owns the rows it writes and needs no atomics.
  */
 #include "backend/cpu/cpu_emit.h"
 
 bool evtc_cpu_attention_op(evtc_op op) {
   return op == EVTC_OP_ATTENTION || op == EVTC_OP_ATTENTION_LSE || op == EVTC_OP_ATTENTION_BACKWARD_Q ||
-         op == EVTC_OP_ATTENTION_BACKWARD_K || op == EVTC_OP_ATTENTION_BACKWARD_V;
+         op == EVTC_OP_ATTENTION_BACKWARD_KV;
 }
 
 /* Declares BH, NS, NT, D, DV, OFF (= NT - NS), SCALE, CAUSAL. */
@@ -72,26 +73,23 @@ static void emit_backward_q(evtc_sb *b) {
                  dot_macro);
 }
 
-/* Per key row: dk (want_k) or dv. */
-static void emit_backward_kv(evtc_sb *b, bool want_k) {
-  evtc_sb_printf(b, "%s  const int64_t W = %s;\n"
-                    "  #pragma omp parallel for schedule(dynamic, 16) if (BH * NS * NT * D > 32768)\n"
+/* Per key row: dk and dv, side by side in a row of D + DV. */
+static void emit_backward_kv(evtc_sb *b) {
+  evtc_sb_printf(b, "%s  #pragma omp parallel for schedule(dynamic, 16) if (BH * NS * NT * D > 32768)\n"
                     "  for (int64_t r = 0; r < BH * NT; r++) {\n"
                     "    const int64_t h = r / NT, t = r %% NT, s0 = CAUSAL && t - OFF > 0 ? t - OFF : 0;\n"
                     "    const T *k = x1 + r * D, *v = x2 + r * DV, *qh = x0 + h * NS * D;\n"
                     "    const T *oh = x3 + h * NS * DV, *douth = x4 + h * NS * DV, *lse = x5 + h * NS;\n"
-                    "    double acc[W];\n    for (int64_t j = 0; j < W; j++) acc[j] = 0.0;\n"
-                    "    for (int64_t s = s0; s < NS; s++) {\n      double x;\n      EVTC_DOT(x, qh + s * D, k, D);\n"
-                    "      const double p = exp(SCALE * x - (double)lse[s]);\n",
-                 dot_macro, want_k ? "D" : "DV");
-  if (want_k)
-    evtc_sb_printf(b, "      double dp, dd;\n      EVTC_DOT(dp, douth + s * DV, v, DV);\n"
-                      "      EVTC_DOT(dd, douth + s * DV, oh + s * DV, DV);\n      const double ds = p * (dp - dd);\n"
-                      "      for (int64_t j = 0; j < D; j++) acc[j] += ds * (double)qh[s * D + j];\n    }\n"
-                      "    for (int64_t j = 0; j < D; j++) y[r * D + j] = (T)(SCALE * acc[j]);\n  }\n");
-  else
-    evtc_sb_printf(b, "      for (int64_t j = 0; j < DV; j++) acc[j] += p * (double)douth[s * DV + j];\n    }\n"
-                      "    (void)oh;\n    for (int64_t j = 0; j < DV; j++) y[r * DV + j] = (T)acc[j];\n  }\n");
+                    "    double acc[D + DV];\n    for (int64_t j = 0; j < D + DV; j++) acc[j] = 0.0;\n"
+                    "    for (int64_t s = s0; s < NS; s++) {\n      double x, dp, dd;\n"
+                    "      EVTC_DOT(x, qh + s * D, k, D);\n      EVTC_DOT(dp, douth + s * DV, v, DV);\n"
+                    "      EVTC_DOT(dd, douth + s * DV, oh + s * DV, DV);\n"
+                    "      const double p = exp(SCALE * x - (double)lse[s]), ds = p * (dp - dd);\n"
+                    "      for (int64_t j = 0; j < D; j++) acc[j] += ds * (double)qh[s * D + j];\n"
+                    "      for (int64_t j = 0; j < DV; j++) acc[D + j] += p * (double)douth[s * DV + j];\n    }\n"
+                    "    for (int64_t j = 0; j < D; j++) y[r * (D + DV) + j] = (T)(SCALE * acc[j]);\n"
+                    "    for (int64_t j = 0; j < DV; j++) y[r * (D + DV) + D + j] = (T)acc[D + j];\n  }\n",
+                 dot_macro);
 }
 
 void evtc_cpu_emit_attention(evtc_sb *b, const evtc_node *n) {
@@ -100,7 +98,7 @@ void evtc_cpu_emit_attention(evtc_sb *b, const evtc_node *n) {
     case EVTC_OP_ATTENTION: emit_forward(b, false); break;
     case EVTC_OP_ATTENTION_LSE: emit_forward(b, true); break;
     case EVTC_OP_ATTENTION_BACKWARD_Q: emit_backward_q(b); break;
-    default: emit_backward_kv(b, n->op == EVTC_OP_ATTENTION_BACKWARD_K); break;
+    default: emit_backward_kv(b); break;
   }
   evtc_sb_printf(b, "#undef EVTC_DOT\n");
 }

@@ -359,7 +359,7 @@ void evtc_cpu_emit_opaque(evtc_sb *b, const evtc_kernel *k) {
       emit_batchnorm(b, n);
       break;
     case EVTC_OP_ATTENTION: case EVTC_OP_ATTENTION_LSE: case EVTC_OP_ATTENTION_BACKWARD_Q:
-    case EVTC_OP_ATTENTION_BACKWARD_K: case EVTC_OP_ATTENTION_BACKWARD_V:
+    case EVTC_OP_ATTENTION_BACKWARD_KV:
       evtc_cpu_emit_attention(b, n);
       break;
     default: emit_reduce(b, n); break;

@@ -11,8 +11,8 @@
  * for OP" for every other OPAQUE kernel). */
 bool evtc_cuda_attention_fits(const evtc_kernel *k, char *why, size_t cap);
 /* Its launch: blocks of 32 NW threads (NW warps: EVTC_ATTN_WARPS, 4 or 8,
- * default 4), one per 16 NW query (dk, dv: key) rows of each batch-head
- * pair, and the dynamic shared memory in bytes. */
+ * default 4), one per 16 NW query (attention_backward_kv: key) rows of
+ * each batch-head pair, and the dynamic shared memory in bytes. */
 void evtc_cuda_attention_launch(const evtc_kernel *k, unsigned *grid, unsigned *block, unsigned *smem);
 /* Appends the device library (once per module) and the kernel k->name. */
 void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k);

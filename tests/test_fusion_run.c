@@ -15,7 +15,8 @@
  * same kernel count, build without splits or interpreter fallbacks, and
  * match the float64 interpreter on fresh random inputs with poisoned
  * outputs.  Last, attention's head split and merge: each split chain one
- * copy, the merge's reshape a buffer alias (no kernel), right numbers.
+ * copy, the merge's reshape a buffer alias (no kernel), right numbers; and
+ * SGD's updates written over the weights and momenta they replace.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,6 +164,34 @@ static void test_heads(void) {
   evtc_graph_free(g);
 }
 
+/* SGD with momentum on a linear layer: the weight's and the momentum's next values are written over the
+ * values they replace (no second copy), and three steps still match the interpreter's. */
+static void test_in_place_updates(void) {
+  evtc_graph *fwd = oracle_parse("graph lin {\n  %x = input() : f32[8,16]\n  %w = param() : f32[16,4]\n"
+                                 "  %b = param() : f32[4]\n  %y = matmul(%x, %w) : f32[8,4]\n"
+                                 "  %z = add(%y, %b) : f32[8,4]\n  %s = mul(%z, %z) : f32[8,4]\n"
+                                 "  %loss = reduce_sum(%s) : f32[]\n  output %loss\n  loss %loss\n}\n",
+                                 "lin");
+  if (!fwd) return;
+  evtc_optim_config sgd = evtc_optim_default(EVTC_OPTIM_SGD);
+  evtc_diag d = {0};
+  evtc_graph *joint = evtc_autodiff(fwd, NULL, 0, &sgd, &d);
+  CHECK(joint != NULL, "in-place: autodiff: %s", d.msg);
+  evtc_graph_free(fwd);
+  if (!joint) return;
+  int updates = 0;
+  for (int i = 0; i < joint->n_outputs; i++) updates += joint->outputs[i].updates != NULL;
+  evtc_program *p = evtc_program_new(joint, NULL, 0, evtc_backend_cpu(), NULL, &d);
+  CHECK(p != NULL, "in-place: program: %s", d.msg);
+  if (p) {
+    evtc_program_stats st = evtc_program_get_stats(p);
+    CHECK(updates == 4 && st.in_place == updates, "in-place: %d of %d updates in place", st.in_place, updates);
+  }
+  evtc_program_free(p);
+  cpu_train_compare(joint, 3, TOL, 1, "in-place (sgd, 3 steps)");
+  evtc_graph_free(joint);
+}
+
 int main(int argc, char **argv) {
   const char *src_dir = argc > 1 ? argv[1] : ".";
   char data[4096], dir[] = "/tmp/evtc-fusion-run-XXXXXX";
@@ -176,6 +205,7 @@ int main(int argc, char **argv) {
     test_run(&cases[i]);
   }
   test_heads();
+  test_in_place_updates();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

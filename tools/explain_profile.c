@@ -124,9 +124,10 @@ int evtc_explain_profile(const evtc_partition *part, const evtc_backend *be, int
                                                                       : "");
   }
   fprintf(out, "profile: plan kernels %d, program kernels %d (%d compiled, %d in the interpreter, %d splits, "
-               "%d reshapes sharing their input's buffer); modelled %.3f us, measured %.3f us per run with waits, "
-               "%.3f us without\n",
-          part->n_kernels, n, st.compiled, st.interpreted, st.splits, st.aliases, part->time_us, measured, whole_us);
+               "%d reshapes sharing their input's buffer, %d updates in place); modelled %.3f us, measured %.3f us per run "
+               "with waits, %.3f us without\n",
+          part->n_kernels, n, st.compiled, st.interpreted, st.splits, st.aliases, st.in_place, part->time_us, measured,
+          whole_us);
   fprintf(out, "memory: %.1f MiB of program buffers (arena %.1f MiB, leaves and outputs %.1f MiB)\n",
           (double)(st.arena_bytes + st.owned_bytes) / (1 << 20), (double)st.arena_bytes / (1 << 20),
           (double)st.owned_bytes / (1 << 20));

@@ -10,6 +10,10 @@
  * would only reshape a value into a buffer of its own (a copy of the same
  * bytes: program buffers are row-major) is not run at all: the reshape's
  * buffer is its input's, whose life then lasts to the reshape's last use.
+ * An update (a parameter's or optimizer state's next value) is written
+ * over the value it replaces when the kernel that computes it is the
+ * value's last reader and reads it element by element (in_place_update):
+ * no second copy of the weights, and no copy back after the step.
  * Running:
  * launch the kernels in order with their argument pointers; a raised
  * error flag becomes a message naming the kernel.
@@ -146,6 +150,30 @@ static int kernel_args(const prog_kernel *pk, const evtc_node **out) {
 
 static int max_args(const prog_kernel *pk) { return pk->is_fallback ? pk->fb.node->n_inputs + 1 : pk->k->n_args; }
 
+/* The node that output node n replaces after a run (its `updates`), or NULL. */
+static const evtc_node *replaced_by(const evtc_graph *g, const evtc_node *n) {
+  for (int i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i].node == n && g->outputs[i].updates != n) return g->outputs[i].updates;
+  return NULL;
+}
+
+/* Whether kernel t, which writes update n of leaf u, may write it into u's buffer: t is u's last reader
+ * (last[u] <= t), a compiled one-pass kernel (elementwise, or a GEMM whose main loop does not read u: its
+ * epilogue reads u's element (r, c) in the thread that then writes n's), so every element of u is read
+ * before, and by the thread that, it is overwritten. */
+static bool in_place_update(const evtc_program *p, int t, const evtc_node *n, const evtc_node *u, const int *last) {
+  const evtc_kernel *k = p->ks[t].k;
+  if (!k || last[u->id] > t || !evtc_type_equal(&n->type, &u->type)) return false;
+  if (k->kind == EVTC_ML_ELEMENTWISE) return true;
+  if (k->kind != EVTC_ML_GEMM) return false;
+  for (int j = 0; j < k->main->n_inputs; j++) {
+    const evtc_node *x = k->main->inputs[j];
+    while (evtc_op_get(x->op)->fusion == EVTC_FUSE_LAYOUT && x->n_inputs) x = x->inputs[0];   /* a prologue view */
+    if (x == u) return false;
+  }
+  return true;
+}
+
 /* Owned buffers for leaves, constants and outputs; the arena for the rest. */
 static void place_buffers(evtc_program *p) {
   const evtc_graph *g = p->g;
@@ -163,13 +191,28 @@ static void place_buffers(evtc_program *p) {
       last[id] = t;
     }
   }
+  int *writer = malloc(sizeof(int) * ((size_t)nn + 1));     /* the kernel that writes each value */
+  for (int32_t i = 0; i < nn; i++) writer[i] = -1;
+  for (int t = 0; t < p->n_ks; t++)
+    if (p->ks[t].k)
+      for (int a = 0; a < p->ks[t].k->n_args; a++)
+        if (p->ks[t].k->args[a].output) writer[p->ks[t].k->args[a].node->id] = t;
+  unsigned char *over = calloc((size_t)nn + 1, 1);         /* updates written over the value they replace */
+  for (int32_t i = 0; i < nn; i++) {
+    const evtc_node *u = replaced_by(g, g->nodes[i]);
+    over[i] = u && writer[i] >= 0 && in_place_update(p, writer[i], g->nodes[i], u, last);
+  }
   evtc_memplan_value *mv = calloc((size_t)nn + 1, sizeof *mv);
   int *mv_node = malloc(sizeof(int) * ((size_t)nn + 1)), n_mv = 0;
   for (int32_t i = 0; i < nn; i++) {
     const evtc_node *n = g->nodes[i];
     size_t bytes = value_bytes(n);
     bool own = evtc_op_is_leaf(n->op) || is_graph_output(g, n);
-    if (own) {
+    if (over[i]) {
+      first[i] = last[i] = -1;     /* not in the arena: the buffer of the value it replaces, which owns it */
+      p->buf[i] = p->buf[replaced_by(g, n)->id];
+      p->stats.in_place++;
+    } else if (own) {
       first[i] = last[i] = -1;     /* not in the arena */
       p->buf[i] = buf_alloc(p, bytes);
       p->owned[i] = 1;
@@ -206,6 +249,8 @@ static void place_buffers(evtc_program *p) {
   free(args);
   free(mv);
   free(mv_node);
+  free(writer);
+  free(over);
   p->arena_first = first;
   p->arena_last = last;
 }
@@ -565,7 +610,7 @@ void evtc_program_update(evtc_program *p) {
   const evtc_graph *g = p->g;
   for (int i = 0; i < g->n_outputs; i++) {
     const evtc_output *o = &g->outputs[i];
-    if (!o->updates || o->updates == o->node) continue;
+    if (!o->updates || o->updates == o->node || p->buf[o->updates->id] == p->buf[o->node->id]) continue;
     size_t bytes = value_bytes(o->updates);
     if (p->device) p->be->copy(p->be, p->buf[o->updates->id], p->buf[o->node->id], bytes);
     else memmove(p->buf[o->updates->id], p->buf[o->node->id], bytes);

@@ -67,7 +67,8 @@ evtc_status evtc_program_run(evtc_program *p, uint64_t step, evtc_diag *d);
  * graph outputs -- with 0xff bytes (NaN for floats), so a test sees any
  * element a kernel fails to write. */
 void evtc_program_poison(evtc_program *p);
-/* Copies every `updates` output of the last run into its PARAM / STATE. */
+/* Copies every `updates` output of the last run into its PARAM / STATE (those computed in place need
+ * nothing). */
 void evtc_program_update(evtc_program *p);
 
 typedef struct evtc_program_stats {
@@ -76,6 +77,7 @@ typedef struct evtc_program_stats {
   int interpreted;          /* of which run by the interpreter (no template) */
   int splits;               /* planned kernels that did not build or run as one and were split into nodes */
   int aliases;              /* lone reshapes that share their input's buffer instead of running as a copy */
+  int in_place;             /* updates written over the parameter or state they replace */
   int modules;              /* distinct modules compiled (per-kernel modules: kernels of one source share one) */
   size_t arena_bytes;       /* peak bytes of the planned intermediate arena */
   size_t unplanned_bytes;   /* the bytes the same values would take without reuse */

@@ -20,6 +20,8 @@
  * batch stride 0, which only A's stacked batches fold away) must run correctly through the cuBLASLt fallback, and
  * the test checks which path each GEMM kernel took (evtc_cuda_gemm_use_evt
  * on the host; the backend's counts of loaded GEMM kernels on the GPU).
+ * Weight-gradient shapes (few output tiles over a long K) must choose
+ * cuBLASLt, which splits K, and others evtc's GEMM (split_k_choice).
  *
  * Tolerance: the interpreter rounds the matmul's bf16 (f16) output before
  * the f32 chain; the kernel keeps the f32 accumulator, so values differ by
@@ -295,6 +297,41 @@ static void run_case(const evt_case *c) {
   evtc_graph_free(g);
 }
 
+/* The split-K choice (cuda_gemm.c): a weight gradient of few output tiles over a long K goes to cuBLASLt,
+ * which splits K; a GEMM of many tiles, or of a short K, stays on evtc's GEMM. */
+static void split_k_choice(void) {
+  static const struct {
+    int64_t m, n, k;
+    bool evt;
+  } shapes[] = {{768, 768, 8192, false}, {3072, 768, 8192, false}, {4096, 1024, 16384, true}, {768, 768, 512, true}};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    char text[512];
+    snprintf(text, sizeof text,
+             "graph dw {\n  %%x = input() : bf16[%lld,%lld]\n  %%dy = input() : bf16[%lld,%lld]\n"
+             "  %%w = param() : bf16[%lld,%lld]\n  %%g = matmul(%%dy, %%x) {trans_a=1} : bf16[%lld,%lld]\n"
+             "  %%c = const() {value=0.5} : bf16[]\n  %%s = mul(%%g, %%c) : bf16[%lld,%lld]\n"
+             "  %%u = sub(%%w, %%s) : bf16[%lld,%lld]\n  output %%u\n}\n",
+             (long long)shapes[i].k, (long long)shapes[i].n, (long long)shapes[i].k, (long long)shapes[i].m,
+             (long long)shapes[i].m, (long long)shapes[i].n, (long long)shapes[i].m, (long long)shapes[i].n,
+             (long long)shapes[i].m, (long long)shapes[i].n, (long long)shapes[i].m, (long long)shapes[i].n);
+    evtc_graph *g = oracle_parse(text, "dw");
+    if (!g) continue;
+    int32_t ids[3] = {evtc_graph_find(g, "g")->id, evtc_graph_find(g, "s")->id, evtc_graph_find(g, "u")->id};
+    evtc_diag d = {0};
+    evtc_kernel *k = evtc_kernel_build(g, ids, 3, &d);
+    CHECK(k != NULL, "split-K %lldx%lldx%lld: %s", (long long)shapes[i].m, (long long)shapes[i].n,
+          (long long)shapes[i].k, d.msg);
+    evtc_cuda_evt_plan pl;
+    char why[256] = "";
+    bool evt = k && evtc_cuda_gemm_use_evt(k, NULL, &pl, why, sizeof why);
+    CHECK(k && evt == shapes[i].evt && (evt || strstr(why, "cuBLASLt splits K")),
+          "split-K %lldx%lldx%lld: %s (%s)", (long long)shapes[i].m, (long long)shapes[i].n, (long long)shapes[i].k,
+          evt ? "evtc's GEMM" : "cuBLASLt", why);
+    evtc_kernel_free(k);
+    evtc_graph_free(g);
+  }
+}
+
 int main(int argc, char **argv) {
   (void)argc;
   (void)argv;
@@ -302,6 +339,7 @@ int main(int argc, char **argv) {
   oracle_sum_walk = true;
   const char *cfg = getenv("EVTC_GEMM_CONFIG");
   printf("tile config %s\n", cfg && *cfg ? cfg : "the plan's");
+  split_k_choice();
   evtc_diag d = {0};
   oracle_be = evtc_backend_cuda(&d);
   if (!oracle_be) {

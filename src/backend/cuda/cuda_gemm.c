@@ -199,13 +199,32 @@ evtc_cuda_gemm_mode evtc_cuda_gemm_mode_get(void) {
   return EVTC_CUDA_GEMM_EVTC;
 }
 
+/* evtc's GEMM gives each output tile to one CTA and has no split-K: a GEMM of few tiles over a long K -- a
+ * weight gradient, [N_out, N_in] summed over every token of the batch: GPT-2's 768 x 768 over K = 8192 is
+ * 36 tiles for 132 SMs -- leaves SMs idle for the whole of K.  cuBLASLt splits K there; its f32 output
+ * and the separate epilogue kernel cost little at such output sizes.  Below SPLIT_K_FILL of the last
+ * wave's SMs busy, over at least SPLIT_K_MIN_K, such a GEMM takes the cuBLASLt path when that path can
+ * run its epilogue.  Without a device (tests that mirror the backend's choices) the H200's SMs count. */
+enum { SPLIT_K_MIN_K = 2048, H200_SMS = 132 };
+#define SPLIT_K_FILL 0.75
+
 bool evtc_cuda_gemm_use_evt(const evtc_kernel *k, const evtc_cuda_device *dev, evtc_cuda_evt_plan *pl, char *why,
                             size_t cap) {
   if (evtc_cuda_gemm_mode_get() == EVTC_CUDA_GEMM_CUBLASLT) {
     snprintf(why, cap, "EVTC_GEMM=cublaslt");
     return false;
   }
-  return evtc_cuda_evt_plan_of(k, dev, pl, why, cap);
+  if (!evtc_cuda_evt_plan_of(k, dev, pl, why, cap)) return false;
+  const int64_t sms = dev && dev->sm_count > 0 ? dev->sm_count : H200_SMS, waves = (pl->tiles + sms - 1) / sms;
+  const double fill = (double)pl->tiles / (double)(waves * sms);
+  char lt_why[200];
+  if (pl->prob.K >= SPLIT_K_MIN_K && fill < SPLIT_K_FILL && evtc_cuda_gemm_fits(k, lt_why, sizeof lt_why) &&
+      evtc_kernel_visitor_fits(k, lt_why, sizeof lt_why)) {
+    snprintf(why, cap, "%lld output tiles keep %.0f%% of %lld SMs busy over K = %lld: cuBLASLt splits K",
+             (long long)pl->tiles, 100.0 * fill, (long long)sms, (long long)pl->prob.K);
+    return false;
+  }
+  return true;
 }
 
 static evtc_cuda_gemm_counts counts;

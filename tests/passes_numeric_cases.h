@@ -269,6 +269,16 @@ static const pcase cases[] = {
      "  %lab = input() : i64[6]\n"
      "  %l = cross_entropy(%r, %lab) : bf16[]\n"
      "  output %l\n  loss %l\n}\n"},
+    {"remat/gelu", "decompose,cse,remat,dce", "", true,   /* the joint graph: 1 + erf, 1 + tanh recomputed */
+     "graph t {\n"
+     "  %x = param() : f64[4,6]\n"
+     "  %w = param() : f64[6,5]\n"
+     "  %h = matmul(%x, %w) : f64[4,5]\n"
+     "  %a = gelu(%h) : f64[4,5]\n"
+     "  %b = gelu_tanh(%h) : f64[4,5]\n"
+     "  %y = mul(%a, %b) : f64[4,5]\n"
+     "  %l = reduce_sum(%y) : f64[]\n"
+     "  output %y\n  loss %l\n}\n"},
     {"pad-concat", "pad-concat,dce", "pad", true,   /* the joint graph: x's gradient sums the three slices' pads */
      "graph t {\n"
      "  %x = param() : f64[2,3,12]\n"

@@ -4,13 +4,14 @@
  * --target T`).  They keep the graph's interface (outputs, the reported
  * loss); the `-noloss` variants add loss-elimination, EVT's choice for a
  * training step whose loss value nobody reads.  The two targets differ in
- * one pass: h200 runs permute-propagate, which sinks permutes toward their
+ * two passes: h200 runs permute-propagate, which sinks permutes toward their
  * consumers so that permute-fold absorbs them into matmul operand layouts
  * (free on the GPU GEMM templates); cpu leaves permutes where they are, as
- * EVT's BERT pipeline does.  Order: cleanup,
+ * EVT's BERT pipeline does; and h200 recomputes cheap forward values in the
+ * backward (remat).  Order: cleanup,
  * loss-elimination, decompositions, cse, constant folding, algebraic
  * simplification, split gradients as concats, permutation folding/propagation, broadcast
- * canonicalisation, cse, dce.
+ * canonicalisation, cse, (remat,) dce.
  */
 #include <string.h>
 
@@ -31,14 +32,16 @@
 #define BACK_PASSES           \
   "permute-fold",             \
   "broadcast-canonicalize",   \
-  "cse",                      \
-  "dce"
+  "cse"
 
-static const char *const cpu_passes[] = {"cleanup", FRONT_PASSES, BACK_PASSES};
-static const char *const cpu_noloss_passes[] = {"cleanup", "loss-elimination", FRONT_PASSES, BACK_PASSES};
-static const char *const h200_passes[] = {"cleanup", FRONT_PASSES, "permute-propagate", BACK_PASSES};
+/* h200 recomputes cheap forward values in the backward (remat, after the last cse, which would merge them
+ * back): activation memory, and a GEMM epilogue that already loads x computes 1 + erf(x / sqrt 2) rather
+ * than load it; the CPU's kernels are compute-bound, so cpu keeps them. */
+static const char *const cpu_passes[] = {"cleanup", FRONT_PASSES, BACK_PASSES, "dce"};
+static const char *const cpu_noloss_passes[] = {"cleanup", "loss-elimination", FRONT_PASSES, BACK_PASSES, "dce"};
+static const char *const h200_passes[] = {"cleanup", FRONT_PASSES, "permute-propagate", BACK_PASSES, "remat", "dce"};
 static const char *const h200_noloss_passes[] = {"cleanup", "loss-elimination", FRONT_PASSES, "permute-propagate",
-                                                 BACK_PASSES};
+                                                 BACK_PASSES, "remat", "dce"};
 /* run on a model before autodiff (runtime/program_plan.h): the attention the backward would otherwise tear apart,
  * patch-embedding convs as GEMMs (whose backward is GEMMs too), and vocabulary-wide GEMMs padded to TMA's
  * alignment (so are their backward GEMMs) */

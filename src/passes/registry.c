@@ -22,6 +22,7 @@ extern const evtc_pass evtc_pass_attention_fuse;
 extern const evtc_pass evtc_pass_conv_patchify;
 extern const evtc_pass evtc_pass_gemm_pad;
 extern const evtc_pass evtc_pass_pad_concat;
+extern const evtc_pass evtc_pass_remat;
 
 const evtc_pass *const evtc_pass_registry[] = {
     &evtc_pass_cleanup,
@@ -38,6 +39,7 @@ const evtc_pass *const evtc_pass_registry[] = {
     &evtc_pass_conv_patchify,
     &evtc_pass_gemm_pad,
     &evtc_pass_pad_concat,
+    &evtc_pass_remat,
 };
 const int evtc_pass_registry_count = (int)(sizeof evtc_pass_registry / sizeof evtc_pass_registry[0]);
 

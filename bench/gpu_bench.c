@@ -10,7 +10,9 @@
  * steps after warm-ups (at least 5 steps and 250 ms: the clocks ramp up).  Each graph (with its gradients) goes through
  * the h200 pass pipeline, as `evtc train --backend cuda` runs it; plans
  * come from the fusion ILP (--partitioner ilp), else the built-in greedy plan.  f32 storage, except the
- * cross-entropy's bf16 logits (and their bf16 gradient).
+ * cross-entropy's bf16 logits (and their bf16 gradient) and the models' kernels (issue 9, bf16 as the models
+ * have them: GPT-2's LM-head cross-entropy through gemm-pad's padded view, GPT-2's and BERT-Large's
+ * position-embedding gradients), each next to a copy of its size (an elementwise neg).
  * Arguments: substrings of the workload names to run (default all).  With
  * EVTC_CUDA_SMEM_ROWS=0 the results are labelled evtc-reread.
  */
@@ -37,6 +39,35 @@ typedef struct workload {
 #define N1 (16384.0 * 4096.0)
 #define N2 (8192.0 * 32000.0)
 #define N3 (16384.0 * 1024.0)
+#define NV (8192.0 * 50257.0)              /* GPT-2's logits (vocabulary 50257, batch 8 x 1024) */
+#define NP (8192.0 * 50264.0)              /* gemm-pad's LM-head output they are a view of */
+#define NW (8.0 * 1024.0 * 768.0)          /* GPT-2's residual stream (batch 8 x 1024, d 768) */
+#define NB (32.0 * 512.0 * 1024.0)         /* BERT-Large's (batch 32 x 512, d 1024) */
+
+/* GPT-2's cross-entropy kernel as the model's joint graph has it (issue 9): bf16 logits read through a slice of
+ * the padded GEMM output, reshaped into rows, the math in bf16 nodes, the loss and the logits' gradient. */
+#define LM_CE_TEXT                                                                                                  \
+  "graph lm_ce {\n  %lp = input() : bf16[8,1024,50264]\n  %labels = input() : i64[8192]\n"                             \
+  "  %s = slice(%lp) {axes=[2], starts=[0], ends=[50257], steps=[1]} : bf16[8,1024,50257]\n"                          \
+  "  %y = reshape(%s) {shape=[8192,-1]} : bf16[8192,50257]\n"                                                        \
+  "  %max = reduce_max(%y) {axes=[1], keepdims=1} : bf16[8192,1]\n  %shift = sub(%y, %max) : bf16[8192,50257]\n"       \
+  "  %exp = exp(%shift) : bf16[8192,50257]\n  %sum = reduce_sum(%exp) {axes=[1], keepdims=1} : bf16[8192,1]\n"         \
+  "  %lse = log(%sum) : bf16[8192,1]\n  %lsm = sub(%shift, %lse) : bf16[8192,50257]\n"                                \
+  "  %onehot = one_hot(%labels) {depth=50257, dtype=bf16, checked=1} : bf16[8192,50257]\n"                           \
+  "  %picked = mul(%lsm, %onehot) : bf16[8192,50257]\n  %psum = reduce_sum(%picked) : bf16[]\n"                       \
+  "  %scale = const() {value=-0.0001220703125} : bf16[]\n  %loss = mul(%psum, %scale) : bf16[]\n"                    \
+  "  %t0 = div(%exp, %sum) : bf16[8192,50257]\n  %t2 = sub(%t0, %onehot) : bf16[8192,50257]\n"                         \
+  "  %t3 = const() {value=0.0001220703125} : bf16[]\n  %grad = mul(%t2, %t3) : bf16[8192,50257]\n"                   \
+  "  output %loss\n  output %grad\n}\n"
+
+/* A position embedding's gradient beside the residual gradient (GPT-2's %grad._Add_output_0 and %grad.wpe):
+ * a sum over the batch of few rows x many columns. */
+#define POS_GRAD_TEXT(B, S, D)                                                                                      \
+  "graph pos_grad {\n  %ga = input() : bf16[" #B "," #S "," #D "]\n  %gs = input() : bf16[" #B "," #S "," #D "]\n"     \
+  "  %rm = input() : bf16[" #B "," #S ",1]\n  %k = const() {value=0.0013020833333333333} : bf16[]\n"                 \
+  "  %t1 = add(%ga, %gs) : bf16[" #B "," #S "," #D "]\n  %t2 = mul(%rm, %k) : bf16[" #B "," #S ",1]\n"                 \
+  "  %g = add(%t1, %t2) : bf16[" #B "," #S "," #D "]\n  %wpe = reduce_sum(%g) {axes=[0]} : bf16[" #S "," #D "]\n"      \
+  "  output %g\n  output %wpe\n}\n"
 
 static const workload works[] = {
     {"layernorm-fwd-bwd-16384x4096",
@@ -60,6 +91,14 @@ static const workload works[] = {
      "  %y = layernorm(%h, %g, %b) : f32[16384,1024]\n  %p = mul(%y, %dy) : f32[16384,1024]\n"
      "  %loss = reduce_sum(%p) : f32[]\n  output %y\n  loss %loss\n}\n",
      {"x", "res", "g", "b"}, 4, 6 * N3 * 4},
+    /* the models' memory-bound kernels (issue 9), each beside a copy of its size (one elementwise kernel) */
+    {"gpt2-lmhead-ce-bf16-8192x50257", LM_CE_TEXT, {0}, 0, NP * 2 + NV * 2 + 8192 * 8},
+    {"copy-bf16-8192x50264", "graph cp {\n  %x = input() : bf16[8192,50264]\n  %y = neg(%x) : bf16[8192,50264]\n  output %y\n}\n",
+     {0}, 0, 2 * NP * 2},
+    {"gpt2-wpe-grad-bf16-8x1024x768", POS_GRAD_TEXT(8, 1024, 768), {0}, 0, 3 * NW * 2 + 8192 * 2 + 1024 * 768 * 2},
+    {"copy-bf16-8x1024x768", "graph cp {\n  %x = input() : bf16[8,1024,768]\n  %y = neg(%x) : bf16[8,1024,768]\n  output %y\n}\n",
+     {0}, 0, 2 * NW * 2},
+    {"bert-pos-grad-bf16-32x512x1024", POS_GRAD_TEXT(32, 512, 1024), {0}, 0, 3 * NB * 2 + 16384 * 2 + 512 * 1024 * 2},
 };
 
 static double now_ms(void) {

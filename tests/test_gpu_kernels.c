@@ -6,7 +6,11 @@
  * dropout; rows kernels with a warp per row (<= 512 columns), a block per
  * row keeping the row in registers (<= 16 columns per thread), in shared
  * memory (20000 columns) and re-reading it (70000 columns); reductions
- * over rows and over everything (partial slots + finishing kernel);
+ * over rows and over everything (partial slots + finishing kernel); column
+ * tiles for few rows of many columns (GPT-2's position-embedding gradient:
+ * row groups, one group finishing in the main kernel, a partial last
+ * vector); GPT-2's bf16 cross-entropy through gemm-pad's padded view (rows
+ * of 50257 ending in a partial vector, the row held in prefetch buffers);
  * cuBLASLt GEMMs (transposed operands, batches with broadcast, f64) with
  * epilogues; whole training steps (forward, backward, SGD / AdamW) of
  * examples/mlp.evt and a dropout + residual + layernorm block; and the
@@ -132,6 +136,45 @@ static const char half_gemm_text[] =
     "  %pf = cast(%pq) {dtype=f32} : f32[2,3,5,9]\n"
     "  output %hr\n  output %plain\n  output %pf\n}\n";
 
+/* Few rows, many columns, no reduction along a row (column tiles): GPT-2's position-embedding gradient (a sum
+ * over the batch beside the residual gradient it stores, a per-row value broadcast along the columns), with a
+ * column max and a sum of everything; bf16 as in the model, and f32. */
+#define COL_TILES_TEXT(T, B, S)                                                                                     \
+  "graph col_tiles {\n  %ga = input() : " T "[" #B "," #S ",768]\n  %gs = input() : " T "[" #B "," #S ",768]\n"        \
+  "  %rm = input() : " T "[" #B "," #S ",1]\n  %k = const() {value=0.0013020833333333333} : " T "[]\n"               \
+  "  %t1 = add(%ga, %gs) : " T "[" #B "," #S ",768]\n  %t2 = mul(%rm, %k) : " T "[" #B "," #S ",1]\n"                 \
+  "  %g = add(%t1, %t2) : " T "[" #B "," #S ",768]\n  %wpe = reduce_sum(%g) {axes=[0]} : " T "[" #S ",768]\n"         \
+  "  %mx = reduce_max(%g) {axes=[0]} : " T "[" #S ",768]\n  %all = reduce_sum(%t1) : " T "[]\n"                        \
+  "  output %g\n  output %wpe\n  output %mx\n  output %all\n}\n"
+
+/* Column tiles over a row ending in a partial vector (a padded view sliced to 3001 columns: vector loads,
+ * stores by column). */
+static const char col_tiles_tail_text[] =
+    "graph col_tiles_tail {\n  %x = input() : bf16[6,3008]\n"
+    "  %v = slice(%x) {axes=[1], starts=[0], ends=[3001], steps=[1]} : bf16[6,3001]\n  %e = exp(%v) : bf16[6,3001]\n"
+    "  %cs = reduce_sum(%e) {axes=[0]} : bf16[3001]\n  output %e\n  output %cs\n}\n";
+
+/* Column tiles with a sum of everything only (a loss over few long rows). */
+static const char mse_few_rows_text[] =
+    "graph mse_few_rows {\n  %a = input() : f32[5,9000]\n  %b = input() : f32[5,9000]\n"
+    "  %ms = mse(%a, %b) : f32[]\n  output %ms\n}\n";
+
+/* GPT-2's cross-entropy kernel, fewer rows: bf16 logits read through gemm-pad's padded LM-head output (row
+ * stride 50264) sliced to the vocabulary (50257: each row ends in a partial vector) and flattened into rows, the
+ * math in bf16 nodes, the loss and the logits' gradient written by the one kernel. */
+static const char ce_vocab_text[] =
+    "graph ce_vocab {\n  %lp = input() : bf16[2,19,50264]\n  %labels = input() : i64[38]\n"
+    "  %s = slice(%lp) {axes=[2], starts=[0], ends=[50257], steps=[1]} : bf16[2,19,50257]\n"
+    "  %y = reshape(%s) {shape=[38,-1]} : bf16[38,50257]\n"
+    "  %max = reduce_max(%y) {axes=[1], keepdims=1} : bf16[38,1]\n  %shift = sub(%y, %max) : bf16[38,50257]\n"
+    "  %exp = exp(%shift) : bf16[38,50257]\n  %sum = reduce_sum(%exp) {axes=[1], keepdims=1} : bf16[38,1]\n"
+    "  %lse = log(%sum) : bf16[38,1]\n  %lsm = sub(%shift, %lse) : bf16[38,50257]\n"
+    "  %onehot = one_hot(%labels) {depth=50257, dtype=bf16, checked=1} : bf16[38,50257]\n"
+    "  %picked = mul(%lsm, %onehot) : bf16[38,50257]\n  %psum = reduce_sum(%picked) : bf16[]\n"
+    "  %t0 = div(%exp, %sum) : bf16[38,50257]\n  %t2 = sub(%t0, %onehot) : bf16[38,50257]\n"
+    "  %sc = const() {value=0.0263671875} : bf16[]\n  %grad = mul(%t2, %sc) : bf16[38,50257]\n"
+    "  output %psum\n  output %grad\n}\n";
+
 /* The joint graph of text differentiated wrt `wrt` (no optimizer), or NULL (a failed check). */
 static evtc_graph *differentiate(const char *text, const char *name, const char *wrt) {
   evtc_graph *fwd = oracle_parse(text, name);
@@ -219,6 +262,9 @@ static void half_compile_only(void) {
   compile_only(oracle_parse(HALF_ROWS_TEXT("f16", 3, 70000), "f16 rows"), "f16 rows-block-70000");
   compile_only(differentiate(half_ce_text, "bf16 cross-entropy", "x"), "bf16 cross-entropy fwd+bwd");
   compile_only(differentiate(sliced_views_text, "sliced views", "x"), "reshapes of sliced views fwd+bwd");
+  compile_only(oracle_parse(COL_TILES_TEXT("bf16", 8, 64), "column tiles"), "column tiles bf16 8x64x768");
+  compile_only(oracle_parse(col_tiles_tail_text, "column tiles tail"), "column tiles 6x3001");
+  compile_only(oracle_parse(ce_vocab_text, "cross-entropy vocab"), "cross-entropy 38x50257 through a padded view");
   compile_only(oracle_parse(half_gemm_text, "half gemm"), "bf16 / f16 gemm epilogues");
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
@@ -370,6 +416,24 @@ static void test_row_schemes(void) {
   compare_fused_env("EVTC_CUDA_ROW_COLS", "32", drl_text, "x,res,g,b", "dropout+residual+layernorm", 1, 1e-4);
   compare_fused_env("EVTC_CUDA_ROW_COLS", "8", ln_text, "x,g,b", "layernorm fwd+bwd 300x4096", 1, 1e-4);
   compare_fused_env("EVTC_CUDA_MIN_BLOCKS", "4", drl_text, "x,res,g,b", "dropout+residual+layernorm", 1, 1e-4);
+  /* bf16: the interpreter rounds both adds of 8 rows before their sum, the kernel only the sum (about 16 roundings
+   * as a random walk, near zero after cancellation: twice the usual tolerance) */
+  compare_fused(COL_TILES_TEXT("bf16", 8, 64), "", "column tiles bf16 8x64x768 (8 row groups)", 1, 2 * TOL_BF16);
+  compare_fused_env("EVTC_CUDA_COL_ROWS", "8", COL_TILES_TEXT("bf16", 8, 64), "", "column tiles bf16 (one group)", 1,
+                    2 * TOL_BF16);
+  compare_fused_env("EVTC_CUDA_COL_TILES", "0", COL_TILES_TEXT("bf16", 8, 64), "", "bf16 8x64x768 (a block a row)", 1,
+                    2 * TOL_BF16);
+  compare_fused_env("EVTC_CUDA_COL_ROWS", "3", COL_TILES_TEXT("f32", 7, 40), "", "column tiles f32 7x40x768", 1, 1e-4);
+  compare_fused_env("EVTC_CUDA_COL_ROWS", "7", COL_TILES_TEXT("f32", 7, 40), "", "column tiles f32 (one group)", 1, 1e-4);
+  compare_fused_env("EVTC_CUDA_COL_TILES", "0", COL_TILES_TEXT("f32", 7, 40), "", "f32 7x40x768 (a block a row)", 1, 1e-4);
+  compare_fused(col_tiles_tail_text, "", "column tiles, partial last vector 6x3001", 1, TOL_BF16);
+  compare_fused(mse_few_rows_text, "", "column tiles, a sum of everything only 5x9000", 1, 1e-4);
+  compare_fused_env("EVTC_CUDA_COL_ROWS", "6", col_tiles_tail_text, "", "column tiles 6x3001 (one group)", 1, TOL_BF16);
+  compare_fused(ce_vocab_text, "", "cross-entropy 38x50257 through a padded view", 50257, TOL_BF16);
+  compare_fused_env("EVTC_CUDA_PF_HOLD", "0", ce_vocab_text, "", "cross-entropy 38x50257", 50257, TOL_BF16);
+  compare_fused_env("EVTC_CUDA_PREFETCH", "0", ce_vocab_text, "", "cross-entropy 38x50257", 50257, TOL_BF16);
+  compare_fused_env("EVTC_CUDA_VEC", "0", ce_vocab_text, "", "cross-entropy 38x50257", 50257, TOL_BF16);
+  compare_fused_env("EVTC_CUDA_STAGE", "0", ce_vocab_text, "", "cross-entropy 38x50257", 50257, TOL_BF16);
   compare_fused_env("EVTC_CUDA_CLUSTER", "2", ce_text, "x", "cross-entropy fwd+bwd 150x32000", 32000, 1e-4);
   compare_fused_env("EVTC_CUDA_CLUSTER", "8", ce_text, "x", "cross-entropy fwd+bwd 150x32000", 32000, 1e-4);
   setenv("EVTC_CUDA_SMEM_ROWS", "0", 1);

@@ -46,7 +46,10 @@ int evtc_cuda_vec_width(const evtc_kernel *k);
  * in registers (cache 1), shared memory (cache 2) or recomputed from
  * global memory (cache 0); partial rows of ROW reductions live in registers
  * (row_partials 0), shared memory (1) or scratch (2).  Kept f16 / bf16 loads
- * stay packed, two per register. */
+ * stay packed, two per register.  A row whose length is no multiple of vec
+ * ends in a partial vector: loads through views with room for the whole
+ * last vector (a padded row) still move vectors, other loads and stores
+ * move the row's columns one by one. */
 typedef struct evtc_cuda_rows_plan {
   int vec, threads, rows_per_block, per_thread, cluster;
   int64_t chunk;
@@ -57,6 +60,8 @@ typedef struct evtc_cuda_rows_plan {
                                    partial rows in shared memory */
   bool row_acc_f32;             /* row_partials 1: partial rows in f32 (EVTC_CUDA_ROW_ACC=f32) */
   int prefetch;                 /* rows ahead (0, 1 or 2) whose loads go to shared memory (cp.async) */
+  bool pf_hold;                 /* prefetched loads are read from their buffers in every pass (not kept in
+                                   registers); the next row goes into a buffer once its row is done */
   int min_blocks;
   unsigned grid;
   unsigned smem;                /* dynamic shared memory bytes */
@@ -65,6 +70,14 @@ typedef struct evtc_cuda_rows_plan {
   int64_t scratch_doubles;
   bool has_fin;                 /* a finishing kernel NAME_fin combines the partials and stores */
   unsigned fin_grid;
+  int64_t col_tiles;            /* column tiles (kernels without COL reductions, few rows): block b owns vectors
+                                   [t*threads*per_thread, +threads*per_thread), t = b % col_tiles, and rows
+                                   [g*row_group, +row_group), g = b / col_tiles; 0: rows are spread over blocks */
+  int64_t row_group;
+  bool row_direct;
+  int stage_stores;             /* rows ending in a partial vector: f16 / bf16 FULL stores staged a warp at a time in
+                                   shared memory (EVTC_CUDA_STAGE_BYTES a warp each), written as aligned 16-byte
+                                   vectors of the output row; 0: stored column by column */              /* col_tiles, one row group: the main kernel finishes and stores ROW reductions */
 } evtc_cuda_rows_plan;
 
 /* The plan of rows kernel k on a device with sm_count SMs and smem_max
@@ -72,6 +85,7 @@ typedef struct evtc_cuda_rows_plan {
 evtc_cuda_rows_plan evtc_cuda_rows_plan_of(const evtc_kernel *k, int sm_count, int smem_max);
 /* Offset (in doubles) of REDUCE node i's partials in the scratch of plan pl. */
 int64_t evtc_cuda_reduce_offset(const evtc_kernel *k, const evtc_cuda_rows_plan *pl, int i);
+#define EVTC_CUDA_STAGE_BYTES 528   /* a warp's 32 vectors of 8 halves, and one vector of slack */
 #define EVTC_CUDA_FIN_COLS 8        /* NAME_fin: columns per block */
 #define EVTC_CUDA_FIN_SPLIT 32      /* NAME_fin: slot groups per column, combined in order */
 

@@ -19,7 +19,13 @@
  * copied to shared memory with cp.async while the current row is processed
  * (one buffer and one commit group a row, the row after them going into the
  * buffer a row is done with; each thread copies and later reads only its
- * own vectors, so no barrier is needed).
+ * own vectors, so no barrier is needed); with pf_hold every pass reads the
+ * row from its buffer and the next row goes in after the last pass.  A row
+ * ending in a partial vector skips the columns past its end; its FULL
+ * stores go column by column.  Column tiles (no COL reductions, few rows):
+ * a block owns a tile of vectors and walks a group of rows (unrolled by 4,
+ * so loads of several rows are in flight), its ROW partials in registers;
+ * with one group the main kernel finishes and stores them.
  *
  * A pass's COL reductions finish together in one round: a warp-shuffle
  * butterfly per warp, one value per warp and reduction into shared memory
@@ -83,6 +89,8 @@ typedef struct rows_ctx {
   int pf_pass;                  /* the pass after which row r + prefetch * grid is prefetched, or -1 */
   bool opaque_c;                /* FULL one-hot values: hide c from cross-pass reuse */
   bool xwarp_shfl;              /* EVTC_CUDA_XWARP=shfl: warps' values combined by a butterfly (else read by all) */
+  bool tail;                    /* the row ends in a partial vector: columns past it skipped, FULL stores by column */
+  int64_t cp;                   /* columns of a row rounded up to whole vectors (prefetch buffers) */
 } rows_ctx;
 
 /* A COL reduction finished by pass p (copies of another, alias >= 0, are not computed). */
@@ -129,13 +137,61 @@ static bool prefetched(const rows_ctx *x, int i) {
          x->V * (int)evtc_buffer_elem_size(x->k->v[i].dtype) == 16;
 }
 
+/* Prefetched load i is read from its buffer in every pass that needs it, not kept in registers. */
+static bool held(const rows_ctx *x, int i) { return x->pl->pf_hold && prefetched(x, i); }
+
+/* FULL store i goes through its warp's stage buffer (the plan's stage_stores), or -1: that buffer's index. */
+static int staged(const rows_ctx *x, int i) {
+  const evtc_kernel *k = x->k;
+  if (!x->pl->stage_stores || k->v[i].kind != EVTC_V_STORE || k->v[i].cls != EVTC_VC_FULL ||
+      evtc_buffer_elem_size(k->v[i].dtype) != 2)
+    return -1;
+  int n = 0;
+  for (int j = 0; j < i; j++)
+    n += k->v[j].kind == EVTC_V_STORE && k->v[j].cls == EVTC_VC_FULL && evtc_buffer_elem_size(k->v[j].dtype) == 2;
+  return n;
+}
+
+/* The warp's 32 vectors of staged store i (this j) out of its stage buffer: the segment of 256 columns from c0
+ * starts h halves before an aligned 16-byte chunk of the output; lane L writes chunk L (two aligned 16-byte reads
+ * shifted by h: a select over word offsets, a byte permute for odd h) where it lies in the segment and the row,
+ * the halves before the first chunk and after the last whole one one by one. */
+static void emit_stage_out(const rows_ctx *x, int i) {
+  const evtc_vnode *v = &x->k->v[i];
+  int s = staged(x, i);
+  evtc_sb_printf(x->b,
+    "      __syncwarp();\n      {\n"
+    "        const CI c0 = (CI)(QB + (lane & ~31) + (CI)j * %d) * 8;\n"
+    "        const int L = lane & 31;\n"
+    "        uint16_t *const g = (uint16_t *)a%d + (r * CC + c0);\n"
+    "        const int h = (int)((8 - ((unsigned long long)g >> 1)) & 7), o = h + 8 * L, k2 = h >> 1;\n"
+    "        if (o + 8 <= 256 && c0 + o + 8 <= CC) {\n"
+    "          const uint4 lo = *(const uint4 *)(stg%d + 8 * L), hi = *(const uint4 *)(stg%d + 8 * L + 8);\n"
+    "          const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};\n"
+    "          uint32_t out[4];\n"
+    "#pragma unroll\n"
+    "          for (int t = 0; t < 4; t++) {\n"
+    "            const uint32_t a = k2 == 0 ? w[t] : k2 == 1 ? w[t + 1] : k2 == 2 ? w[t + 2] : w[t + 3];\n"
+    "            const uint32_t b = k2 == 0 ? w[t + 1] : k2 == 1 ? w[t + 2] : k2 == 2 ? w[t + 3] : w[t + 4];\n"
+    "            out[t] = (h & 1) ? __byte_perm(a, b, 0x5432) : a;\n"
+    "          }\n"
+    "          *(uint4 *)(g + o) = make_uint4(out[0], out[1], out[2], out[3]);\n"
+    "        } else {\n"
+    "          for (int t = o; t < o + 8 && t < 256; t++)\n"
+    "            if (c0 + t < CC) g[t] = stg%d[t];\n"
+    "        }\n"
+    "        if (L < h && c0 + L < CC) g[L] = stg%d[L];\n"
+    "      }\n      __syncwarp();\n",
+    x->nt, v->arg, s, s, s, s);
+}
+
 /* Storage hook: vector-loaded elements and staged stores. */
 static bool rows_storage(const evtc_cpu_vctx *x, int i, char *buf, size_t cap) {
   const rows_ctx *r = x->storage_ctx;
   const evtc_vnode *v = &x->k->v[i];
   if (r->V <= 1) return false;
   if (v->kind == EVTC_V_LOAD && r->info.vec_load[i]) snprintf(buf, cap, "lv%d.v[e]", i);
-  else if (v->kind == EVTC_V_STORE && v->cls == EVTC_VC_FULL) snprintf(buf, cap, "sv%d.v[e]", i);
+  else if (v->kind == EVTC_V_STORE && v->cls == EVTC_VC_FULL && (!r->tail || staged(r, i) >= 0)) snprintf(buf, cap, "sv%d.v[e]", i);
   else return false;
   return true;
 }
@@ -174,8 +230,10 @@ static void emit_finish(evtc_sb *b, const char *ind, const evtc_vnode *v, int i,
   else evtc_sb_printf(b, "%s%s v%d = (%s)(%s);\n", ind, t, i, t, acc);
 }
 
-/* "if (<the thread's row lead>)": lane 0 (of block 0 of a cluster). */
-static const char *lead(const rows_ctx *x) { return x->pl->cluster > 1 ? "lane == 0 && crank == 0" : "lane == 0"; }
+/* "if (<the thread's row lead>)": lane 0 (of block 0 of a cluster, of the first column tile). */
+static const char *lead(const rows_ctx *x) {
+  return x->pl->cluster > 1 ? "lane == 0 && crank == 0" : x->pl->col_tiles ? "lane == 0 && tile == 0" : "lane == 0";
+}
 
 static void emit_phase_start(const rows_ctx *x, int p) {
   const evtc_kernel *k = x->k;
@@ -220,7 +278,7 @@ static void emit_node_value(const rows_ctx *x, const evtc_cpu_vctx *vx, int i, i
   const evtc_cuda_rows_info *in = &x->info;
   char ref[160];
   kept_ref(x, i, ref, sizeof ref);
-  bool kept = x->pl->cache && in->kept[i];
+  bool kept = x->pl->cache && in->kept[i] && !held(x, i);
   if (kept && in->first[i] < p) {
     evtc_sb_printf(x->b, "%s%s v%d = %s;\n", vx->ind, evtc_cpu_ctype(v->dtype), i, ref);
     return;
@@ -235,13 +293,15 @@ static void emit_node_value(const rows_ctx *x, const evtc_cpu_vctx *vx, int i, i
   else evtc_sb_printf(x->b, "%s%s = v%d;\n", vx->ind, ref, i);
 }
 
-/* Opens the loop over the thread's vectors of the row; "cb": their first column. */
-static void open_cols(const rows_ctx *x, const char *ind) {
+/* Opens the loop over the thread's vectors of the row; "cb": their first column.  Column tiles' passes need
+ * no bound: a thread without a vector walks no rows (so the loop over a group's rows has no branches). */
+static void open_cols(const rows_ctx *x, const char *ind, bool in_pass) {
   const evtc_cuda_rows_plan *pl = x->pl;
   if (pl->unrolled) {
     evtc_sb_printf(x->b, "%s#pragma unroll\n%sfor (int j = 0; j < %d; j++) {\n%s  const CI q = QB + lane + (CI)j * %d;\n",
                    ind, ind, pl->per_thread, ind, x->nt);
-    if (pl->cluster > 1) evtc_sb_printf(x->b, "%s  if (lane + j * %d < %lld && q < QE) {\n", ind, x->nt, (long long)pl->chunk);
+    if (in_pass && pl->col_tiles && pl->per_thread == 1) evtc_sb_printf(x->b, "%s  {\n", ind);
+    else if (pl->cluster > 1) evtc_sb_printf(x->b, "%s  if (lane + j * %d < %lld && q < QE) {\n", ind, x->nt, (long long)pl->chunk);
     else evtc_sb_printf(x->b, "%s  if (q < QE) {\n", ind);
   } else {
     evtc_sb_printf(x->b, "%sfor (CI q = QB + lane; q < QE; q += %d) {\n%s  {\n", ind, x->nt, ind);
@@ -255,7 +315,7 @@ static void emit_prefetch(const rows_ctx *x, const char *ind, const char *row, c
   const evtc_kernel *k = x->k;
   evtc_sb *b = x->b;
   evtc_sb_printf(b, "%sif (%s < RR) {\n", ind, row);
-  open_cols(x, ind);
+  open_cols(x, ind, false);
   for (int i = 0; i < k->n_v; i++) {
     if (!prefetched(x, i)) continue;
     int64_t sr;
@@ -280,13 +340,13 @@ static void emit_pass(const rows_ctx *x, int p) {
       evtc_sb_printf(b, "    %s %s%d = %s;\n", f ? "float" : "double", v->cls == EVTC_VC_COL ? "acc" : "pa", i,
                      f ? red_initf(v->op) : red_init(v->op));
   }
-  open_cols(x, "    ");
+  open_cols(x, "    ", true);
   const char *ind = "        ";
   if (x->V > 1) {
     for (int i = 0; i < k->n_v; i++) {
       const evtc_vnode *v = &k->v[i];
       const char *st = evtc_cpu_storage_ctype(v->dtype);
-      bool from_kept = pl->cache && in->kept[i] && in->first[i] < p;
+      bool from_kept = pl->cache && in->kept[i] && in->first[i] < p && !held(x, i);
       if (need[i] && v->kind == EVTC_V_LOAD && in->vec_load[i] && !from_kept && in->alias[i] < 0) {
         if (prefetched(x, i)) {
           evtc_sb_printf(b, "        const evtc_vec<%s, %d> lv%d = *(const evtc_vec<%s, %d> *)(pf%d + pb + cb);\n", st, x->V, i,
@@ -298,17 +358,23 @@ static void emit_pass(const rows_ctx *x, int p) {
                          st, x->V, i, st, x->V, v->arg, (long long)v->offset, (long long)sr);
         }
       }
-      if (store_in_pass(k, i, p) && v->cls == EVTC_VC_FULL) evtc_sb_printf(b, "        evtc_vec<%s, %d> sv%d;\n", st, x->V, i);
+      if (store_in_pass(k, i, p) && v->cls == EVTC_VC_FULL && (!x->tail || staged(x, i) >= 0))
+        evtc_sb_printf(b, "        evtc_vec<%s, %d> sv%d;\n", st, x->V, i);
     }
     if (shares_philox(x)) evtc_sb_printf(b, "        const uint64_t rb4 = (uint64_t)(r * CC + cb) >> 2;\n");
-    evtc_sb_printf(b, "#pragma unroll\n        for (int e = 0; e < %d; e++) {\n          CI c = cb + e;\n", x->V);
+    /* a vector's first column the compiler cannot see through: otherwise it keeps c-dependent values (one-hot
+     * compares) of every column from one pass for the next, in registers, instead of recomputing them (one opaque
+     * value a vector: one a column spilled GPT-2's 56-column rows) */
+    if (x->opaque_c)
+      evtc_sb_printf(b, "        CI cbo = cb;\n        asm volatile(\"\" : \"+%s\"(cbo));\n", k->cols < (int64_t)1 << 30 ? "r" : "l");
+    evtc_sb_printf(b, "#pragma unroll\n        for (int e = 0; e < %d; e++) {\n          CI c = %s + e;\n", x->V,
+                   x->opaque_c ? "cbo" : "cb");
+    if (x->tail) evtc_sb_printf(b, "          if (c >= CC) continue;\n");
     ind = "          ";
   } else {
     evtc_sb_printf(b, "        const int e = 0;\n        CI c = cb;\n        (void)e;\n");
   }
-  /* a column the compiler cannot see through: otherwise it keeps c-dependent values (one-hot compares) of
-   * every column from one pass for the next, in registers, instead of recomputing them */
-  if (x->opaque_c) evtc_sb_printf(b, "%sasm volatile(\"\" : \"+%s\"(c));\n", ind, k->cols < (int64_t)1 << 30 ? "r" : "l");
+  if (x->opaque_c && x->V == 1) evtc_sb_printf(b, "%sasm volatile(\"\" : \"+%s\"(c));\n", ind, k->cols < (int64_t)1 << 30 ? "r" : "l");
   evtc_cpu_vctx vx = {.k = k, .sb = b, .ind = ind, .storage = rows_storage, .storage_ctx = x};
   if (x->V > 1 && shares_philox(x)) {
     vx.rng_block = "rb4 + (e >> 2)";
@@ -334,12 +400,20 @@ static void emit_pass(const rows_ctx *x, int p) {
   }
   if (x->V > 1) {
     evtc_sb_printf(b, "        }\n");
-    for (int i = 0; i < k->n_v; i++)
-      if (store_in_pass(k, i, p) && k->v[i].cls == EVTC_VC_FULL)
+    for (int i = 0; i < k->n_v; i++) {
+      if (!store_in_pass(k, i, p) || k->v[i].cls != EVTC_VC_FULL) continue;
+      if (!x->tail)
         evtc_sb_printf(b, "        *(evtc_vec<%s, %d> *)(a%d + (r * CC + cb)) = sv%d;\n",
                        evtc_cpu_storage_ctype(k->v[i].dtype), x->V, k->v[i].arg, i);
+      else if (staged(x, i) >= 0)
+        evtc_sb_printf(b, "        *(evtc_vec<%s, %d> *)(stg%d + 8 * (lane & 31)) = sv%d;\n", evtc_cpu_storage_ctype(k->v[i].dtype),
+                       x->V, staged(x, i), i);
+    }
   }
-  evtc_sb_printf(b, "      }\n    }\n");
+  evtc_sb_printf(b, "      }\n");
+  for (int i = 0; i < k->n_v; i++)     /* every lane of the warp, whether it owns this j's vector or not */
+    if (store_in_pass(k, i, p) && x->V > 1 && staged(x, i) >= 0) emit_stage_out(x, i);
+  evtc_sb_printf(b, "    }\n");
   for (int i = 0; i < k->n_v; i++)
     if (reduce_in_pass(k, i, p) && k->v[i].cls == EVTC_VC_SCALAR)
       evtc_sb_printf(b, "    ps%d = evtc_comb<%d>(ps%d, (double)pa%d);\n", i, red_op(k->v[i].op), i, i);
@@ -412,9 +486,9 @@ static void emit_round(const rows_ctx *x, int p, int round) {
 /* A statement for each of the thread's own columns c, over all its vectors (j, e in scope when unrolled). */
 static void for_own_cols(const rows_ctx *x, const char *stmt) {
   evtc_sb *b = x->b;
-  open_cols(x, "  ");
-  evtc_sb_printf(b, "#pragma unroll\n      for (int e = 0; e < %d; e++) {\n        const CI c = cb + e;\n        %s\n      }\n",
-                 x->V, stmt);
+  open_cols(x, "  ", false);
+  evtc_sb_printf(b, "#pragma unroll\n      for (int e = 0; e < %d; e++) {\n        const CI c = cb + e;\n%s        %s\n      }\n",
+                 x->V, x->tail ? "        if (c >= CC) continue;\n" : "", stmt);
   evtc_sb_printf(b, "    }\n  }\n");
 }
 
@@ -430,7 +504,7 @@ static void emit_fin(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_plan
   evtc_cpu_vctx vx = {.k = k, .sb = b, .ind = "    "};
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
-    if (v->kind != EVTC_V_REDUCE || v->cls == EVTC_VC_COL) continue;
+    if (v->kind != EVTC_V_REDUCE || v->cls == EVTC_VC_COL || (v->cls == EVTC_VC_ROW && pl->row_direct)) continue;
     int op = red_op(v->op);
     long long off = (long long)evtc_cuda_reduce_offset(k, pl, i);
     if (v->cls == EVTC_VC_ROW) {
@@ -525,8 +599,13 @@ static void emit_partials(const rows_ctx *x) {
     if (prefetched(x, i)) {
       const char *st = evtc_cpu_storage_ctype(k->v[i].dtype);
       evtc_sb_printf(b, "  %s *pf%d = (%s *)(evtc_smem + %lld);\n", st, i, st, (long long)smem_off);
-      smem_off += pl->prefetch * ((k->cols * (int64_t)evtc_buffer_elem_size(k->v[i].dtype) + 15) / 16 * 16);
+      smem_off += pl->prefetch * ((x->cp * (int64_t)evtc_buffer_elem_size(k->v[i].dtype) + 15) / 16 * 16);
     }
+  for (int s = 0; s < pl->stage_stores; s++) {
+    evtc_sb_printf(b, "  uint16_t *stg%d = (uint16_t *)(evtc_smem + %lld) + (threadIdx.x >> 5) * %d;\n", s, (long long)smem_off,
+                   EVTC_CUDA_STAGE_BYTES / 2);
+    smem_off += (int64_t)(pl->threads / 32) * EVTC_CUDA_STAGE_BYTES;
+  }
 }
 
 static void emit_partials_out(const rows_ctx *x) {
@@ -538,7 +617,18 @@ static void emit_partials_out(const rows_ctx *x) {
     if (v->kind != EVTC_V_REDUCE || v->cls == EVTC_VC_COL) continue;
     long long off = (long long)evtc_cuda_reduce_offset(k, pl, i);
     char stmt[128];
-    if (v->cls == EVTC_VC_ROW && pl->row_partials != 2) {
+    if (v->cls == EVTC_VC_ROW && pl->row_direct) {   /* every row summed here: finish and store */
+      open_cols(x, "  ", false);
+      evtc_sb_printf(b, "#pragma unroll\n      for (int e = 0; e < %d; e++) {\n        const CI c = cb + e;\n", x->V);
+      if (x->tail) evtc_sb_printf(b, "        if (c >= CC) continue;\n");
+      char acc[48];
+      snprintf(acc, sizeof acc, "pr%d[%s]", i, x->kidx);
+      emit_finish(b, "        ", v, i, acc);
+      evtc_cpu_vctx vx = {.k = k, .sb = b, .ind = "        "};
+      for (int j = i + 1; j < k->n_v; j++)
+        if (k->v[j].kind == EVTC_V_STORE && k->v[j].args[0] == i) evtc_cpu_emit_store(&vx, j);
+      evtc_sb_printf(b, "      }\n    }\n  }\n");
+    } else if (v->cls == EVTC_VC_ROW && pl->row_partials != 2) {
       if (pl->row_flush) snprintf(stmt, sizeof stmt, "red[%lldLL + slot * CC + c] = prd%d[c];", off, i);
       else if (pl->row_partials == 0) snprintf(stmt, sizeof stmt, "red[%lldLL + slot * CC + c] = (double)pr%d[%s];", off, i, x->kidx);
       else snprintf(stmt, sizeof stmt, "red[%lldLL + slot * CC + c] = (double)pr%d[c];", off, i);
@@ -563,10 +653,15 @@ void evtc_cuda_emit_rows(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_
   evtc_cuda_rows_info_init(&x.info, k, pl->vec, pl->cache != 0);
   for (int i = 0; i < k->n_v; i++) {
     if (prefetched(&x, i) && x.info.first[i] > x.pf_pass) x.pf_pass = x.info.first[i];
+    if (prefetched(&x, i) && pl->pf_hold)        /* the buffer is read until the row's last pass */
+      for (int p = 0; p < k->n_phases; p++)
+        if (x.info.has_work[p] && p > x.pf_pass) x.pf_pass = p;
     x.opaque_c |= k->v[i].cls == EVTC_VC_FULL && k->v[i].kind == EVTC_V_ONE_HOT;
   }
   const int nt = pl->threads, rpb = pl->rows_per_block, n = pl->cluster;
-  const long long nvec = (long long)(k->cols / pl->vec);
+  const long long nvec = (long long)((k->cols + pl->vec - 1) / pl->vec);
+  x.tail = k->cols % pl->vec != 0;
+  x.cp = (int64_t)nvec * pl->vec;
   emit_helpers(b);
   evtc_sb_printf(b, "#undef CI\n#define CI %s\n", k->cols < (int64_t)1 << 30 ? "int" : "int64_t");   /* column indices */
   emit_head(b, k, pl);
@@ -574,7 +669,12 @@ void evtc_cuda_emit_rows(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_
                     "  double *red = (double *)scratch;\n  (void)red;\n"
                     "  const int lane = threadIdx.x %% %d, wib = threadIdx.x / %d;\n  (void)wib;\n",
                  (long long)k->rows, (long long)k->cols, pl->vec, nt, nt);
-  if (n > 1)
+  if (pl->col_tiles) {
+    long long tv = (long long)pl->threads * pl->per_thread;
+    evtc_sb_printf(b, "  const int64_t tile = blockIdx.x %% %lldLL, slot = blockIdx.x / %lldLL;\n"
+                      "  const CI QB = (CI)(tile * %lldLL), QE = QB + %lld < %lld ? QB + %lld : %lld;\n",
+                   (long long)pl->col_tiles, (long long)pl->col_tiles, tv, tv, nvec, tv, nvec);
+  } else if (n > 1)
     evtc_sb_printf(b, "  const unsigned crank = evtc_cluster_rank();\n  const int64_t slot = blockIdx.x / %d;\n"
                       "  const CI QB = (CI)crank * %lld, QE = QB + %lld < %lld ? QB + %lld : %lld;\n",
                    n, (long long)pl->chunk, (long long)pl->chunk, nvec, (long long)pl->chunk, nvec);
@@ -590,21 +690,25 @@ void evtc_cuda_emit_rows(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_
   for (int d = 0; x.pf_pass >= 0 && d < pl->prefetch; d++) {   /* the first rows, one group each */
     char row[64], buf[32];
     snprintf(row, sizeof row, "slot + %d * (int64_t)gridDim.x", d);
-    snprintf(buf, sizeof buf, "%lld", (long long)(d * k->cols));
+    snprintf(buf, sizeof buf, "%lld", (long long)(d * x.cp));
     emit_prefetch(&x, "  ", row, buf);
   }
-  if (n > 1) evtc_sb_printf(b, "  for (int64_t r = slot, it = 0; r < RR; r += gridDim.x / %d, it++) {\n", n);
+  if (pl->col_tiles)        /* the group's rows, unrolled so that loads of several rows are in flight */
+    evtc_sb_printf(b, "  const int64_t r0 = slot * %lldLL, r1 = QB + lane >= QE ? r0 : r0 + %lldLL < RR ? r0 + %lldLL : RR;\n"
+                      "#pragma unroll 4\n  for (int64_t r = r0, it = 0; r < r1; r++, it++) {\n",
+                   (long long)pl->row_group, (long long)pl->row_group, (long long)pl->row_group);
+  else if (n > 1) evtc_sb_printf(b, "  for (int64_t r = slot, it = 0; r < RR; r += gridDim.x / %d, it++) {\n", n);
   else evtc_sb_printf(b, "  for (int64_t r = slot, it = 0; r < RR; r += (int64_t)gridDim.x * %d, it++) {\n", rpb);
   evtc_sb_printf(b, "    (void)it;\n");
   if (x.pf_pass >= 0)    /* the thread's own copies of this row are in (one group a row, in order); row rn goes out
                           * after pass pf_pass, into this row's buffer */
     evtc_sb_printf(b, "    const int64_t rn = r + %d * (int64_t)gridDim.x;\n    const CI pb = (CI)(it %% %d) * %lld;\n"
                       "    %s;\n",
-                   pl->prefetch, pl->prefetch, (long long)k->cols,
+                   pl->prefetch, pl->prefetch, (long long)x.cp,
                    pl->prefetch > 1 ? "evtc_cp_async_wait1()" : "evtc_cp_async_wait()");
   if (pl->cache == 1)
     for (int i = 0; i < k->n_v; i++) {
-      if (!x.info.kept[i]) continue;
+      if (!x.info.kept[i] || held(&x, i)) continue;
       int cols = pl->per_thread * pl->vec;
       if (packed(&x, i)) evtc_sb_printf(b, "    uint32_t kh%d[%d] = {};\n", i, (cols + 1) / 2);
       else if (k->v[i].dtype == EVTC_BOOL) evtc_sb_printf(b, "    uint32_t kb%d[%d] = {};\n", i, (cols + 31) / 32);

@@ -32,6 +32,16 @@
  * 0.139 ms with 4 warps a row against 0.149 with 2, and prefetching its
  * loads that no later pass needs cost time (13:40Z: 0.157 against 0.149).
  *
+ * Rows of a length no multiple of the vector (GPT-2's vocabulary, 50257)
+ * still move vectors where the view has room for the last one (gemm-pad's
+ * padded LM-head output, row stride 50264), the other accesses one column
+ * at a time; such a row of bf16 takes 7 vectors a thread in one block (not
+ * a cluster), held in the prefetch buffers rather than registers.  Before
+ * (2026-11-29 profile) the row went scalar to 224 threads of 225 columns in
+ * a shared-memory row cache, one block per SM: 2640 us.  Kernels without COL
+ * reductions over few rows (a sum over the batch) run as column tiles
+ * (col_tiles_plan).
+ *
  * The environment can force choices, for measuring them side by side:
  * EVTC_CUDA_VEC=0 (one column per access), EVTC_CUDA_CLUSTER=n (1: never
  * a cluster), EVTC_CUDA_ROW_CACHE=regs|smem|none (where kept values live;
@@ -41,7 +51,10 @@
  * (blocks per SM the launch bounds ask for), EVTC_CUDA_PREFETCH=0|1|2 (rows
  * ahead), EVTC_CUDA_ROW_PARTIALS=regs|smem|scratch,
  * EVTC_CUDA_ROW_ACC=f32 (shared-memory partial rows in f32),
- * EVTC_CUDA_THREAD_ACC=f64 (per-thread sums in double).
+ * EVTC_CUDA_THREAD_ACC=f64 (per-thread sums in double), EVTC_CUDA_PF_HOLD=0|1
+ * (prefetched rows read from their buffers in every pass), EVTC_CUDA_STAGE=0 (no
+ * staged stores: column by column), EVTC_CUDA_COL_TILES=0|1
+ * and EVTC_CUDA_COL_ROWS=n (column tiles: never / always; rows per group).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +80,8 @@ static bool uniform_load(const evtc_kernel *k, const evtc_vnode *v) {
   return true;
 }
 
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 bool evtc_cuda_load_vectorizes(const evtc_kernel *k, const evtc_vnode *v, int vec, int64_t *row_stride) {
   if (vec <= 1 || v->kind != EVTC_V_LOAD || (v->cls != EVTC_VC_FULL && v->cls != EVTC_VC_ROW)) return false;
   int64_t inner = 1, sr = -1;
@@ -86,7 +101,23 @@ bool evtc_cuda_load_vectorizes(const evtc_kernel *k, const evtc_vnode *v, int ve
   }
   if (sr < 0) sr = 0;
   *row_stride = sr;
-  return v->offset % vec == 0 && sr % vec == 0;
+  if (v->offset % vec != 0 || sr % vec != 0) return false;
+  if (k->cols % vec == 0 || evtc_kernel_flat_fits(k)) return true;
+  /* a row ending in a partial vector (rows template): the whole last vector of the last row lies in the buffer */
+  int64_t numel = evtc_type_numel(&k->args[v->arg].node->type);
+  return v->offset + (k->rows - 1) * sr + cdiv(k->cols, vec) * vec <= numel;
+}
+
+/* Whether rows kernel k has a streamed load that vec-column vectors can read although the row length is no
+ * multiple of vec (a padded view: gemm-pad's LM head). */
+static bool tail_vectors(const evtc_kernel *k, int vec) {
+  if (evtc_kernel_flat_fits(k)) return false;
+  for (int i = 0; i < k->n_v; i++) {
+    int64_t sr;
+    const evtc_vnode *v = &k->v[i];
+    if (v->cls == EVTC_VC_FULL && !uniform_load(k, v) && evtc_cuda_load_vectorizes(k, v, vec, &sr)) return true;
+  }
+  return false;
 }
 
 int evtc_cuda_vec_width(const evtc_kernel *k) {
@@ -103,7 +134,7 @@ int evtc_cuda_vec_width(const evtc_kernel *k) {
   /* rows kernels and flat kernels that need (r, c): a vector lies in one row */
   bool flat = k->kind != EVTC_ML_ROWS && evtc_kernel_flat_fits(k);
   int64_t extent = flat && !evtc_cpu_needs_rc(k) ? k->rows * k->cols : k->cols;
-  while (vec > 1 && extent % vec != 0) vec /= 2;
+  while (vec > 1 && extent % vec != 0 && !(k->cols > 512 && tail_vectors(k, vec))) vec /= 2;
   return vec;
 }
 
@@ -289,8 +320,6 @@ void evtc_cuda_rows_info_free(evtc_cuda_rows_info *info) {
 
 /* ---- threads, clusters and occupancy --------------------------------------- */
 
-static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 int evtc_cuda_value_bytes(evtc_dtype t) {
   return t == EVTC_BOOL ? 1 : t == EVTC_F64 || t == EVTC_I64 ? 8 : 4;
 }
@@ -327,6 +356,55 @@ static void occupancy(evtc_cuda_rows_plan *pl, const evtc_cuda_rows_info *info, 
   if (forced > 0 && forced * block <= 2048 && (!pl->smem || forced <= by_smem)) pl->min_blocks = forced;
 }
 
+/* Column tiles: a kernel without COL reductions (nothing joins a row's columns: column sums, a bias or position-
+ * embedding gradient) over fewer rows than a persistent wave has blocks.  A row per block left the GPU idle
+ * (GPT-2's wpe gradient, 8 x 786432: 8 blocks, ROW partials read and written in f64 scratch, 1484 us where the
+ * copy takes 15); instead blocks of 256 threads own a vector each of a tile of columns and walk the rows, the
+ * ROW partials in registers; the rows split into groups (partial slots) only where the tiles alone do not give
+ * every SM a block (sums of everything: a partial a block).  EVTC_CUDA_COL_TILES=0: never; EVTC_CUDA_COL_ROWS=n:
+ * n rows per group. */
+static bool col_tiles_fit(const evtc_kernel *k, const evtc_cuda_rows_info *info, int sm_count) {
+  const char *e = getenv("EVTC_CUDA_COL_TILES");
+  if ((e && strcmp(e, "0") == 0) || info->n_col > 0 || info->n_row + info->n_scalar == 0) return false;
+  return (e && strcmp(e, "1") == 0) || (k->rows < 2 * (int64_t)sm_count && k->cols >= 1024);
+}
+
+static void col_tiles_plan(evtc_cuda_rows_plan *pl, const evtc_kernel *k, const evtc_cuda_rows_info *info, int sm_count,
+                           int smem_max) {
+  const int64_t V = pl->vec, nvec = cdiv(k->cols, V), R = k->rows;
+  pl->threads = 256;
+  pl->rows_per_block = 1;
+  pl->per_thread = 1;
+  pl->chunk = nvec;
+  pl->unrolled = true;
+  pl->cache = info->bytes_per_col > 0 && V * info->regs_per_col <= 32 && !env_is("EVTC_CUDA_ROW_CACHE", "none") ? 1 : 0;
+  pl->row_partials = 0;
+  pl->col_tiles = cdiv(nvec, (int64_t)pl->threads * pl->per_thread);
+  int64_t groups = pl->col_tiles >= sm_count ? 1 : cdiv(2 * (int64_t)sm_count, pl->col_tiles);
+  if (groups > R) groups = R;
+  pl->row_group = cdiv(R, groups);
+  int forced = env_int("EVTC_CUDA_COL_ROWS", 0);
+  if (forced > 0) pl->row_group = forced < R ? forced : R;
+  groups = cdiv(R, pl->row_group);
+  if (groups * pl->col_tiles > 1 << 30) {         /* a grid of at most 2^30 blocks */
+    groups = ((1 << 30) / pl->col_tiles) > 0 ? (1 << 30) / pl->col_tiles : 1;
+    pl->row_group = cdiv(R, groups);
+    groups = cdiv(R, pl->row_group);
+  }
+  pl->row_direct = groups == 1;
+  pl->grid = (unsigned)(pl->col_tiles * groups);
+  pl->row_slots = pl->row_direct ? 0 : groups;
+  pl->scalar_slots = pl->grid;
+  pl->scratch_doubles = pl->row_slots * k->cols * info->n_row + pl->scalar_slots * info->n_scalar;
+  pl->has_fin = (info->n_row > 0 && !pl->row_direct) || info->n_scalar > 0;
+  pl->fin_grid = (unsigned)(info->n_row && !pl->row_direct ? cdiv(k->cols, EVTC_CUDA_FIN_COLS) : 1);
+  occupancy(pl, info, smem_max);
+  /* the grid in one wave where the blocks per SM that takes leave registers (GPT-2's wpe gradient: 384 blocks,
+   * 3 an SM at 80 registers with the rows unrolled by 4, where 2 left a half wave) */
+  int64_t wave = cdiv(pl->grid, sm_count);
+  if (wave > pl->min_blocks && wave <= 3 && !getenv("EVTC_CUDA_MIN_BLOCKS")) pl->min_blocks = (int)wave;
+}
+
 evtc_cuda_rows_plan evtc_cuda_rows_plan_of(const evtc_kernel *k, int sm_count, int smem_max) {
   evtc_cuda_rows_plan pl = {0};
   int64_t C = k->cols, R = k->rows;
@@ -336,8 +414,13 @@ evtc_cuda_rows_plan evtc_cuda_rows_plan_of(const evtc_kernel *k, int sm_count, i
   pl.row_acc_f32 = env_is("EVTC_CUDA_ROW_ACC", "f32");
   evtc_cuda_rows_info info;
   evtc_cuda_rows_info_init(&info, k, pl.vec, true);
-  const int64_t nvec = C / pl.vec, V = pl.vec;
+  const int64_t nvec = cdiv(C, pl.vec), V = pl.vec, Cp = nvec * V;   /* Cp: a row with its partial last vector */
   bool keep = info.bytes_per_col > 0;
+  if (col_tiles_fit(k, &info, sm_count)) {
+    col_tiles_plan(&pl, k, &info, sm_count, smem_max);
+    evtc_cuda_rows_info_free(&info);
+    return pl;
+  }
   int want_cols = env_int("EVTC_CUDA_ROW_COLS", 16);
   if (want_cols < 1) want_cols = 1;
   if (C <= 512) {                                       /* a warp per row */
@@ -357,16 +440,21 @@ evtc_cuda_rows_plan evtc_cuda_rows_plan_of(const evtc_kernel *k, int sm_count, i
       per = cdiv(2 * want_cols, V);
       t = (cdiv(nvec, per) + 31) / 32 * 32;
     }
+    int64_t fit = cdiv(nvec, 1024);                  /* longer: up to 64 while the kept columns take <= 32 registers */
+    if (t > 1024 && !getenv("EVTC_CUDA_ROW_COLS") && fit * V <= 64 && fit * V * info.regs_per_col <= 32) {
+      per = fit;
+      t = (cdiv(nvec, per) + 31) / 32 * 32;
+    }
     if ((t > 1024 || cl > 1) && keep && cl != 1) {   /* still too long: a cluster of blocks per row */
       int n = cl > 1 ? cl : 2;
       if (cl <= 1)
         while (n < 8 && cdiv(nvec, n) > 256 * per) n *= 2;
       if (n > 8) n = 8;
-      int64_t chunk = cdiv(nvec, n);
-      t = (cdiv(chunk, per) + 31) / 32 * 32;
-      if (t <= 1024 && per <= 16) {
+      int64_t chunk = cdiv(nvec, n), tc = (cdiv(chunk, per) + 31) / 32 * 32;
+      if (tc <= 1024 && per <= 16) {
         pl.cluster = n;
         pl.chunk = chunk;
+        t = tc;
       }
     }
     if (pl.cluster == 1) pl.chunk = nvec;
@@ -402,11 +490,18 @@ evtc_cuda_rows_plan evtc_cuda_rows_plan_of(const evtc_kernel *k, int sm_count, i
   int64_t smem = pl.cache == 2 ? kept_smem(k, &info) : 0;
   if (pl.row_partials == 1) smem += part_bytes / (pl.row_acc_f32 ? 2 : 1);
   if (pl.row_flush) smem += part_bytes;
+  /* a row ending in a partial vector starts anywhere in its output (row stride 50257): stored column by column, a
+   * warp's 2-byte stores 16 bytes apart moved 8x the sectors (GPT-2's cross-entropy, 2026-11-29: 2.27 ms against
+   * a copy's 0.42); a warp's 32 vectors go through shared memory and out as aligned 16-byte vectors instead */
+  if (C % V != 0 && V == 8 && pl.cluster == 1 && pl.unrolled && pl.rows_per_block == 1 && !env_is("EVTC_CUDA_STAGE", "0"))
+    for (int i = 0; i < k->n_v; i++)
+      pl.stage_stores += k->v[i].kind == EVTC_V_STORE && k->v[i].cls == EVTC_VC_FULL && evtc_buffer_elem_size(k->v[i].dtype) == 2;
+  smem += (int64_t)pl.stage_stores * (pl.threads / 32) * EVTC_CUDA_STAGE_BYTES;
   /* the next rows' kept 16-byte loads prefetched into shared memory, in a persistent loop (as the emitter's prefetched()) */
   int64_t pf = 0;
   for (int i = 0; i < k->n_v; i++)
     if (info.kept[i] && info.vec_load[i] && k->v[i].cls == EVTC_VC_FULL && V * (int64_t)evtc_buffer_elem_size(k->v[i].dtype) == 16)
-      pf += (C * (int64_t)evtc_buffer_elem_size(k->v[i].dtype) + 15) / 16 * 16;
+      pf += (Cp * (int64_t)evtc_buffer_elem_size(k->v[i].dtype) + 15) / 16 * 16;
   /* a kernel without ROW partials and with little arithmetic per column runs best as a block per row
    * (softmax 8192x32000: 94% of copy bandwidth against 89% prefetched); more arithmetic (cross-entropy:
    * 83% against 62%) or a persistent loop anyway (layernorm: 77% against 56%) hides the copy */
@@ -427,6 +522,15 @@ evtc_cuda_rows_plan evtc_cuda_rows_plan_of(const evtc_kernel *k, int sm_count, i
     occupancy(&two, &info, smem_max);
     if (two.min_blocks < one.min_blocks) pl.prefetch = 1;
   }
+  /* wide rows (GPT-2's 50257-column logits: 7 vectors a thread) kept in registers spilled (ptxas: 480 bytes at 28
+   * registers of kept bf16 under 1024 threads' cap of 64): the prefetch buffers hold the row instead */
+  double pf_regs = 0;
+  for (int i = 0; i < k->n_v && pl.prefetch; i++)
+    if (info.kept[i] && info.vec_load[i] && k->v[i].cls == EVTC_VC_FULL && V * (int64_t)evtc_buffer_elem_size(k->v[i].dtype) == 16)
+      pf_regs += k->v[i].dtype == EVTC_F16 || k->v[i].dtype == EVTC_BF16 ? 0.5 : evtc_cuda_value_bytes(k->v[i].dtype) / 4;
+  const char *he = getenv("EVTC_CUDA_PF_HOLD");
+  pl.pf_hold = pl.prefetch > 0 && (he && *he ? atoi(he) != 0 : (double)pl.per_thread * V * pf_regs > 16);
+  if (pl.pf_hold) info.regs_per_col -= pf_regs;
   smem += pl.prefetch * pf;
   pl.smem = (unsigned)smem;
   occupancy(&pl, &info, smem_max);

@@ -269,6 +269,17 @@ static const pcase cases[] = {
      "  %lab = input() : i64[6]\n"
      "  %l = cross_entropy(%r, %lab) : bf16[]\n"
      "  output %l\n  loss %l\n}\n"},
+    {"gemm-pad/bias-cross-entropy", "gemm-pad,dce", "", true,   /* BERT's MLM head: the bias before the slice */
+     "graph t {\n"
+     "  %x = input() : bf16[2,3,16]\n"
+     "  %w = param() : bf16[1029,16]\n"
+     "  %b = param() : bf16[1029]\n"
+     "  %y = batch_matmul(%x, %w) {trans_b=1} : bf16[2,3,1029]\n"
+     "  %z = add(%y, %b) : bf16[2,3,1029]\n"
+     "  %r = reshape(%z) {shape=[6,1029]} : bf16[6,1029]\n"
+     "  %lab = input() : i64[6]\n"
+     "  %l = cross_entropy(%r, %lab) : bf16[]\n"
+     "  output %z\n  loss %l\n}\n"},
     {"remat/gelu", "decompose,cse,remat,dce", "", true,   /* the joint graph: 1 + erf, 1 + tanh recomputed */
      "graph t {\n"
      "  %x = param() : f64[4,6]\n"

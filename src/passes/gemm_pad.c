@@ -29,7 +29,10 @@
  * step's peak next to the gradient it copies) is gone.  Labels N..N8-1
  * would now pick a masked column instead of failing the one-hot's range
  * check: `train` checks every label against the model's N classes before
- * it starts (train.c), and only train and explain run this pass.
+ * it starts (train.c), and only train and explain run this pass.  A bias
+ * added to (or subtracted from) the slice -- BERT's MLM head -- is padded
+ * with zeros and applied before the slice, so that the cross-entropy still
+ * finds the slice right under it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,14 +42,17 @@
 
 enum { ALIGN = 8, MIN_WIDTH = 1024 };   /* 8 two-byte elements: 16 bytes; narrower outputs are not worth a pad */
 
-/* The padded GEMM output whose first N columns slice s takes, or NULL when s is not such a slice. */
+/* The padded GEMM output (or a bias added to it) whose first N columns slice s takes, or NULL when s is not
+ * such a slice. */
 static evtc_node *padded_source(const evtc_node *s) {
   if (s->op != EVTC_OP_SLICE) return NULL;
-  evtc_node *w = s->inputs[0];
+  evtc_node *w = s->inputs[0], *g = w;
+  if (g->op == EVTC_OP_ADD || g->op == EVTC_OP_SUB)
+    g = g->inputs[0]->op == EVTC_OP_MATMUL || g->inputs[0]->op == EVTC_OP_BATCH_MATMUL ? g->inputs[0] : g->inputs[1];
   const evtc_attr *ax = evtc_node_attr(s, "axes"), *st = evtc_node_attr(s, "starts"), *sp = evtc_node_attr(s, "steps");
   int last = w->type.rank - 1;
   int64_t n = s->type.shape[last], n8 = w->type.shape[last];
-  if ((w->op != EVTC_OP_MATMUL && w->op != EVTC_OP_BATCH_MATMUL) || n8 % ALIGN != 0 || n8 - n <= 0 ||
+  if ((g->op != EVTC_OP_MATMUL && g->op != EVTC_OP_BATCH_MATMUL) || n8 % ALIGN != 0 || n8 - n <= 0 ||
       n8 - n >= ALIGN || st->n != 1 || st->v.ints[0] != 0 || (sp->n && sp->v.ints[0] != 1) ||
       (ax->n ? evtc_axis_norm(ax->v.ints[0], w->type.rank) : 0) != last)
     return NULL;
@@ -76,8 +82,36 @@ static evtc_node *masked_cross_entropy(evtc_rewrite *rw, const evtc_node *n, evt
   return ins[0] ? evtc_pat_op(rw, EVTC_OP_CROSS_ENTROPY, ins, 2, NULL, 0, n->name, NULL) : NULL;
 }
 
+/* n = x + b or x - b with x a padded GEMM's slice and b a row vector over its N columns: the same op on the
+ * padded GEMM with b padded by zeros, then the slice; NULL when n is not that. */
+static evtc_node *bias_before_slice(evtc_rewrite *rw, const evtc_node *n, evtc_node *const *in) {
+  if (n->op != EVTC_OP_ADD && n->op != EVTC_OP_SUB) return NULL;
+  int xi = padded_source(in[0]) ? 0 : padded_source(in[1]) ? 1 : -1;
+  if (xi < 0) return NULL;
+  evtc_node *s = in[xi], *w = s->inputs[0], *b = in[1 - xi];
+  if (w->op != EVTC_OP_MATMUL && w->op != EVTC_OP_BATCH_MATMUL) return NULL;   /* one bias */
+  int r = w->type.rank;
+  int64_t n_cls = s->type.shape[r - 1], n8 = w->type.shape[r - 1];
+  if (b->type.rank > r || b->type.rank == 0 || b->type.shape[b->type.rank - 1] != n_cls) return NULL;
+  for (int i = 0; i + 1 < b->type.rank; i++)
+    if (b->type.shape[i] != 1) return NULL;
+  int64_t pads[2 * EVTC_MAX_RANK] = {0};
+  pads[2 * b->type.rank - 1] = n8 - n_cls;
+  evtc_attr pad_at = evtc_attr_ints("pads", 2 * b->type.rank, pads);
+  evtc_node *wb = evtc_pat_op(rw, EVTC_OP_PAD, &b, 1, &pad_at, 1, n->name, "padded_b");
+  if (!wb) return NULL;
+  evtc_node *ins[2] = {xi == 0 ? w : wb, xi == 0 ? wb : w};
+  evtc_node *wide = evtc_pat_op(rw, n->op, ins, 2, NULL, 0, n->name, "padded");
+  if (!wide) return NULL;
+  int64_t ax = r - 1, start = 0;
+  evtc_attr sl[4] = {evtc_attr_ints("axes", 1, &ax), evtc_attr_ints("starts", 1, &start),
+                     evtc_attr_ints("ends", 1, &n_cls), evtc_attr_ints("steps", 1, (int64_t[]){1})};
+  return evtc_pat_op(rw, EVTC_OP_SLICE, &wide, 1, sl, 4, n->name, NULL);
+}
+
 static evtc_node *rewrite(evtc_rewrite *rw, const evtc_node *n, evtc_node *const *in) {
   if (n->op == EVTC_OP_CROSS_ENTROPY) return masked_cross_entropy(rw, n, in);
+  if (n->op == EVTC_OP_ADD || n->op == EVTC_OP_SUB) return bias_before_slice(rw, n, in);
   if (n->op != EVTC_OP_MATMUL && n->op != EVTC_OP_BATCH_MATMUL) return NULL;
   const evtc_type *y = &n->type, *b = &n->inputs[1]->type;
   int64_t N = y->shape[y->rank - 1];

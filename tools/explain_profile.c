@@ -10,7 +10,8 @@
  * kernel that the program split, or ran in the interpreter, sums the
  * program kernels that hold its nodes; scalar-chain nodes (which the plan
  * leaves to their readers) show as their own program kernels; a lone
- * reshape that the program runs as a buffer alias shows with no time.
+ * reshape that the program runs as a buffer alias, or a value another
+ * kernel writes as a by-product, shows with no time.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,14 +121,14 @@ int evtc_explain_profile(const evtc_partition *part, const evtc_backend *be, int
     fprintf(out, "%-8s %-11s %6d %12.3f %12.3f %9.2f  %%%s%s\n", name, K ? evtc_kernel_kind_name(K->kind) : "scalar",
             K ? K->n_nodes : 1, x->modelled_us, x->measured_us, x->modelled_us > 0 ? x->measured_us / x->modelled_us : 0,
             g->nodes[x->first_node]->name, x->program_kernels > 1    ? " (split in the program)"
-                                            : x->program_kernels == 0 ? " (shares its input's buffer: no kernel)"
+                                            : x->program_kernels == 0 ? " (no kernel: a reshape alias or another kernel's by-product)"
                                                                       : "");
   }
   fprintf(out, "profile: plan kernels %d, program kernels %d (%d compiled, %d in the interpreter, %d splits, "
-               "%d reshapes sharing their input's buffer, %d updates in place); modelled %.3f us, measured %.3f us per run "
-               "with waits, %.3f us without\n",
-          part->n_kernels, n, st.compiled, st.interpreted, st.splits, st.aliases, st.in_place, part->time_us, measured,
-          whole_us);
+               "%d reshapes sharing their input's buffer, %d by-products of other kernels, %d updates in place); modelled "
+               "%.3f us, measured %.3f us per run with waits, %.3f us without\n",
+          part->n_kernels, n, st.compiled, st.interpreted, st.splits, st.aliases, st.by_products, st.in_place,
+          part->time_us, measured, whole_us);
   fprintf(out, "memory: %.1f MiB of program buffers (arena %.1f MiB, leaves and outputs %.1f MiB)\n",
           (double)(st.arena_bytes + st.owned_bytes) / (1 << 20), (double)st.arena_bytes / (1 << 20),
           (double)st.owned_bytes / (1 << 20));

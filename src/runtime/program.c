@@ -10,7 +10,10 @@
  * would only reshape a value into a buffer of its own (a copy of the same
  * bytes: program buffers are row-major) is not run at all: the reshape's
  * buffer is its input's, whose life then lasts to the reshape's last use.
- * An update (a parameter's or optimizer state's next value) is written
+ * A log-sum-exp of attention's scores that the backward needs is written by
+ * the forward attention kernel of the same q, k, scale and causality, when
+ * the backend takes that second output (by_product), instead of running
+ * the scores again.  An update (a parameter's or optimizer state's next value) is written
  * over the value it replaces when the kernel that computes it is the
  * value's last reader and reads it element by element (in_place_update):
  * no second copy of the weights, and no copy back after the step.
@@ -102,7 +105,28 @@ static int32_t buffer_of(const evtc_program *p, int32_t id) {
   return p->alias_of[id] >= 0 ? p->alias_of[id] : id;
 }
 
-/* Appends the kernel of ids[0..n) (or its pieces) to p->ks; a lone reshape becomes an alias instead. */
+/* Whether an earlier kernel of p, the forward attention of the same q, k, scale and causality as attention_lse
+ * node n, can also write n's value: then it gets n as a second output. */
+static bool by_product(evtc_program *p, const evtc_node *n) {
+  for (int t = p->n_ks - 1; t >= 0; t--) {
+    evtc_kernel *k = p->ks[t].k;
+    const evtc_node *a = k && k->kind == EVTC_ML_OPAQUE ? k->main : NULL;
+    if (!a || a->op != EVTC_OP_ATTENTION || a->inputs[0] != n->inputs[0] || a->inputs[1] != n->inputs[1] ||
+        evtc_node_float(a, "scale") != evtc_node_float(n, "scale") ||
+        evtc_node_int(a, "causal") != evtc_node_int(n, "causal"))
+      continue;
+    k->args = realloc(k->args, sizeof *k->args * ((size_t)k->n_args + 1));
+    k->args[k->n_args++] = (evtc_karg){.node = n, .output = true};
+    char why[128];
+    if (p->be->supports(p->be, k, why, sizeof why)) return true;
+    k->n_args--;
+    return false;
+  }
+  return false;
+}
+
+/* Appends the kernel of ids[0..n) (or its pieces) to p->ks; a lone reshape becomes an alias instead, and an
+ * attention log-sum-exp an earlier kernel's by-product when it can be. */
 static evtc_status add_group(evtc_program *p, const int32_t *ids, int n, FILE *warn, evtc_diag *d) {
   evtc_diag kd = {0};
   evtc_kernel *k = evtc_kernel_build(p->g, ids, n, &kd);
@@ -112,6 +136,11 @@ static evtc_status add_group(evtc_program *p, const int32_t *ids, int n, FILE *w
   if (ok && n == 1 && n0->op == EVTC_OP_RESHAPE && !is_graph_output(p->g, n0)) {
     p->alias_of[n0->id] = buffer_of(p, n0->inputs[0]->id);
     p->stats.aliases++;
+    evtc_kernel_free(k);
+    return EVTC_OK;
+  }
+  if (ok && n == 1 && n0->op == EVTC_OP_ATTENTION_LSE && by_product(p, n0)) {
+    p->stats.by_products++;
     evtc_kernel_free(k);
     return EVTC_OK;
   }

@@ -78,6 +78,7 @@ typedef struct evtc_program_stats {
   int splits;               /* planned kernels that did not build or run as one and were split into nodes */
   int aliases;              /* lone reshapes that share their input's buffer instead of running as a copy */
   int in_place;             /* updates written over the parameter or state they replace */
+  int by_products;          /* values an earlier kernel writes too (attention's log-sum-exp), not run on their own */
   int modules;              /* distinct modules compiled (per-kernel modules: kernels of one source share one) */
   size_t arena_bytes;       /* peak bytes of the planned intermediate arena */
   size_t unplanned_bytes;   /* the bytes the same values would take without reuse */

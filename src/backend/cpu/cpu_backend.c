@@ -48,6 +48,12 @@ static bool cpu_supports(const evtc_backend *be, const evtc_kernel *k, char *why
     snprintf(why, cap, "no CPU template for %s", evtc_op_get(k->main->op)->name);
     return false;
   }
+  int outputs = 0;
+  for (int i = 0; i < k->n_args; i++) outputs += k->args[i].output;
+  if (k->kind == EVTC_ML_OPAQUE && outputs > 1) {   /* a by-product (program.c): the CPU's templates write one */
+    snprintf(why, cap, "%s with a second output", evtc_op_get(k->main->op)->name);
+    return false;
+  }
   bool empty = false;
   for (int i = 0; i < k->n_args; i++) empty |= evtc_type_numel(&k->args[i].node->type) == 0;
   if ((k->kind == EVTC_ML_OPAQUE && empty) || (k->kind != EVTC_ML_OPAQUE && k->rows * k->cols == 0) || ((k->kind == EVTC_ML_GEMM || k->kind == EVTC_ML_CONV) && k->gemm.batch == 0)) {

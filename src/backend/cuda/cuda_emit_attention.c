@@ -188,11 +188,11 @@ static const char attention_lib[] =
     "  const int q0 = (qblocks - 1 - (int)(blockIdx.x % qblocks)) * BR, off = T - S; \\\n"
     "  const float sl2 = scale * EVTC_ATT_LOG2E;\n"
     "\n"
-    "/* Forward (LSE false: out [BH, S, D]) or log-sum-exp (LSE true: lse [BH, S] f32) of query block blockIdx.x\n"
-    "   (NW warps, 16 NW rows). */\n"
+    "/* Forward (LSE false: out [BH, S, D], and with lse_out also the log-sum-exp there) or log-sum-exp alone (LSE\n"
+    "   true: out is lse [BH, S] f32) of query block blockIdx.x (NW warps, 16 NW rows). */\n"
     "template <bool BF, int D, bool CAUSAL, bool LSE, int NW>\n"
-    "__device__ __forceinline__ void evtc_att_fwd(const uint16_t *Q, const uint16_t *K, const uint16_t *V, void *out, int S, int T,\n"
-    "                                             float scale) {\n"
+    "__device__ __forceinline__ void evtc_att_fwd(const uint16_t *Q, const uint16_t *K, const uint16_t *V, void *out,\n"
+    "                                             float *lse_out, int S, int T, float scale) {\n"
     "  EVTC_ATT_QBLOCK_SETUP\n"
     "  Q += (bh * S + q0) * D;\n"
     "  K += bh * T * D;\n"
@@ -279,15 +279,12 @@ static const char attention_lib[] =
     "    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);\n"
     "    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);\n"
     "  }\n"
-    "  if (LSE) {\n"
-    "    float *lse = (float *)out + bh * S;\n"
-    "    if ((lane & 3) == 0)\n"
+    "  float *lse = LSE ? (float *)out : lse_out;\n"
+    "  if (lse && (lane & 3) == 0)\n"
     "#pragma unroll\n"
-    "      for (int h = 0; h < 2; h++)\n"
-    "        if (ra + 8 * h < S) lse[ra + 8 * h] = (m[h] + log2f(l[h])) * 0.6931471805599453f;\n"
-    "  } else {\n"
-    "    evtc_att_store<BF, D, D>((uint16_t *)out + bh * S * D, o, ra, S, 1.0f / l[0], 1.0f / l[1]);\n"
-    "  }\n"
+    "    for (int h = 0; h < 2; h++)\n"
+    "      if (ra + 8 * h < S) lse[bh * S + ra + 8 * h] = (m[h] + log2f(l[h])) * 0.6931471805599453f;\n"
+    "  if (!LSE) evtc_att_store<BF, D, D>((uint16_t *)out + bh * S * D, o, ra, S, 1.0f / l[0], 1.0f / l[1]);\n"
     "}\n"
     "\n"
     "/* dq of query block blockIdx.x: dq = scale sum_t P (dP - Dd) k, P = exp(scale q.k - lse), dP = dout.v. */\n"
@@ -462,9 +459,30 @@ static bool is_attention(evtc_op op) {
          op == EVTC_OP_ATTENTION_BACKWARD_KV;
 }
 
+/* The argument of an attention kernel's second output -- the log-sum-exp of the same q, k, scale and causality,
+ * written by the forward as a by-product (program.c) -- or -1 when it has none; -2 when its other outputs are
+ * not that. */
+static int lse_by_product_arg(const evtc_kernel *k) {
+  int found = -1, first = evtc_kernel_output_arg(k);
+  for (int i = 0; i < k->n_args; i++) {
+    const evtc_node *x = k->args[i].node, *n = k->main;
+    if (!k->args[i].output || i == first) continue;
+    if (found != -1 || n->op != EVTC_OP_ATTENTION || x->op != EVTC_OP_ATTENTION_LSE || x->inputs[0] != n->inputs[0] ||
+        x->inputs[1] != n->inputs[1] || evtc_node_float(x, "scale") != evtc_node_float(n, "scale") ||
+        evtc_node_int(x, "causal") != evtc_node_int(n, "causal"))
+      return -2;
+    found = i;
+  }
+  return found;
+}
+
 bool evtc_cuda_attention_fits(const evtc_kernel *k, char *why, size_t cap) {
   if (k->kind != EVTC_ML_OPAQUE || !is_attention(k->main->op)) {
     snprintf(why, cap, "no CUDA template for %s", k->main ? evtc_op_get(k->main->op)->name : "this kernel");
+    return false;
+  }
+  if (lse_by_product_arg(k) == -2) {
+    snprintf(why, cap, "%s with outputs other than its own and its log-sum-exp", evtc_op_get(k->main->op)->name);
     return false;
   }
   const evtc_node *n = k->main;
@@ -532,11 +550,16 @@ void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k) {
   const char *u = "(const uint16_t *)";
   switch (n->op) {
     case EVTC_OP_ATTENTION:
-    case EVTC_OP_ATTENTION_LSE:
-      evtc_sb_printf(b, "  evtc_att_fwd<%d, %d, %d, %d, %d>(%sP.a[%d], %sP.a[%d], %sP.a[%d], P.a[%d], %d, %d, (float)%.17g);\n",
+    case EVTC_OP_ATTENTION_LSE: {
+      char lse[32] = "nullptr";
+      int by = lse_by_product_arg(k);
+      if (by >= 0) snprintf(lse, sizeof lse, "(float *)P.a[%d]", by);
+      evtc_sb_printf(b, "  evtc_att_fwd<%d, %d, %d, %d, %d>(%sP.a[%d], %sP.a[%d], %sP.a[%d], P.a[%d], %s, %d, %d, (float)%.17g);\n",
                      bf, d, causal, n->op == EVTC_OP_ATTENTION_LSE, nw, u, evtc_kernel_input_arg(k, 0), u, evtc_kernel_input_arg(k, 1), u,
-                     n->op == EVTC_OP_ATTENTION_LSE ? evtc_kernel_input_arg(k, 1) : evtc_kernel_input_arg(k, 2), evtc_kernel_output_arg(k), s, t, scale);
+                     n->op == EVTC_OP_ATTENTION_LSE ? evtc_kernel_input_arg(k, 1) : evtc_kernel_input_arg(k, 2), evtc_kernel_output_arg(k), lse,
+                     s, t, scale);
       break;
+    }
     default: {
       evtc_sb_printf(b, "  evtc_att_bwd_%s<%d, %d, %d, %d>(", n->op == EVTC_OP_ATTENTION_BACKWARD_Q ? "q" : "kv", bf, d,
                      causal, nw);

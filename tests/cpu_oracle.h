@@ -167,12 +167,14 @@ out:
   return p;
 }
 
-/* `steps` training steps of joint graph g both ways; checks losses and final leaves. */
-static inline void cpu_train_compare(const evtc_graph *g, int steps, double tol, int64_t int_hi, const char *what) {
+/* `steps` training steps of joint graph g both ways, the program on plan (n_kernels; NULL: the greedy plan);
+ * checks losses and final leaves. */
+static inline void cpu_train_compare_plan(const evtc_graph *g, const int32_t *plan, int n_kernels, int steps,
+                                          double tol, int64_t int_hi, const char *what) {
   evtc_diag d = {0};
   oracle_vals o = oracle_fill(g, int_hi);
   evtc_interp *it = evtc_interp_new(g);
-  evtc_program *p = evtc_program_new(g, NULL, 0, oracle_backend(), NULL, &d);
+  evtc_program *p = evtc_program_new(g, plan, n_kernels, oracle_backend(), NULL, &d);
   CHECK(p != NULL, "%s: program: %s", what, d.msg);
   if (!p) goto out;
   for (int32_t i = 0; i < g->n_nodes; i++)
@@ -212,6 +214,10 @@ out:
   evtc_program_free(p);
   evtc_interp_free(it);
   oracle_free(g, &o);
+}
+
+static inline void cpu_train_compare(const evtc_graph *g, int steps, double tol, int64_t int_hi, const char *what) {
+  cpu_train_compare_plan(g, NULL, 0, steps, tol, int_hi, what);
 }
 
 #endif

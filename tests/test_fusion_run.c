@@ -176,6 +176,7 @@ static void test_in_place_updates(void) {
   evtc_optim_config sgd = evtc_optim_default(EVTC_OPTIM_SGD);
   evtc_diag d = {0};
   evtc_graph *joint = evtc_autodiff(fwd, NULL, 0, &sgd, &d);
+  int nk = 0;
   CHECK(joint != NULL, "in-place: autodiff: %s", d.msg);
   evtc_graph_free(fwd);
   if (!joint) return;
@@ -189,6 +190,27 @@ static void test_in_place_updates(void) {
   }
   evtc_program_free(p);
   cpu_train_compare(joint, 3, TOL, 1, "in-place (sgd, 3 steps)");
+  evtc_graph_free(joint);
+  /* loss = sum(w * w^T): the ILP plan computes w's update in a kernel that reads w transposed too, so it is not
+     written over w (an element would read its transpose's new value: the numbers differ) */
+  fwd = oracle_parse("graph sym {\n  %w = param() : f32[16,16]\n  %t = permute(%w) {perm=[1,0]} : f32[16,16]\n"
+                     "  %s = mul(%w, %t) : f32[16,16]\n  %loss = reduce_sum(%s) : f32[]\n  output %loss\n"
+                     "  loss %loss\n}\n",
+                     "sym");
+  joint = fwd ? evtc_autodiff(fwd, NULL, 0, &sgd, &d) : NULL;
+  CHECK(joint != NULL, "in-place (transposed read): autodiff: %s", d.msg);
+  evtc_graph_free(fwd);
+  int32_t *plan = joint ? evtc_program_plan(joint, "ilp", evtc_backend_cpu(), &nk, NULL, &d) : NULL;
+  CHECK(!joint || plan, "in-place (transposed read): plan: %s", d.msg);
+  if (plan) {
+    evtc_program *q = evtc_program_new(joint, plan, nk, evtc_backend_cpu(), NULL, &d);
+    CHECK(q && evtc_program_get_stats(q).in_place == 1,
+          "in-place (transposed read): %d updates in place (want 1: the momentum, not w)",
+          q ? evtc_program_get_stats(q).in_place : -1);
+    evtc_program_free(q);
+    cpu_train_compare_plan(joint, plan, nk, 3, TOL, 1, "in-place (transposed read, ilp plan, sgd, 3 steps)");
+  }
+  free(plan);
   evtc_graph_free(joint);
 }
 

@@ -186,13 +186,33 @@ static const evtc_node *replaced_by(const evtc_graph *g, const evtc_node *n) {
   return NULL;
 }
 
+/* Whether kernel k reads u only element by element in its domain's own order: the domain has u's element
+ * count and every load of u is at offset 0 with the domain's row-major strides (not through a permuted or
+ * shifted view, which would read an element another thread has already overwritten). */
+static bool loads_in_order(const evtc_kernel *k, const evtc_node *u) {
+  int64_t rm[EVTC_MAX_RANK], numel = 1;
+  for (int d = k->rank - 1; d >= 0; d--) {
+    rm[d] = numel;
+    numel *= k->dom[d];
+  }
+  if (numel != evtc_type_numel(&u->type)) return false;
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    if (v->kind != EVTC_V_LOAD || k->args[v->arg].node != u) continue;
+    if (v->offset != 0) return false;
+    for (int d = 0; d < k->rank; d++)
+      if (k->dom[d] > 1 && v->strides[d] != rm[d]) return false;
+  }
+  return true;
+}
+
 /* Whether kernel t, which writes update n of leaf u, may write it into u's buffer: t is u's last reader
  * (last[u] <= t), a compiled one-pass kernel (elementwise, or a GEMM whose main loop does not read u: its
- * epilogue reads u's element (r, c) in the thread that then writes n's), so every element of u is read
- * before, and by the thread that, it is overwritten. */
+ * epilogue reads u's element (r, c) in the thread that then writes n's) that reads u in its own order, so
+ * every element of u is read before, and by the thread that, it is overwritten. */
 static bool in_place_update(const evtc_program *p, int t, const evtc_node *n, const evtc_node *u, const int *last) {
   const evtc_kernel *k = p->ks[t].k;
-  if (!k || last[u->id] > t || !evtc_type_equal(&n->type, &u->type)) return false;
+  if (!k || last[u->id] > t || !evtc_type_equal(&n->type, &u->type) || !loads_in_order(k, u)) return false;
   if (k->kind == EVTC_ML_ELEMENTWISE) return true;
   if (k->kind != EVTC_ML_GEMM) return false;
   for (int j = 0; j < k->main->n_inputs; j++) {

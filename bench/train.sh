@@ -8,7 +8,7 @@
 #                            stage folder: $EVTC_STAGE)
 #   bench/train.sh run [--models gpt2,bert_large,vit_b16] [--steps N]
 #                      [--modes eager,compile,max-autotune] [--scale full|small]
-#                      [--lr X] [--backend cuda|cpu] [--deadline S]
+#                      [--lr X] [--backend cuda|cpu] [--deadline S] [--profile N]
 #                            on the GPU machine, from the repo root.  Per model:
 #                            bench/train_models.py writes it as ONNX with one
 #                            batch of data (with that machine's torch; models
@@ -19,6 +19,11 @@
 #                            bench/train_report.py checks the losses step by
 #                            step (PASS/FAIL per model) and prints the table,
 #                            and draws the ratios into $OUT/train_ratios.png.
+#                            With --profile N, after each model's training
+#                            `evtc explain --train --profile N` times the
+#                            step's kernels on the same backend: the log gets
+#                            its totals, memory lines and time per kernel
+#                            kind, train-logs.tgz the whole table.
 #
 # Defaults: all three models, 10 steps, all three modes, full scale, lr 0.02,
 # backend cuda, deadline 540 s: every phase gets at most the time left before
@@ -56,7 +61,7 @@ prepare)
 run)
   shift
   models=gpt2,bert_large,vit_b16 steps=10 modes=eager,compile,max-autotune scale=full lr=0.02 backend=cuda
-  deadline=540
+  deadline=540 profile=0
   while [ $# -gt 0 ]; do
     case "$1" in
       --models) models=$2 ;;
@@ -66,6 +71,7 @@ run)
       --lr) lr=$2 ;;
       --backend) backend=$2 ;;
       --deadline) deadline=$2 ;;
+      --profile) profile=$2 ;;
       *) echo "train.sh run: unknown option $1" >&2; exit 2 ;;
     esac
     shift 2
@@ -138,6 +144,16 @@ run)
       echo "== $m: evtc exit $rc in $(($(date +%s) - t0)) s (limit $cap s)"
       grep -E "^(partitioner|backend|time to|steady|buffer)" "$out/$m.evtc.out" 2>/dev/null || true
       [ "$rc" = 0 ] || grep -m3 -E "^evtc: |rror" "$out/$m.evtc.err" || true
+      if [ "$profile" -gt 0 ] && [ "$rc" = 0 ]; then
+        target=h200
+        [ "$backend" = cpu ] && target=cpu
+        phase "$m: profile" 120 "$out/$m.profile.txt" "$evtc" explain "$work/$m.onnx" --train --target "$target" \
+          --loss cross_entropy --labels labels --profile "$profile"
+        grep -E "^(profile|memory)" "$out/$m.profile.txt" | cut -c1-400
+        # time per kernel kind: the table's rows are "plan-kernel kind nodes modelled measured ratio first-node"
+        awk '/^== profile/ {on = 1; next} on && NF >= 7 && $5 ~ /^[0-9.]+$/ {t[$2] += $5; n[$2]++}
+             END {for (k in t) printf "  %-11s %5d kernels %10.0f us measured\n", k, n[k], t[k]}' "$out/$m.profile.txt"
+      fi
       phase "$m: PyTorch" 300 "$out/$m.torch.log" "$PYTHON" bench/train_torch.py "$work" --model "$m" --steps "$steps" \
         --lr "$lr" --modes "$modes" --out "$out/$m.torch.json"
       grep -v -i warn "$out/$m.torch.log" | tail -8
@@ -153,7 +169,7 @@ run)
   logs=""
   for m in $(echo "$models" | tr , ' '); do
     for f in "$m.export.log" "$m.export.log.rc" "$m.evtc.out" "$m.evtc.err" "$m.evtc.rc" "$m.torch.log" \
-             "$m.torch.log.rc" "$m.torch.json"; do
+             "$m.torch.log.rc" "$m.torch.json" "$m.profile.txt" "$m.profile.txt.rc"; do
       [ -f "$out/$f" ] && logs="$logs $f"
     done
   done
@@ -164,7 +180,7 @@ run)
   ;;
 *)
   echo "usage: $0 prepare | run [--models M,...] [--steps N] [--modes eager,compile,max-autotune]" >&2
-  echo "                        [--scale full|small] [--lr X] [--backend cuda|cpu] [--deadline S]" >&2
+  echo "                        [--scale full|small] [--lr X] [--backend cuda|cpu] [--deadline S] [--profile N]" >&2
   exit 2
   ;;
 esac

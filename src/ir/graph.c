@@ -337,6 +337,13 @@ evtc_node *evtc_scalar(evtc_graph *g, evtc_dtype dt, double value) {
   return evtc_leaf_add(g, EVTC_OP_CONST, evtc_type_make(dt, 0, NULL), &v, 1, NULL);
 }
 
+bool evtc_graph_is_output(const evtc_graph *g, const evtc_node *n) {
+  if (g->loss == n) return true;
+  for (int32_t i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i].node == n) return true;
+  return false;
+}
+
 void evtc_graph_add_output(evtc_graph *g, evtc_node *n, evtc_node *updates) {
   EVTC_ASSERT(n != NULL);
   if (g->n_outputs == g->cap_outputs) {

@@ -187,6 +187,8 @@ evtc_node *evtc_binary(evtc_graph *g, evtc_op op, evtc_node *a, evtc_node *b);
 evtc_node *evtc_scalar(evtc_graph *g, evtc_dtype dt, double value);
 
 void evtc_graph_add_output(evtc_graph *g, evtc_node *n, evtc_node *updates);
+/* True when n is read after a run: one of g's outputs, or its loss. */
+bool evtc_graph_is_output(const evtc_graph *g, const evtc_node *n);
 
 /* Attribute access by name on a node; EVTC_ASSERTs that the op has it. */
 const evtc_attr *evtc_node_attr(const evtc_node *n, const char *name);

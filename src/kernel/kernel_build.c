@@ -199,9 +199,7 @@ bool evtc_kb_input_emb(evtc_kb *b, const evtc_node *n, const evtc_node *u, int *
 /* True when node n is read outside the kernel (or is an output or the loss). */
 static bool used_outside(const evtc_kb *b, const evtc_node *n) {
   const evtc_graph *g = b->g;
-  if (g->loss == n) return true;
-  for (int i = 0; i < g->n_outputs; i++)
-    if (g->outputs[i].node == n) return true;
+  if (evtc_graph_is_output(g, n)) return true;
   for (int32_t i = n->id + 1; i < g->n_nodes; i++) {
     const evtc_node *c = g->nodes[i];
     if (b->val[i].in_kernel) continue;

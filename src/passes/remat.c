@@ -55,13 +55,6 @@ static bool readers_fusible(const evtc_graph *g, const evtc_node *v) {
   return true;
 }
 
-static bool is_output(const evtc_graph *g, const evtc_node *v) {
-  if (g->loss == v) return true;
-  for (int i = 0; i < g->n_outputs; i++)
-    if (g->outputs[i].node == v) return true;
-  return false;
-}
-
 /* Fills c->fwd and c->redo for g; false when nothing is recomputed. */
 static bool decide(const evtc_graph *g, remat_ctx *c) {
   int32_t n = g->n_nodes;
@@ -76,7 +69,7 @@ static bool decide(const evtc_graph *g, remat_ctx *c) {
   bool any = false;
   for (int32_t i = 0; i < n; i++) {       /* topological: every input is decided before its reader */
     const evtc_node *v = g->nodes[i];
-    if (!c->fwd[i] || evtc_op_is_leaf(v->op) || !cheap(v->op) || is_output(g, v)) continue;
+    if (!c->fwd[i] || evtc_op_is_leaf(v->op) || !cheap(v->op) || evtc_graph_is_output(g, v)) continue;
     int d = 0;
     bool ok = true;
     for (int k = 0; k < v->n_inputs && ok; k++) {

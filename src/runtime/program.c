@@ -93,13 +93,6 @@ static bool accept_backend(const evtc_kernel *k, void *ctx) {
   return be->supports(be, k, why, sizeof why);
 }
 
-static bool is_graph_output(const evtc_graph *g, const evtc_node *n) {
-  if (g->loss == n) return true;
-  for (int i = 0; i < g->n_outputs; i++)
-    if (g->outputs[i].node == n) return true;
-  return false;
-}
-
 /* The node whose buffer node id's value lives in: id itself, or the value a lone reshape aliases. */
 static int32_t buffer_of(const evtc_program *p, int32_t id) {
   return p->alias_of[id] >= 0 ? p->alias_of[id] : id;
@@ -133,7 +126,7 @@ static evtc_status add_group(evtc_program *p, const int32_t *ids, int n, FILE *w
   char why[128] = "";
   bool ok = k && p->be->supports(p->be, k, why, sizeof why);
   const evtc_node *n0 = p->g->nodes[ids[0]];
-  if (ok && n == 1 && n0->op == EVTC_OP_RESHAPE && !is_graph_output(p->g, n0)) {
+  if (ok && n == 1 && n0->op == EVTC_OP_RESHAPE && !evtc_graph_is_output(p->g, n0)) {
     p->alias_of[n0->id] = buffer_of(p, n0->inputs[0]->id);
     p->stats.aliases++;
     evtc_kernel_free(k);
@@ -256,7 +249,7 @@ static void place_buffers(evtc_program *p) {
   for (int32_t i = 0; i < nn; i++) {
     const evtc_node *n = g->nodes[i];
     size_t bytes = value_bytes(n);
-    bool own = evtc_op_is_leaf(n->op) || is_graph_output(g, n);
+    bool own = evtc_op_is_leaf(n->op) || evtc_graph_is_output(g, n);
     if (over[i]) {
       first[i] = last[i] = -1;     /* not in the arena: the buffer of the value it replaces, which owns it */
       p->buf[i] = p->buf[replaced_by(g, n)->id];

@@ -101,8 +101,9 @@ static void trainer_free(trainer *t) {
  * the classes would not fail the kernels' range check. */
 static evtc_status check_labels(const evtc_graph *fwd, const evtc_dataset *data, evtc_diag *d) {
   for (int32_t i = 0; i < fwd->n_nodes; i++) {
-    const evtc_node *n = fwd->nodes[i], *lab = n->n_inputs > 1 ? n->inputs[1] : NULL;
+    const evtc_node *n = fwd->nodes[i];
     if (n->op != EVTC_OP_CROSS_ENTROPY) continue;
+    const evtc_node *lab = n->inputs[1];
     while (lab->op == EVTC_OP_RESHAPE) lab = lab->inputs[0];
     const evtc_dataset_column *col = lab->op == EVTC_OP_INPUT ? evtc_dataset_column_find(data, lab->name) : NULL;
     const evtc_type *logits = &n->inputs[0]->type;

@@ -168,6 +168,9 @@ bool evtc_kernel_has_reduce(const evtc_kernel *k, evtc_vclass c);
  * output; -1 when there is none. */
 int evtc_kernel_input_arg(const evtc_kernel *k, int j);
 int evtc_kernel_output_arg(const evtc_kernel *k);
+/* True when node lse (attention_lse) is the log-sum-exp of attention node att's scores: the same q, k, scale
+ * and causality, so att's kernel can write it as a by-product (runtime/program.c). */
+bool evtc_kernel_lse_of(const evtc_node *att, const evtc_node *lse);
 
 /* Prints the kernel: main loop, domain, arguments, visitor DAG, schedule. */
 void evtc_kernel_print(const evtc_kernel *k, FILE *out);

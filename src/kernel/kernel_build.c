@@ -515,6 +515,12 @@ int evtc_kernel_input_arg(const evtc_kernel *k, int j) {
   return -1;
 }
 
+bool evtc_kernel_lse_of(const evtc_node *att, const evtc_node *lse) {
+  return att->op == EVTC_OP_ATTENTION && lse->op == EVTC_OP_ATTENTION_LSE && att->inputs[0] == lse->inputs[0] &&
+         att->inputs[1] == lse->inputs[1] && evtc_node_float(att, "scale") == evtc_node_float(lse, "scale") &&
+         evtc_node_int(att, "causal") == evtc_node_int(lse, "causal");
+}
+
 int evtc_kernel_output_arg(const evtc_kernel *k) {
   for (int i = 0; i < k->n_args; i++)
     if (k->args[i].output) return i;

@@ -103,11 +103,7 @@ static int32_t buffer_of(const evtc_program *p, int32_t id) {
 static bool by_product(evtc_program *p, const evtc_node *n) {
   for (int t = p->n_ks - 1; t >= 0; t--) {
     evtc_kernel *k = p->ks[t].k;
-    const evtc_node *a = k && k->kind == EVTC_ML_OPAQUE ? k->main : NULL;
-    if (!a || a->op != EVTC_OP_ATTENTION || a->inputs[0] != n->inputs[0] || a->inputs[1] != n->inputs[1] ||
-        evtc_node_float(a, "scale") != evtc_node_float(n, "scale") ||
-        evtc_node_int(a, "causal") != evtc_node_int(n, "causal"))
-      continue;
+    if (!k || k->kind != EVTC_ML_OPAQUE || !evtc_kernel_lse_of(k->main, n)) continue;
     k->args = realloc(k->args, sizeof *k->args * ((size_t)k->n_args + 1));
     k->args[k->n_args++] = (evtc_karg){.node = n, .output = true};
     char why[128];

@@ -465,12 +465,8 @@ static bool is_attention(evtc_op op) {
 static int lse_by_product_arg(const evtc_kernel *k) {
   int found = -1, first = evtc_kernel_output_arg(k);
   for (int i = 0; i < k->n_args; i++) {
-    const evtc_node *x = k->args[i].node, *n = k->main;
     if (!k->args[i].output || i == first) continue;
-    if (found != -1 || n->op != EVTC_OP_ATTENTION || x->op != EVTC_OP_ATTENTION_LSE || x->inputs[0] != n->inputs[0] ||
-        x->inputs[1] != n->inputs[1] || evtc_node_float(x, "scale") != evtc_node_float(n, "scale") ||
-        evtc_node_int(x, "causal") != evtc_node_int(n, "causal"))
-      return -2;
+    if (found != -1 || !evtc_kernel_lse_of(k->main, k->args[i].node)) return -2;
     found = i;
   }
   return found;

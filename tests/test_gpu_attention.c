@@ -43,6 +43,7 @@
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_emit_attention.h"
 #include "cpu_oracle.h"
+#include "gpu_session.h"
 #include "kernel/kernel.h"
 #include "runtime/elements.h"
 #include "runtime/interp.h"
@@ -370,19 +371,10 @@ int main(void) {
   check_refusals();
   gpu G = {0};
   evtc_diag d = {0};
-  G.open = evtc_cuda_device_open(&G.dev, 0, &d) == EVTC_OK && evtc_cuda_nvrtc_get(&d) != NULL;
-  bool nvrtc = true;
-  if (!G.open) {
-    evtc_diag nd = {0};
-    nvrtc = evtc_cuda_nvrtc_get(&nd) != NULL;
-    if (!nvrtc) printf("no NVRTC (%s): the kernels are not compiled\n", nd.msg);
-  }
+  bool nvrtc;
+  G.open = gpu_open(&G.dev, &d, &nvrtc);
   for (int i = 0; i < N_CASES; i++) run_case(&G, i, nvrtc);
-  if (!G.open) {
-    if (check_failed) return check_summary();
-    printf("SKIPPED: %s\n", d.msg);
-    return 77;
-  }
+  if (!G.open) return gpu_skip(d.msg);
   evtc_diag bd = {0};
   oracle_be = evtc_backend_cuda(&bd);
   CHECK(oracle_be != NULL, "CUDA backend: %s", bd.msg);

@@ -52,6 +52,7 @@
 #include "backend/cuda/cuda_emit.h"
 #include "backend/cuda/cuda_gemm.h"
 #include "cpu_oracle.h"
+#include "gpu_session.h"
 #include "kernel/kernel.h"
 
 typedef struct evt_case {
@@ -344,9 +345,7 @@ int main(int argc, char **argv) {
   oracle_be = evtc_backend_cuda(&d);
   if (!oracle_be) {
     compile_only();
-    if (check_failed) return check_summary();
-    printf("SKIPPED: %s\n", d.msg);
-    return 77;
+    return gpu_skip(d.msg);
   }
   for (int i = 0; i < N_CASES; i++) run_case(&cases[i]);
   return check_summary();

@@ -35,6 +35,7 @@
 #include "backend/cuda/cuda_emit.h"
 #include "backend/cuda/cuda_gemm.h"
 #include "cpu_oracle.h"
+#include "gpu_session.h"
 #include "half_oracle.h"
 #include "kernel/kernel.h"
 
@@ -477,9 +478,7 @@ int main(int argc, char **argv) {
   oracle_be = evtc_backend_cuda(&d);
   if (!oracle_be) {
     half_compile_only();
-    if (check_failed) return check_summary();
-    printf("SKIPPED: %s\n", d.msg);
-    return 77;
+    return gpu_skip(d.msg);
   }
   compare(ew_text, "elementwise", 517, TOL);
   compare(ROWS_TEXT(37, 300), "rows-warp-300", 300, TOL);

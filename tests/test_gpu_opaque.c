@@ -39,6 +39,7 @@
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_emit.h"
 #include "cpu_oracle.h"
+#include "gpu_session.h"
 #include "kernel/kernel.h"
 #include "runtime/elements.h"
 #include "runtime/precision.h"
@@ -533,16 +534,11 @@ int main(void) {
   check_refusals();
   gpu G = {0};
   evtc_diag d = {0};
-  G.open = evtc_cuda_device_open(&G.dev, 0, &d) == EVTC_OK && evtc_cuda_nvrtc_get(&d) != NULL;
+  bool nvrtc;
+  G.open = gpu_open(&G.dev, &d, &nvrtc);
   if (G.open && G.dev.drv->cuMemAlloc(&G.err, sizeof(int)) != 0) {
     CHECK(false, "cuMemAlloc of the error flag");
     return check_summary();
-  }
-  bool nvrtc = true;
-  if (!G.open) {
-    evtc_diag nd = {0};
-    nvrtc = evtc_cuda_nvrtc_get(&nd) != NULL;
-    if (!nvrtc) printf("no NVRTC (%s): the kernels are not compiled\n", nd.msg);
   }
   int n_cases = 0, n_run = 0;
   for (int i = 0; i < N_CASES; i++)
@@ -553,11 +549,7 @@ int main(void) {
       }
   printf("%d op x dtype cases %s\n", n_cases, G.open ? "run on the GPU" : nvrtc ? "compiled for sm_90a" : "emitted");
   bench(&G, nvrtc);
-  if (!G.open) {
-    if (check_failed) return check_summary();
-    printf("SKIPPED: %s\n", d.msg);
-    return 77;
-  }
+  if (!G.open) return gpu_skip(d.msg);
   CHECK(n_run == n_cases, "%d of %d cases ran", n_run, n_cases);
   evtc_diag bd = {0};
   oracle_be = evtc_backend_cuda(&bd);

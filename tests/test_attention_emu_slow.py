@@ -7,7 +7,7 @@ helpers (ldmatrix, mma.sync, cvt packs, cp.async and its waits) with the
 emulations of tests/attention_emu/shim.h, builds tests/attention_emu/
 harness.cpp with the system C++ compiler and runs it: every kernel of the
 family (forward, log-sum-exp, dq, dk with dv in one kernel) on odd shapes, causal and not,
-head dims 64 and 128, blocks of 4 and 8 warps, against a float64
+head dims 64 and 128, blocks of 4 and 8 warps, row-major and through strided views, against a float64
 reference.  This checks the kernels' fragment layouts, masking, online
 softmax and tiling without a GPU (test_gpu_attention.c checks them on one).
 Skips (77) without g++.

@@ -82,10 +82,18 @@ typedef struct evtc_vnode {
   const evtc_node *node;    /* the graph node this came from, or NULL */
 } evtc_vnode;
 
-/* A kernel argument: a graph value read (input) or written (output). */
+/* A kernel argument: a graph value read (input) or written (output).  Row-major from element 0 of its buffer,
+ * unless `strided`: then element i of the value is at offset + sum_d i[d] strides[d] of a buffer another value
+ * owns (a view the program chose: runtime/program_views.c; only OPAQUE kernels of backends that take it), and
+ * when second_half is nonzero (attention_backward_kv's dK with dV), the second half of the last dim lies
+ * second_half elements after the first. */
 typedef struct evtc_karg {
   const evtc_node *node;
   bool output;
+  bool strided;
+  int64_t offset;
+  int64_t strides[EVTC_MAX_RANK];
+  int64_t second_half;
 } evtc_karg;
 
 /* GEMM: C[b, i, j] = sum_k A[b, i, k] B[b, k, j]; element (b, i, k) of A is
@@ -171,6 +179,14 @@ int evtc_kernel_output_arg(const evtc_kernel *k);
 /* True when node lse (attention_lse) is the log-sum-exp of attention node att's scores: the same q, k, scale
  * and causality, so att's kernel can write it as a by-product (runtime/program.c). */
 bool evtc_kernel_lse_of(const evtc_node *att, const evtc_node *lse);
+
+/* Views through layout nodes.  evtc_layout_view: layout node n (reshape, permute, expand, slice) over a view of
+ * its input (element offset *offset, strides us per input dim) gives the view of its output (strides ns per
+ * output dim; *offset moved by a slice).  evtc_layout_view_back: a permute or reshape n backwards, from a view
+ * of its output (ns) to the view of its input (us) holding the same elements.  False when a reshape would
+ * split or merge dims across the view's gaps (or, backwards, n is another op). */
+bool evtc_layout_view(const evtc_node *n, const int64_t *us, int64_t *offset, int64_t *ns);
+bool evtc_layout_view_back(const evtc_node *n, const int64_t *ns, int64_t *us);
 
 /* Prints the kernel: main loop, domain, arguments, visitor DAG, schedule. */
 void evtc_kernel_print(const evtc_kernel *k, FILE *out);

@@ -87,29 +87,13 @@ static bool reshape_strides(const evtc_type *u, const int64_t *us, const evtc_ty
   return true;
 }
 
-/* The view of layout node n over an outside value (or another view). */
-static evtc_status layout_view(evtc_kb *b, const evtc_node *n) {
+bool evtc_layout_view(const evtc_node *n, const int64_t *us, int64_t *offset, int64_t *ns) {
   const evtc_node *u = n->inputs[0];
-  evtc_kbval *uv = &b->val[u->id], *nv = &b->val[n->id];
-  int64_t us[EVTC_MAX_RANK], off = 0;
-  if (uv->is_view) {
-    memcpy(us, uv->view_strides, sizeof us);
-    off = uv->view_off;
-    nv->view_arg = uv->view_arg;
-  } else {
-    int64_t s = 1;
-    for (int i = u->type.rank - 1; i >= 0; i--) {
-      us[i] = s;
-      s *= u->type.shape[i];
-    }
-    nv->view_arg = evtc_kb_arg(b, u, false);
-  }
   const evtc_type *t = &n->type;
-  int64_t *ns = nv->view_strides;
-  memset(ns, 0, sizeof nv->view_strides);
+  int64_t off = *offset;
   switch (n->op) {
     case EVTC_OP_RESHAPE:
-      if (!reshape_strides(&u->type, us, t, ns)) return evtc_kb_fail(b, n, "reshapes a permuted or sliced view across its gaps");
+      if (!reshape_strides(&u->type, us, t, ns)) return false;
       break;
     case EVTC_OP_PERMUTE: {
       const evtc_attr *p = evtc_node_attr(n, "perm");
@@ -118,6 +102,7 @@ static evtc_status layout_view(evtc_kb *b, const evtc_node *n) {
     }
     case EVTC_OP_EXPAND: {
       int shift = t->rank - u->type.rank;
+      for (int i = 0; i < shift; i++) ns[i] = 0;
       for (int i = 0; i < u->type.rank; i++) ns[i + shift] = u->type.shape[i] == 1 ? 0 : us[i];
       break;
     }
@@ -136,8 +121,41 @@ static evtc_status layout_view(evtc_kb *b, const evtc_node *n) {
       }
       break;
     }
-    default: EVTC_ASSERT(!"not a layout op");
+    default: return false;
   }
+  *offset = off;
+  return true;
+}
+
+bool evtc_layout_view_back(const evtc_node *n, const int64_t *ns, int64_t *us) {
+  const evtc_node *u = n->inputs[0];
+  if (n->op == EVTC_OP_RESHAPE) return reshape_strides(&n->type, ns, &u->type, us);
+  if (n->op != EVTC_OP_PERMUTE) return false;
+  const evtc_attr *p = evtc_node_attr(n, "perm");
+  for (int i = 0; i < n->type.rank; i++) us[p->v.ints[i]] = ns[i];
+  return true;
+}
+
+/* The view of layout node n over an outside value (or another view). */
+static evtc_status layout_view(evtc_kb *b, const evtc_node *n) {
+  const evtc_node *u = n->inputs[0];
+  evtc_kbval *uv = &b->val[u->id], *nv = &b->val[n->id];
+  int64_t us[EVTC_MAX_RANK], off = 0;
+  if (uv->is_view) {
+    memcpy(us, uv->view_strides, sizeof us);
+    off = uv->view_off;
+    nv->view_arg = uv->view_arg;
+  } else {
+    int64_t s = 1;
+    for (int i = u->type.rank - 1; i >= 0; i--) {
+      us[i] = s;
+      s *= u->type.shape[i];
+    }
+    nv->view_arg = evtc_kb_arg(b, u, false);
+  }
+  memset(nv->view_strides, 0, sizeof nv->view_strides);
+  if (!evtc_layout_view(n, us, &off, nv->view_strides))
+    return evtc_kb_fail(b, n, "reshapes a permuted or sliced view across its gaps");
   nv->view_off = off;
   nv->is_view = true;
   return EVTC_OK;

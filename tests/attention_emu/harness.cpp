@@ -8,7 +8,14 @@
  * four kernels (forward, log-sum-exp, dq, dk with dv into rows of 2 D) run
  * as on the GPU (grid, NT threads, dynamic shared memory)
  * into NaN-poisoned outputs; ||got - want|| / ||want|| must stay below
- * 2e-2 (bf16) or 4e-3 (f16), 1e-5 for lse, every element finite.
+ * 2e-2 (bf16) or 4e-3 (f16), 1e-5 for lse, every element finite.  Each
+ * case runs twice: on row-major [BH, rows, D] tensors, and on views
+ * (evtc_att_lay) as evtc's program hands them over when it drops layout
+ * copies: q in slot 0 of a packed [B, S, 3, H, D] buffer, k and v in slots
+ * 0 and 1 of [B, T, 2, H, D], out and dout in [B, S, H, D], dq into slot 1
+ * of a [B, S, 3, H, D] buffer, dk and dv into padded rows of [B, T, H, 2 D
+ * + 8]; the views must give the same bits and leave every other element of
+ * their buffers as it was.
  */
 #include <functional>
 #include <random>
@@ -61,6 +68,42 @@ static double rel_rms(const std::vector<double> &got, const std::vector<double> 
 }
 
 typedef std::pair<std::vector<uint16_t>, std::vector<double>> tensor;   /* storage, exact values */
+
+/* A [BH, rows, cols] tensor in a buffer of `size` elements through layout l (l.h heads per batch). */
+struct view {
+  evtc_att_lay l;
+  size_t size;
+  size_t at(int bh, int r, int c) const { return (size_t)(evtc_att_base(l, bh) + r * l.sr + c); }
+};
+static view row_major(int BH, int rows, int cols) {
+  return view{evtc_att_lay{0, (int64_t)rows * cols, (int64_t)rows * cols, cols, cols / 2, 1}, (size_t)BH * rows * cols};
+}
+/* Heads h (1, or 2 when BH is even) of [B, rows, slots, h, cols + pad] at slot `slot`. */
+static view packed(int BH, int rows, int cols, int slots, int slot, int pad) {
+  const int h = BH % 2 ? 1 : 2, B = BH / h;
+  const int64_t w = cols + pad, sr = (int64_t)slots * h * w;
+  return view{evtc_att_lay{slot * h * w, rows * sr, w, sr, cols / 2, h}, (size_t)B * rows * sr};
+}
+static std::vector<uint16_t> scatter(const std::vector<uint16_t> &x, const view &v, int BH, int rows, int cols) {
+  std::vector<uint16_t> out(v.size, 0x7E7E);     /* a NaN in f16 and bf16 outside the view */
+  for (int bh = 0; bh < BH; bh++)
+    for (int r = 0; r < rows; r++)
+      for (int c = 0; c < cols; c++) out[v.at(bh, r, c)] = x[((size_t)bh * rows + r) * cols + c];
+  return out;
+}
+/* The view's elements row-major, and the count of elements outside it that are no longer 0x7E7E into *touched. */
+static std::vector<uint16_t> gather(const std::vector<uint16_t> &buf, const view &v, int BH, int rows, int cols, int *touched) {
+  std::vector<uint16_t> out((size_t)BH * rows * cols);
+  std::vector<char> inside(buf.size(), 0);
+  for (int bh = 0; bh < BH; bh++)
+    for (int r = 0; r < rows; r++)
+      for (int c = 0; c < cols; c++) {
+        out[((size_t)bh * rows + r) * cols + c] = buf[v.at(bh, r, c)];
+        inside[v.at(bh, r, c)] = 1;
+      }
+  for (size_t i = 0; i < buf.size(); i++) *touched += !inside[i] && buf[i] != 0x7E7E;
+  return out;
+}
 
 template <bool BF, int D, bool CAUSAL, int NW> static int run(int BH, int S, int T) {
   emu_nt = 32 * NW;
@@ -149,28 +192,65 @@ template <bool BF, int D, bool CAUSAL, int NW> static int run(int BH, int S, int
   const int st = D == 64 ? 2 : 1;     /* query-tile buffers of the key-block kernel (its launch shape) */
   const size_t smem = 2 * 64 * D * 2 + 512, smem_kv = 2 * br * D * 2 + st * (3 * 64 * D * 2 + 256) + 256;
   printf("%s D=%d%s BH=%d S=%d T=%d, %d warps\n", BF ? "bf16" : "f16", D, CAUSAL ? " causal" : "", BH, S, T, NW);
-  const uint16_t *qp = q.first.data(), *kp = k.first.data(), *vp = v.first.data(), *dp = dout.first.data();
-  std::vector<uint16_t> out(nq, 0xFFFF), dq(nq, 0xFFFF), dkv(2 * nk, 0xFFFF);
-  std::vector<float> lse(L.size(), NAN), lse_fwd(L.size(), NAN);
-  emu_launch(qgrid, smem, [&]() {     /* the forward, writing the log-sum-exp as a by-product */
-    evtc_att_fwd<BF, D, CAUSAL, false, NW>(qp, kp, vp, out.data(), lse_fwd.data(), S, T, (float)scale);
-  });
-  check("out", decode(out), O, tol);
-  check("lse of the forward", std::vector<double>(lse_fwd.begin(), lse_fwd.end()), L, 1e-5);
-  emu_launch(qgrid, smem, [&]() { evtc_att_fwd<BF, D, CAUSAL, true, NW>(qp, kp, kp, lse.data(), nullptr, S, T, (float)scale); });
-  check("lse", std::vector<double>(lse.begin(), lse.end()), L, 1e-5);
-  emu_launch(qgrid, smem, [&]() {
-    evtc_att_bwd_q<BF, D, CAUSAL, NW>(qp, kp, vp, Oh.data(), dp, Lf.data(), dq.data(), S, T, (float)scale);
-  });
-  check("dq", decode(dq), dQ, tol);
-  emu_launch(kgrid, smem_kv, [&]() {
-    evtc_att_bwd_kv<BF, D, CAUSAL, NW>(qp, kp, vp, Oh.data(), dp, Lf.data(), dkv.data(), S, T, (float)scale);
-  });
-  std::vector<double> got = decode(dkv), gk(nk), gv(nk);     /* rows of 2 D: dk then dv */
-  for (size_t r = 0; r < nk / D; r++)
-    for (int j = 0; j < D; j++) gk[r * D + j] = got[r * 2 * D + j], gv[r * D + j] = got[r * 2 * D + D + j];
-  check("dk", gk, dK, tol);
-  check("dv", gv, dV, tol);
+  std::vector<uint16_t> first_bits;
+  for (int strided = 0; strided < 2; strided++) {
+    view vq = row_major(BH, S, D), vk = row_major(BH, T, D), vv = vk, vo = vq, vd = vq, vg = vq, vkv = row_major(BH, T, 2 * D);
+    if (strided) {
+      vq = packed(BH, S, D, 3, 0, 0), vk = packed(BH, T, D, 2, 0, 0), vv = packed(BH, T, D, 2, 1, 0);
+      vo = vd = packed(BH, S, D, 1, 0, 0), vg = packed(BH, S, D, 3, 1, 0), vkv = packed(BH, T, 2 * D, 1, 0, 8);
+    }
+    std::vector<uint16_t> qb = scatter(q.first, vq, BH, S, D), kb = scatter(k.first, vk, BH, T, D);
+    std::vector<uint16_t> vb = scatter(v.first, vv, BH, T, D), db = scatter(dout.first, vd, BH, S, D);
+    std::vector<uint16_t> ob = scatter(Oh, vo, BH, S, D);
+    if (strided) {     /* k and v share one buffer, as they share the packed one in a model */
+      for (size_t i = 0; i < kb.size(); i++)
+        if (vb[i] != 0x7E7E) kb[i] = vb[i];
+      vb = kb;
+    }
+    printf(" %s\n", strided ? "views" : "row-major");
+    const uint16_t *qp = qb.data(), *kp = kb.data(), *vp = vb.data(), *dp = db.data();
+    std::vector<uint16_t> outb(vo.size, 0x7E7E), dqb(vg.size, 0x7E7E), dkvb(vkv.size, 0x7E7E);
+    std::vector<float> lse(L.size(), NAN), lse_fwd(L.size(), NAN);
+    int touched = 0;
+    emu_launch(qgrid, smem, [&]() {     /* the forward, writing the log-sum-exp as a by-product */
+      evtc_att_fwd<BF, D, CAUSAL, false, NW>(qp, kp, vp, outb.data(), lse_fwd.data(), S, T, (float)scale, vq.l, vk.l, vv.l, vo.l);
+    });
+    std::vector<uint16_t> out = gather(outb, vo, BH, S, D, &touched);
+    check("out", decode(out), O, tol);
+    check("lse of the forward", std::vector<double>(lse_fwd.begin(), lse_fwd.end()), L, 1e-5);
+    emu_launch(qgrid, smem, [&]() {
+      evtc_att_fwd<BF, D, CAUSAL, true, NW>(qp, kp, kp, lse.data(), nullptr, S, T, (float)scale, vq.l, vk.l, vk.l, vq.l);
+    });
+    check("lse", std::vector<double>(lse.begin(), lse.end()), L, 1e-5);
+    emu_launch(qgrid, smem, [&]() {
+      evtc_att_bwd_q<BF, D, CAUSAL, NW>(qp, kp, vp, ob.data(), dp, Lf.data(), dqb.data(), S, T, (float)scale, vq.l, vk.l, vv.l,
+                                        vo.l, vd.l, vg.l);
+    });
+    std::vector<uint16_t> dq = gather(dqb, vg, BH, S, D, &touched);
+    check("dq", decode(dq), dQ, tol);
+    emu_launch(kgrid, smem_kv, [&]() {
+      evtc_att_bwd_kv<BF, D, CAUSAL, NW>(qp, kp, vp, ob.data(), dp, Lf.data(), dkvb.data(), S, T, (float)scale, vq.l, vk.l, vv.l,
+                                         vo.l, vd.l, vkv.l);
+    });
+    std::vector<uint16_t> dkv = gather(dkvb, vkv, BH, T, 2 * D, &touched);
+    std::vector<double> got = decode(dkv), gk(nk), gv(nk);     /* rows of 2 D: dk then dv */
+    for (size_t r = 0; r < nk / D; r++)
+      for (int j = 0; j < D; j++) gk[r * D + j] = got[r * 2 * D + j], gv[r * D + j] = got[r * 2 * D + D + j];
+    check("dk", gk, dK, tol);
+    check("dv", gv, dV, tol);
+    std::vector<uint16_t> bits = out;
+    bits.insert(bits.end(), dq.begin(), dq.end());
+    bits.insert(bits.end(), dkv.begin(), dkv.end());
+    if (!strided) first_bits = bits;
+    else if (bits != first_bits) {
+      printf("  the views' results differ from the row-major ones  FAILED\n");
+      fails++;
+    }
+    if (touched) {
+      printf("  %d elements outside the output views written  FAILED\n", touched);
+      fails++;
+    }
+  }
   return fails;
 }
 
@@ -187,6 +267,7 @@ int main() {
   fails += run<false, 128, false, 8>(1, 129, 70);
   fails += run<true, 64, false, 4>(2, 150, 97);
   fails += run<false, 128, true, 8>(1, 70, 140);
+  fails += run<true, 64, true, 4>(4, 33, 40);     /* views over 2 batches of 2 heads */
   printf("%d failed\n", fails);
   return fails != 0;
 }

@@ -48,6 +48,11 @@ static bool cpu_supports(const evtc_backend *be, const evtc_kernel *k, char *why
     snprintf(why, cap, "no CPU template for %s", evtc_op_get(k->main->op)->name);
     return false;
   }
+  if (!evtc_cpu_attention_views_fit(k)) {
+    snprintf(why, cap, "%s through a view (the CPU takes views only in attention, with contiguous columns)",
+             k->main ? evtc_op_get(k->main->op)->name : "a kernel");
+    return false;
+  }
   int outputs = 0;
   for (int i = 0; i < k->n_args; i++) outputs += k->args[i].output;
   if (k->kind == EVTC_ML_OPAQUE && outputs > 1) {   /* a by-product (program.c): the CPU's templates write one */

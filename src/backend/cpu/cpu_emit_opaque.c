@@ -360,7 +360,7 @@ void evtc_cpu_emit_opaque(evtc_sb *b, const evtc_kernel *k) {
       break;
     case EVTC_OP_ATTENTION: case EVTC_OP_ATTENTION_LSE: case EVTC_OP_ATTENTION_BACKWARD_Q:
     case EVTC_OP_ATTENTION_BACKWARD_KV:
-      evtc_cpu_emit_attention(b, n);
+      evtc_cpu_emit_attention(b, k);
       break;
     default: emit_reduce(b, n); break;
   }

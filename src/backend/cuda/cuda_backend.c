@@ -105,8 +105,13 @@ static bool use_evt(const cuda_ctx *c, const evtc_kernel *k, evtc_cuda_evt_plan 
 }
 
 static bool cuda_supports(const evtc_backend *be, const evtc_kernel *k, char *why, size_t cap) {
-  if (k->kind == EVTC_ML_OPAQUE && evtc_cuda_opaque_op(k->main->op)) return evtc_cuda_opaque_fits(k, why, cap);
-  if (k->kind == EVTC_ML_OPAQUE) return evtc_cuda_attention_fits(k, why, cap);
+  if (k->kind == EVTC_ML_OPAQUE && !evtc_cuda_opaque_op(k->main->op)) return evtc_cuda_attention_fits(k, why, cap);
+  for (int a = 0; a < k->n_args; a++)
+    if (k->args[a].strided) {
+      snprintf(why, cap, "%%%s through a view (only the attention template takes views)", k->args[a].node->name);
+      return false;
+    }
+  if (k->kind == EVTC_ML_OPAQUE) return evtc_cuda_opaque_fits(k, why, cap);
   bool gemm = k->kind == EVTC_ML_GEMM || k->kind == EVTC_ML_CONV;
   if (k->rows * k->cols == 0 || (gemm && k->gemm.batch == 0)) {
     snprintf(why, cap, "an empty tensor");

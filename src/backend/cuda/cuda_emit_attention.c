@@ -76,14 +76,19 @@ static const char attention_lib[] =
     "template <bool BF> __device__ __forceinline__ float evtc_att_tof(uint16_t h) { return BF ? evtc_bf2f(h) : evtc_h2f(h); }\n"
     "__device__ __forceinline__ void evtc_att_commit() { asm volatile(\"cp.async.commit_group;\\n\" ::); }\n"
     "template <int N> __device__ __forceinline__ void evtc_att_wait() { asm volatile(\"cp.async.wait_group %0;\\n\" ::\"n\"(N)); }\n"
-    "/* Rows [0, ROWS) of a [rows, D] tile at g into swizzled shared memory s by NT threads; rows >= valid are\n"
-    "   zero-filled. */\n"
-    "template <int D, int ROWS, int NT> __device__ __forceinline__ void evtc_att_load(uint16_t *s, const uint16_t *g, int valid) {\n"
+    "/* Where one operand's rows lie: row r of batch-head bh (batch bh / h, head bh % h) starts at element off +\n"
+    "   (bh / h) sb + (bh % h) sh + r sr and its columns are contiguous; dK and dV start at columns 0 and c2 of the\n"
+    "   key-block kernel's output.  Contiguous [BH, rows, D]: off 0, sb = h rows D, sh = rows D, sr = D. */\n"
+    "struct evtc_att_lay { int64_t off, sb, sh, sr, c2; int h; };\n"
+    "__device__ __forceinline__ int64_t evtc_att_base(const evtc_att_lay &l, int64_t bh) { return l.off + bh / l.h * l.sb + bh % l.h * l.sh; }\n"
+    "/* Rows [0, ROWS) of a [rows, D] tile at g (rows ld elements apart) into swizzled shared memory s by NT threads;\n"
+    "   rows >= valid are zero-filled. */\n"
+    "template <int D, int ROWS, int NT> __device__ __forceinline__ void evtc_att_load(uint16_t *s, const uint16_t *g, int valid, int64_t ld) {\n"
     "  constexpr int CH = D / 8;\n"
     "#pragma unroll\n"
     "  for (int c = threadIdx.x; c < ROWS * CH; c += NT) {\n"
     "    const int row = c / CH, ch = c % CH;\n"
-    "    const uint16_t *src = g + (row < valid ? (int64_t)row * D + ch * 8 : 0);\n"
+    "    const uint16_t *src = g + (row < valid ? (int64_t)row * ld + ch * 8 : 0);\n"
     "    const uint32_t dst = evtc_att_saddr(s + evtc_att_sw<D>(row, ch * 8));\n"
     "    asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\\n\" ::\"r\"(dst), \"l\"(src), \"r\"(row < valid ? 16 : 0));\n"
     "  }\n"
@@ -141,16 +146,16 @@ static const char attention_lib[] =
     "    }\n"
     "  }\n"
     "}\n"
-    "/* Stores rows r (c[0], c[1]) and r + 8 (c[2], c[3]) of a 16 x D accumulator times mul into D columns of a\n"
-    "   [rows, LD] tensor. */\n"
-    "template <bool BF, int D, int LD> __device__ __forceinline__ void evtc_att_store(uint16_t *g, const float (*c)[4], int r,\n"
-    "                                                                                int rows, float mul_a, float mul_b) {\n"
+    "/* Stores rows r (c[0], c[1]) and r + 8 (c[2], c[3]) of a 16 x D accumulator times mul into D columns of\n"
+    "   rows ld elements apart. */\n"
+    "template <bool BF, int D> __device__ __forceinline__ void evtc_att_store(uint16_t *g, const float (*c)[4], int r, int rows,\n"
+    "                                                                        int64_t ld, float mul_a, float mul_b) {\n"
     "  const int lane = threadIdx.x & 31;\n"
     "#pragma unroll\n"
     "  for (int dt = 0; dt < D / 8; dt++) {\n"
     "    const int col = dt * 8 + 2 * (lane & 3);\n"
-    "    if (r < rows) *(uint32_t *)(g + (int64_t)r * LD + col) = evtc_att_pack<BF>(c[dt][0] * mul_a, c[dt][1] * mul_a);\n"
-    "    if (r + 8 < rows) *(uint32_t *)(g + (int64_t)(r + 8) * LD + col) = evtc_att_pack<BF>(c[dt][2] * mul_b, c[dt][3] * mul_b);\n"
+    "    if (r < rows) *(uint32_t *)(g + (int64_t)r * ld + col) = evtc_att_pack<BF>(c[dt][0] * mul_a, c[dt][1] * mul_a);\n"
+    "    if (r + 8 < rows) *(uint32_t *)(g + (int64_t)(r + 8) * ld + col) = evtc_att_pack<BF>(c[dt][2] * mul_b, c[dt][3] * mul_b);\n"
     "  }\n"
     "}\n"
     "/* The dot product of two 16-byte vectors of 8 16-bit values. */\n"
@@ -163,13 +168,15 @@ static const char attention_lib[] =
     "           evtc_att_tof<BF>((uint16_t)(x[i] >> 16)) * evtc_att_tof<BF>((uint16_t)(y[i] >> 16));\n"
     "  return acc;\n"
     "}\n"
-    "/* rowsum(dout * out) of row r of [rows, D] tensors (0 past the end): the 4 lanes of a row group split the columns. */\n"
-    "template <bool BF, int D> __device__ __forceinline__ float evtc_att_rowdot(const uint16_t *dout, const uint16_t *out, int r, int rows) {\n"
+    "/* rowsum(dout * out) of row r of [rows, D] tensors with rows ldd and ldo elements apart (0 past the end): the 4\n"
+    "   lanes of a row group split the columns. */\n"
+    "template <bool BF, int D> __device__ __forceinline__ float evtc_att_rowdot(const uint16_t *dout, const uint16_t *out, int r, int rows,\n"
+    "                                                                         int64_t ldd, int64_t ldo) {\n"
     "  float acc = 0.0f;\n"
     "  if (r < rows) {\n"
     "    const int c0 = (threadIdx.x & 3) * (D / 4);\n"
     "#pragma unroll 4\n"
-    "    for (int c = 0; c < D / 4; c++) acc += evtc_att_tof<BF>(dout[(int64_t)r * D + c0 + c]) * evtc_att_tof<BF>(out[(int64_t)r * D + c0 + c]);\n"
+    "    for (int c = 0; c < D / 4; c++) acc += evtc_att_tof<BF>(dout[(int64_t)r * ldd + c0 + c]) * evtc_att_tof<BF>(out[(int64_t)r * ldo + c0 + c]);\n"
     "  }\n"
     "  acc += __shfl_xor_sync(0xffffffffu, acc, 1);\n"
     "  acc += __shfl_xor_sync(0xffffffffu, acc, 2);\n"
@@ -188,16 +195,18 @@ static const char attention_lib[] =
     "  const int q0 = (qblocks - 1 - (int)(blockIdx.x % qblocks)) * BR, off = T - S; \\\n"
     "  const float sl2 = scale * EVTC_ATT_LOG2E;\n"
     "\n"
-    "/* Forward (LSE false: out [BH, S, D], and with lse_out also the log-sum-exp there) or log-sum-exp alone (LSE\n"
-    "   true: out is lse [BH, S] f32) of query block blockIdx.x (NW warps, 16 NW rows). */\n"
+    "/* Forward (LSE false: out [BH, S, D] laid out by lo, and with lse_out also the log-sum-exp there) or log-sum-exp\n"
+    "   alone (LSE true: out is lse [BH, S] f32) of query block blockIdx.x (NW warps, 16 NW rows); q, k, v laid out by\n"
+    "   lq, lk, lv. */\n"
     "template <bool BF, int D, bool CAUSAL, bool LSE, int NW>\n"
     "__device__ __forceinline__ void evtc_att_fwd(const uint16_t *Q, const uint16_t *K, const uint16_t *V, void *out,\n"
-    "                                             float *lse_out, int S, int T, float scale) {\n"
+    "                                             float *lse_out, int S, int T, float scale, evtc_att_lay lq, evtc_att_lay lk,\n"
+    "                                             evtc_att_lay lv, evtc_att_lay lo) {\n"
     "  EVTC_ATT_QBLOCK_SETUP\n"
-    "  Q += (bh * S + q0) * D;\n"
-    "  K += bh * T * D;\n"
-    "  V += bh * T * D;\n"
-    "  evtc_att_load<D, BR, NT>(sk, Q, S - q0);     /* BR rows: sk and sv */\n"
+    "  Q += evtc_att_base(lq, bh) + q0 * lq.sr;\n"
+    "  K += evtc_att_base(lk, bh);\n"
+    "  V += evtc_att_base(lv, bh);\n"
+    "  evtc_att_load<D, BR, NT>(sk, Q, S - q0, lq.sr);     /* BR rows: sk and sv */\n"
     "  evtc_att_commit();\n"
     "  evtc_att_wait<0>();\n"
     "  __syncthreads();\n"
@@ -205,10 +214,10 @@ static const char attention_lib[] =
     "  evtc_att_afrag<D>(qf, sk, warp * 16);\n"
     "  __syncthreads();\n"
     "  const int kend = CAUSAL ? min(T, q0 + BR + off) : T, nkb = (kend + 63) / 64;\n"
-    "  evtc_att_load<D, 64, NT>(sk, K, T);\n"
+    "  evtc_att_load<D, 64, NT>(sk, K, T, lk.sr);\n"
     "  evtc_att_commit();\n"
     "  if (!LSE) {\n"
-    "    evtc_att_load<D, 64, NT>(sv, V, T);\n"
+    "    evtc_att_load<D, 64, NT>(sv, V, T, lv.sr);\n"
     "    evtc_att_commit();\n"
     "  }\n"
     "  float o[LSE ? 1 : D / 8][4];\n"
@@ -227,7 +236,7 @@ static const char attention_lib[] =
     "    evtc_att_abt<BF, D>(s, qf, sk);\n"
     "    __syncthreads();\n"
     "    if (j + 1 < nkb) {\n"
-    "      evtc_att_load<D, 64, NT>(sk, K + (int64_t)(j + 1) * 64 * D, T - (j + 1) * 64);\n"
+    "      evtc_att_load<D, 64, NT>(sk, K + (int64_t)(j + 1) * 64 * lk.sr, T - (j + 1) * 64, lk.sr);\n"
     "      evtc_att_commit();\n"
     "    }\n"
     "    const int t0 = j * 64;\n"
@@ -269,7 +278,7 @@ static const char attention_lib[] =
     "      evtc_att_pb<BF, D>(o, s, sv);\n"
     "      __syncthreads();\n"
     "      if (j + 1 < nkb) {\n"
-    "        evtc_att_load<D, 64, NT>(sv, V + (int64_t)(j + 1) * 64 * D, T - (j + 1) * 64);\n"
+    "        evtc_att_load<D, 64, NT>(sv, V + (int64_t)(j + 1) * 64 * lv.sr, T - (j + 1) * 64, lv.sr);\n"
     "        evtc_att_commit();\n"
     "      }\n"
     "    }\n"
@@ -284,26 +293,29 @@ static const char attention_lib[] =
     "#pragma unroll\n"
     "    for (int h = 0; h < 2; h++)\n"
     "      if (ra + 8 * h < S) lse[bh * S + ra + 8 * h] = (m[h] + log2f(l[h])) * 0.6931471805599453f;\n"
-    "  if (!LSE) evtc_att_store<BF, D, D>((uint16_t *)out + bh * S * D, o, ra, S, 1.0f / l[0], 1.0f / l[1]);\n"
+    "  if (!LSE) evtc_att_store<BF, D>((uint16_t *)out + evtc_att_base(lo, bh), o, ra, S, lo.sr, 1.0f / l[0], 1.0f / l[1]);\n"
     "}\n"
     "\n"
-    "/* dq of query block blockIdx.x: dq = scale sum_t P (dP - Dd) k, P = exp(scale q.k - lse), dP = dout.v. */\n"
+    "/* dq of query block blockIdx.x: dq = scale sum_t P (dP - Dd) k, P = exp(scale q.k - lse), dP = dout.v; q, k, v,\n"
+    "   out, dout and dq laid out by lq, lk, lv, lo, ld and lg. */\n"
     "template <bool BF, int D, bool CAUSAL, int NW>\n"
     "__device__ __forceinline__ void evtc_att_bwd_q(const uint16_t *Q, const uint16_t *K, const uint16_t *V, const uint16_t *O,\n"
-    "                                               const uint16_t *dO, const float *lse, uint16_t *dQ, int S, int T, float scale) {\n"
+    "                                               const uint16_t *dO, const float *lse, uint16_t *dQ, int S, int T, float scale,\n"
+    "                                               evtc_att_lay lq, evtc_att_lay lk, evtc_att_lay lv, evtc_att_lay lo,\n"
+    "                                               evtc_att_lay ld, evtc_att_lay lg) {\n"
     "  EVTC_ATT_QBLOCK_SETUP\n"
-    "  Q += (bh * S + q0) * D;\n"
-    "  O += (bh * S + q0) * D;\n"
-    "  dO += (bh * S + q0) * D;\n"
-    "  K += bh * T * D;\n"
-    "  V += bh * T * D;\n"
-    "  evtc_att_load<D, BR, NT>(sk, Q, S - q0);     /* BR rows: sk and sv, then dO there */\n"
+    "  Q += evtc_att_base(lq, bh) + q0 * lq.sr;\n"
+    "  O += evtc_att_base(lo, bh) + q0 * lo.sr;\n"
+    "  dO += evtc_att_base(ld, bh) + q0 * ld.sr;\n"
+    "  K += evtc_att_base(lk, bh);\n"
+    "  V += evtc_att_base(lv, bh);\n"
+    "  evtc_att_load<D, BR, NT>(sk, Q, S - q0, lq.sr);     /* BR rows: sk and sv, then dO there */\n"
     "  evtc_att_commit();\n"
     "  const int r = warp * 16 + (lane >> 2);\n"
     "  float dd[2], lse2[2];\n"
     "#pragma unroll\n"
     "  for (int h = 0; h < 2; h++) {\n"
-    "    dd[h] = evtc_att_rowdot<BF, D>(dO, O, r + 8 * h, S - q0);\n"
+    "    dd[h] = evtc_att_rowdot<BF, D>(dO, O, r + 8 * h, S - q0, ld.sr, lo.sr);\n"
     "    lse2[h] = r + 8 * h < S - q0 ? lse[bh * S + q0 + r + 8 * h] * EVTC_ATT_LOG2E : 0.0f;\n"
     "  }\n"
     "  evtc_att_wait<0>();\n"
@@ -311,15 +323,15 @@ static const char attention_lib[] =
     "  uint32_t qf[D / 16][4], df[D / 16][4];\n"
     "  evtc_att_afrag<D>(qf, sk, warp * 16);\n"
     "  __syncthreads();\n"
-    "  evtc_att_load<D, BR, NT>(sk, dO, S - q0);\n"
+    "  evtc_att_load<D, BR, NT>(sk, dO, S - q0, ld.sr);\n"
     "  evtc_att_commit();\n"
     "  evtc_att_wait<0>();\n"
     "  __syncthreads();\n"
     "  evtc_att_afrag<D>(df, sk, warp * 16);\n"
     "  __syncthreads();\n"
     "  const int kend = CAUSAL ? min(T, q0 + BR + off) : T, nkb = (kend + 63) / 64;\n"
-    "  evtc_att_load<D, 64, NT>(sk, K, T);\n"
-    "  evtc_att_load<D, 64, NT>(sv, V, T);\n"
+    "  evtc_att_load<D, 64, NT>(sk, K, T, lk.sr);\n"
+    "  evtc_att_load<D, 64, NT>(sv, V, T, lv.sr);\n"
     "  evtc_att_commit();\n"
     "  float dq[D / 8][4];\n"
     "#pragma unroll\n"
@@ -345,33 +357,38 @@ static const char attention_lib[] =
     "    evtc_att_pb<BF, D>(dq, s, sk);\n"
     "    __syncthreads();\n"
     "    if (j + 1 < nkb) {\n"
-    "      evtc_att_load<D, 64, NT>(sk, K + (int64_t)(j + 1) * 64 * D, T - (j + 1) * 64);\n"
-    "      evtc_att_load<D, 64, NT>(sv, V + (int64_t)(j + 1) * 64 * D, T - (j + 1) * 64);\n"
+    "      evtc_att_load<D, 64, NT>(sk, K + (int64_t)(j + 1) * 64 * lk.sr, T - (j + 1) * 64, lk.sr);\n"
+    "      evtc_att_load<D, 64, NT>(sv, V + (int64_t)(j + 1) * 64 * lv.sr, T - (j + 1) * 64, lv.sr);\n"
     "      evtc_att_commit();\n"
     "    }\n"
     "  }\n"
-    "  evtc_att_store<BF, D, D>(dQ + (bh * S + q0) * D, dq, r, S - q0, scale, scale);\n"
+    "  evtc_att_store<BF, D>(dQ + evtc_att_base(lg, bh) + q0 * lg.sr, dq, r, S - q0, lg.sr, scale, scale);\n"
     "}\n"
     "\n"
-    "/* The query tile of rows [s0, s0 + 64) for the key-block kernel: q, dout, out into the swizzled tiles sq, sd, so\n"
-    "   (one cp.async group, zero-filled past S) and the log-sum-exp in log2 units into slse (inf past S: P = 0). */\n"
+    "/* The query tile of rows [s0, s0 + 64) for the key-block kernel: q, dout, out (rows lq, ld, lo elements apart)\n"
+    "   into the swizzled tiles sq, sd, so (one cp.async group, zero-filled past S) and the log-sum-exp in log2 units\n"
+    "   into slse (inf past S: P = 0). */\n"
     "template <int D, int NT> __device__ __forceinline__ void evtc_att_qtile(uint16_t *sq, uint16_t *sd, uint16_t *so, float *slse,\n"
     "                                                                       const uint16_t *Q, const uint16_t *dO, const uint16_t *O,\n"
-    "                                                                       const float *lse, int s0, int S) {\n"
-    "  evtc_att_load<D, 64, NT>(sq, Q + (int64_t)s0 * D, S - s0);\n"
-    "  evtc_att_load<D, 64, NT>(sd, dO + (int64_t)s0 * D, S - s0);\n"
-    "  evtc_att_load<D, 64, NT>(so, O + (int64_t)s0 * D, S - s0);\n"
+    "                                                                       const float *lse, int s0, int S, int64_t lq, int64_t ld,\n"
+    "                                                                       int64_t lo) {\n"
+    "  evtc_att_load<D, 64, NT>(sq, Q + s0 * lq, S - s0, lq);\n"
+    "  evtc_att_load<D, 64, NT>(sd, dO + s0 * ld, S - s0, ld);\n"
+    "  evtc_att_load<D, 64, NT>(so, O + s0 * lo, S - s0, lo);\n"
     "  evtc_att_commit();\n"
     "  if (threadIdx.x < 64) slse[threadIdx.x] = s0 + (int)threadIdx.x < S ? lse[s0 + threadIdx.x] * EVTC_ATT_LOG2E : INFINITY;\n"
     "}\n"
     "\n"
     "/* dk and dv of key block blockIdx.x, from the transposed products: per query tile, P^T = exp(scale k.q - lse),\n"
     "   dP^T = v.dout and dS^T = P^T (dP^T - Dd) once, then dv += P^T dout and dk += dS^T q; dK = scale dk.  They go\n"
-    "   side by side into rows of 2 D: dKV [BH, T, 2 D].  k and v of the block stay in shared memory (sk, sv); the\n"
-    "   query tiles stream through ST buffers (2 for D = 64: the next tile loads while this one is used). */\n"
+    "   side by side into rows of dKV [BH, T, 2 D] laid out by lg (dV from column lg.c2).  k and v of the block stay in\n"
+    "   shared memory (sk, sv); the query tiles stream through ST buffers (2 for D = 64: the next tile loads while this\n"
+    "   one is used).  q, k, v, out, dout laid out by lq, lk, lv, lo, ld. */\n"
     "template <bool BF, int D, bool CAUSAL, int NW>\n"
     "__device__ __forceinline__ void evtc_att_bwd_kv(const uint16_t *Q, const uint16_t *K, const uint16_t *V, const uint16_t *O,\n"
-    "                                                const uint16_t *dO, const float *lse, uint16_t *dKV, int S, int T, float scale) {\n"
+    "                                                const uint16_t *dO, const float *lse, uint16_t *dKV, int S, int T, float scale,\n"
+    "                                                evtc_att_lay lq, evtc_att_lay lk, evtc_att_lay lv, evtc_att_lay lo,\n"
+    "                                                evtc_att_lay ld, evtc_att_lay lg) {\n"
     "  extern __shared__ uint4 evtc_att_smem[];\n"
     "  constexpr int BR = 16 * NW, NT = 32 * NW, TPR = NT / 64, ST = D == 64 ? 2 : 1;   /* TPR: threads per query row */\n"
     "  uint16_t *sk = (uint16_t *)evtc_att_smem, *sv = sk + BR * D, *stage = sv + BR * D;   /* stage b: sq, sd, so */\n"
@@ -380,16 +397,17 @@ static const char attention_lib[] =
     "  const int64_t bh = blockIdx.x / kblocks;\n"
     "  const int k0 = (int)(blockIdx.x % kblocks) * BR, off = T - S;\n"
     "  const float sl2 = scale * EVTC_ATT_LOG2E;\n"
-    "  K += (bh * T + k0) * D;\n"
-    "  V += (bh * T + k0) * D;\n"
-    "  Q += bh * S * D;\n"
-    "  O += bh * S * D;\n"
-    "  dO += bh * S * D;\n"
+    "  K += evtc_att_base(lk, bh) + k0 * lk.sr;\n"
+    "  V += evtc_att_base(lv, bh) + k0 * lv.sr;\n"
+    "  Q += evtc_att_base(lq, bh);\n"
+    "  O += evtc_att_base(lo, bh);\n"
+    "  dO += evtc_att_base(ld, bh);\n"
     "  lse += bh * S;\n"
-    "  evtc_att_load<D, BR, NT>(sk, K, T - k0);\n"
-    "  evtc_att_load<D, BR, NT>(sv, V, T - k0);\n"
+    "  evtc_att_load<D, BR, NT>(sk, K, T - k0, lk.sr);\n"
+    "  evtc_att_load<D, BR, NT>(sv, V, T - k0, lv.sr);\n"
     "  const int first = CAUSAL ? max(0, k0 - off) / 64 : 0, qblocks = (S + 63) / 64;\n"
-    "  evtc_att_qtile<D, NT>(stage, stage + 64 * D, stage + 128 * D, slse, Q, dO, O, lse, first * 64, S);   /* first < qblocks */\n"
+    "  evtc_att_qtile<D, NT>(stage, stage + 64 * D, stage + 128 * D, slse, Q, dO, O, lse, first * 64, S, lq.sr, ld.sr,\n"
+    "                         lo.sr);   /* first < qblocks */\n"
     "  const int t = k0 + warp * 16 + (lane >> 2);\n"
     "  float dk[D / 8][4], dv[D / 8][4];\n"
     "#pragma unroll\n"
@@ -404,7 +422,7 @@ static const char attention_lib[] =
     "    __syncthreads();\n"
     "    if (ST == 2 && ib + 1 < qblocks) {     /* every thread is past the tile that used the other buffer */\n"
     "      uint16_t *nq = stage + (b ^ 1) * 3 * 64 * D;\n"
-    "      evtc_att_qtile<D, NT>(nq, nq + 64 * D, nq + 128 * D, slse + (b ^ 1) * 64, Q, dO, O, lse, s0 + 64, S);\n"
+    "      evtc_att_qtile<D, NT>(nq, nq + 64 * D, nq + 128 * D, slse + (b ^ 1) * 64, Q, dO, O, lse, s0 + 64, S, lq.sr, ld.sr, lo.sr);\n"
     "    }\n"
     "    {     /* Dd = rowsum(dout * out) of the tile's query rows (0 past the end: zero-filled tiles) */\n"
     "      const int row = threadIdx.x / TPR, part = threadIdx.x % TPR;\n"
@@ -444,12 +462,13 @@ static const char attention_lib[] =
     "    evtc_att_pb<BF, D>(dk, p, sq);\n"
     "    if (ST == 1) {\n"
     "      __syncthreads();\n"
-    "      if (ib + 1 < qblocks) evtc_att_qtile<D, NT>(stage, stage + 64 * D, stage + 128 * D, slse, Q, dO, O, lse, s0 + 64, S);\n"
+    "      if (ib + 1 < qblocks)\n"
+    "        evtc_att_qtile<D, NT>(stage, stage + 64 * D, stage + 128 * D, slse, Q, dO, O, lse, s0 + 64, S, lq.sr, ld.sr, lo.sr);\n"
     "    }\n"
     "  }\n"
-    "  uint16_t *out = dKV + (bh * T + k0) * 2 * D;\n"
-    "  evtc_att_store<BF, D, 2 * D>(out, dk, t - k0, T - k0, scale, scale);\n"
-    "  evtc_att_store<BF, D, 2 * D>(out + D, dv, t - k0, T - k0, 1.0f, 1.0f);\n"
+    "  uint16_t *out = dKV + evtc_att_base(lg, bh) + k0 * lg.sr;\n"
+    "  evtc_att_store<BF, D>(out, dk, t - k0, T - k0, lg.sr, scale, scale);\n"
+    "  evtc_att_store<BF, D>(out + lg.c2, dv, t - k0, T - k0, lg.sr, 1.0f, 1.0f);\n"
     "}\n"
     "#endif\n";
 
@@ -472,6 +491,20 @@ static int lse_by_product_arg(const evtc_kernel *k) {
   return found;
 }
 
+/* Whether kernel argument a is laid out as the template reads or writes it: row-major, or a view whose
+ * [B, H, rows, cols] rows have contiguous columns and start on 16-byte boundaries (cp.async moves 16 bytes),
+ * dV too where it lies apart from dK; the log-sum-exp (f32) only row-major. */
+static bool layout_fits(const evtc_kernel *k, int a) {
+  const evtc_karg *g = &k->args[a];
+  if (!g->strided) return true;
+  const evtc_type *t = &g->node->type;
+  if (t->rank != 4 || t->dtype == EVTC_F32 || g->strides[3] != 1 || g->offset % 8 || g->second_half % 8) return false;
+  if (g->second_half && g->node->op != EVTC_OP_ATTENTION_BACKWARD_KV) return false;
+  for (int d = 0; d < 3; d++)
+    if (t->shape[d] > 1 && g->strides[d] % 8) return false;
+  return true;
+}
+
 bool evtc_cuda_attention_fits(const evtc_kernel *k, char *why, size_t cap) {
   if (k->kind != EVTC_ML_OPAQUE || !is_attention(k->main->op)) {
     snprintf(why, cap, "no CUDA template for %s", k->main ? evtc_op_get(k->main->op)->name : "this kernel");
@@ -481,6 +514,12 @@ bool evtc_cuda_attention_fits(const evtc_kernel *k, char *why, size_t cap) {
     snprintf(why, cap, "%s with outputs other than its own and its log-sum-exp", evtc_op_get(k->main->op)->name);
     return false;
   }
+  for (int a = 0; a < k->n_args; a++)
+    if (!layout_fits(k, a)) {
+      snprintf(why, cap, "%s reading or writing %%%s through a view whose rows are not contiguous and 16-byte aligned",
+               evtc_op_get(k->main->op)->name, k->args[a].node->name);
+      return false;
+    }
   const evtc_node *n = k->main;
   const evtc_type *q = &n->inputs[0]->type, *kt = &n->inputs[1]->type;
   if (q->dtype != EVTC_F16 && q->dtype != EVTC_BF16) {
@@ -526,6 +565,21 @@ void evtc_cuda_attention_launch(const evtc_kernel *k, unsigned *grid, unsigned *
   }
 }
 
+/* The evtc_att_lay of argument a, a [B, H, rows, cols] value (cols 2 D for dK with dV: dV from column cols / 2):
+ * its view, or row-major. */
+static void emit_layout(evtc_sb *b, const evtc_kernel *k, int a) {
+  const evtc_karg *g = &k->args[a];
+  const int64_t *sh = g->node->type.shape;
+  int64_t off = 0, st[3] = {sh[1] * sh[2] * sh[3], sh[2] * sh[3], sh[3]};
+  if (g->strided) {
+    off = g->offset;
+    for (int d = 0; d < 3; d++) st[d] = sh[d] > 1 ? g->strides[d] : 0;
+  }
+  int64_t c2 = g->node->op != EVTC_OP_ATTENTION_BACKWARD_KV ? 0 : g->strided && g->second_half ? g->second_half : sh[3] / 2;
+  evtc_sb_printf(b, "evtc_att_lay{%lldLL, %lldLL, %lldLL, %lldLL, %lldLL, %d}", (long long)off, (long long)st[0],
+                 (long long)st[1], (long long)st[2], (long long)c2, (int)sh[1]);
+}
+
 void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k) {
   const evtc_node *n = k->main;
   const evtc_type *q = &n->inputs[0]->type;
@@ -550,18 +604,30 @@ void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k) {
       char lse[32] = "nullptr";
       int by = lse_by_product_arg(k);
       if (by >= 0) snprintf(lse, sizeof lse, "(float *)P.a[%d]", by);
-      evtc_sb_printf(b, "  evtc_att_fwd<%d, %d, %d, %d, %d>(%sP.a[%d], %sP.a[%d], %sP.a[%d], P.a[%d], %s, %d, %d, (float)%.17g);\n",
-                     bf, d, causal, n->op == EVTC_OP_ATTENTION_LSE, nw, u, evtc_kernel_input_arg(k, 0), u, evtc_kernel_input_arg(k, 1), u,
-                     n->op == EVTC_OP_ATTENTION_LSE ? evtc_kernel_input_arg(k, 1) : evtc_kernel_input_arg(k, 2), evtc_kernel_output_arg(k), lse,
-                     s, t, scale);
+      bool lse_only = n->op == EVTC_OP_ATTENTION_LSE;
+      int qa = evtc_kernel_input_arg(k, 0), ka = evtc_kernel_input_arg(k, 1), va = lse_only ? ka : evtc_kernel_input_arg(k, 2);
+      int oa = lse_only ? qa : evtc_kernel_output_arg(k);     /* the log-sum-exp alone has no rows of D to lay out */
+      evtc_sb_printf(b, "  evtc_att_fwd<%d, %d, %d, %d, %d>(%sP.a[%d], %sP.a[%d], %sP.a[%d], P.a[%d], %s, %d, %d, (float)%.17g,\n    ",
+                     bf, d, causal, lse_only, nw, u, qa, u, ka, u, va, evtc_kernel_output_arg(k), lse, s, t, scale);
+      int lay[4] = {qa, ka, va, oa};
+      for (int i = 0; i < 4; i++) {
+        emit_layout(b, k, lay[i]);
+        evtc_sb_printf(b, i < 3 ? ", " : ");\n");
+      }
       break;
     }
     default: {
       evtc_sb_printf(b, "  evtc_att_bwd_%s<%d, %d, %d, %d>(", n->op == EVTC_OP_ATTENTION_BACKWARD_Q ? "q" : "kv", bf, d,
                      causal, nw);
       for (int j = 0; j < 5; j++) evtc_sb_printf(b, "%sP.a[%d], ", u, evtc_kernel_input_arg(k, j));
-      evtc_sb_printf(b, "(const float *)P.a[%d], (uint16_t *)P.a[%d], %d, %d, (float)%.17g);\n",
+      evtc_sb_printf(b, "(const float *)P.a[%d], (uint16_t *)P.a[%d], %d, %d, (float)%.17g,\n    ",
                      evtc_kernel_input_arg(k, 5), evtc_kernel_output_arg(k), s, t, scale);
+      int lay[6] = {evtc_kernel_input_arg(k, 0), evtc_kernel_input_arg(k, 1), evtc_kernel_input_arg(k, 2),
+                    evtc_kernel_input_arg(k, 3), evtc_kernel_input_arg(k, 4), evtc_kernel_output_arg(k)};
+      for (int i = 0; i < 6; i++) {
+        emit_layout(b, k, lay[i]);
+        evtc_sb_printf(b, i < 5 ? ", " : ");\n");
+      }
       break;
     }
   }

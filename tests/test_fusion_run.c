@@ -15,8 +15,10 @@
  * same kernel count, build without splits or interpreter fallbacks, and
  * match the float64 interpreter on fresh random inputs with poisoned
  * outputs.  Last, attention's head split and merge: each split chain one
- * copy, the merge's reshape a buffer alias (no kernel), right numbers; and
- * SGD's updates written over the weights and momenta they replace.
+ * copy, the merge's reshape a buffer alias (no kernel), right numbers; the
+ * same around an attention node, forward and backward, where the attention
+ * kernels read and write the heads in place (no copy at all); and SGD's
+ * updates written over the weights and momenta they replace.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,6 +166,97 @@ static void test_heads(void) {
   evtc_graph_free(g);
 }
 
+/* Attention's head split and merge around an attention node, forward and backward, on the CPU backend's own
+ * plan: the attention kernels read q, k, v from the packed projection and their gradients' layouts in place
+ * and write the merged output (and dq) where the merge copy would have put them, so those copy chains do not
+ * run (stats.views), and every gradient matches the interpreter's. */
+static void test_attention_views(void) {
+  static const char text[] =
+      "graph heads {\n  %qkv = param() : f32[2,8,48]\n  %w = param() : f32[16,16]\n"
+      "  %q = slice(%qkv) {axes=[2], starts=[0], ends=[16], steps=[1]} : f32[2,8,16]\n"
+      "  %k = slice(%qkv) {axes=[2], starts=[16], ends=[32], steps=[1]} : f32[2,8,16]\n"
+      "  %v = slice(%qkv) {axes=[2], starts=[32], ends=[48], steps=[1]} : f32[2,8,16]\n"
+      "  %qh = reshape(%q) {shape=[2,8,2,8]} : f32[2,8,2,8]\n  %kh = reshape(%k) {shape=[2,8,2,8]} : f32[2,8,2,8]\n"
+      "  %vh = reshape(%v) {shape=[2,8,2,8]} : f32[2,8,2,8]\n"
+      "  %qt = permute(%qh) {perm=[0,2,1,3]} : f32[2,2,8,8]\n  %kt = permute(%kh) {perm=[0,2,1,3]} : f32[2,2,8,8]\n"
+      "  %vt = permute(%vh) {perm=[0,2,1,3]} : f32[2,2,8,8]\n"
+      "  %a = attention(%qt, %kt, %vt) {scale=0.35, causal=1} : f32[2,2,8,8]\n"
+      "  %at = permute(%a) {perm=[0,2,1,3]} : f32[2,8,2,8]\n  %m = reshape(%at) {shape=[16,16]} : f32[16,16]\n"
+      "  %y = matmul(%m, %w) : f32[16,16]\n  %s = mul(%y, %y) : f32[16,16]\n  %loss = reduce_sum(%s) : f32[]\n"
+      "  output %loss\n  loss %loss\n}\n";
+  evtc_graph *fwd = oracle_parse(text, "attention views");
+  if (!fwd) return;
+  evtc_diag d = {0};
+  evtc_graph *g = evtc_autodiff(fwd, NULL, 0, NULL, &d);
+  evtc_graph_free(fwd);
+  CHECK(g != NULL, "attention views: autodiff: %s", d.msg);
+  if (!g) return;
+  int nk = 0;
+  int32_t *plan = evtc_program_plan(g, "ilp", evtc_backend_cpu(), &nk, NULL, &d);
+  CHECK(plan != NULL, "attention views: cpu plan: %s", d.msg);
+  if (plan) {
+    evtc_program *p = cpu_compare(g, plan, nk, TOL, 1, "attention views (cpu ilp plan)");
+    if (p) {
+      evtc_program_stats st = evtc_program_get_stats(p);
+      /* q, k and v read from %qkv, the output written merged; the backward's dout read from its layout */
+      CHECK(st.views >= 4 && st.kernels + st.aliases + st.views + st.by_products == nk - st.splits &&
+            st.interpreted == 0, "attention views: %d kernels planned, %d run, %d views (want >= 4), %d aliases, %d "
+            "by-products, %d split, %d interpreted", nk, st.kernels, st.views, st.aliases, st.by_products, st.splits,
+            st.interpreted);
+      printf("attention views: %d of %d planned kernels are views read or written in place\n", st.views, nk);
+    }
+    evtc_program_free(p);
+  }
+  free(plan);
+  evtc_graph_free(g);
+}
+
+/* The backward's side on the one-kernel-per-node plan: dq, dk and dv go through permutes (dk and dv sliced off
+ * attention_backward_kv's output first) and reshapes into one concat, the gradient of the packed projection;
+ * the attention kernels write their parts of the concat's buffer (dv apart from dk), and the chains, the
+ * aliases and the concat do not run. */
+static void test_attention_concat_views(void) {
+  static const char text[] =
+      "graph grads {\n  %qkv = param() : f32[2,8,48]\n  %do = param() : f32[2,8,16]\n"
+      "  %q = slice(%qkv) {axes=[2], starts=[0], ends=[16], steps=[1]} : f32[2,8,16]\n"
+      "  %k = slice(%qkv) {axes=[2], starts=[16], ends=[32], steps=[1]} : f32[2,8,16]\n"
+      "  %v = slice(%qkv) {axes=[2], starts=[32], ends=[48], steps=[1]} : f32[2,8,16]\n"
+      "  %qh = reshape(%q) {shape=[2,8,2,8]} : f32[2,8,2,8]\n  %kh = reshape(%k) {shape=[2,8,2,8]} : f32[2,8,2,8]\n"
+      "  %vh = reshape(%v) {shape=[2,8,2,8]} : f32[2,8,2,8]\n"
+      "  %qt = permute(%qh) {perm=[0,2,1,3]} : f32[2,2,8,8]\n  %kt = permute(%kh) {perm=[0,2,1,3]} : f32[2,2,8,8]\n"
+      "  %vt = permute(%vh) {perm=[0,2,1,3]} : f32[2,2,8,8]\n"
+      "  %a = attention(%qt, %kt, %vt) {scale=0.35, causal=0} : f32[2,2,8,8]\n"
+      "  %l = attention_lse(%qt, %kt) {scale=0.35, causal=0} : f32[2,2,8]\n"
+      "  %doh = reshape(%do) {shape=[2,8,2,8]} : f32[2,8,2,8]\n  %dot = permute(%doh) {perm=[0,2,1,3]} : f32[2,2,8,8]\n"
+      "  %dq = attention_backward_q(%qt, %kt, %vt, %a, %dot, %l) {scale=0.35, causal=0} : f32[2,2,8,8]\n"
+      "  %dkv = attention_backward_kv(%qt, %kt, %vt, %a, %dot, %l) {scale=0.35, causal=0} : f32[2,2,8,16]\n"
+      "  %dk = slice(%dkv) {axes=[3], starts=[0], ends=[8]} : f32[2,2,8,8]\n"
+      "  %dv = slice(%dkv) {axes=[3], starts=[8], ends=[16]} : f32[2,2,8,8]\n"
+      "  %dqp = permute(%dq) {perm=[0,2,1,3]} : f32[2,8,2,8]\n  %dkp = permute(%dk) {perm=[0,2,1,3]} : f32[2,8,2,8]\n"
+      "  %dvp = permute(%dv) {perm=[0,2,1,3]} : f32[2,8,2,8]\n  %dqr = reshape(%dqp) {shape=[2,8,16]} : f32[2,8,16]\n"
+      "  %dkr = reshape(%dkp) {shape=[2,8,16]} : f32[2,8,16]\n  %dvr = reshape(%dvp) {shape=[2,8,16]} : f32[2,8,16]\n"
+      "  %gr = concat(%dqr, %dkr, %dvr) {axis=2} : f32[2,8,48]\n  %gb = reduce_sum(%gr) {axes=[0,1]} : f32[48]\n"
+      "  %at = permute(%a) {perm=[0,2,1,3]} : f32[2,8,2,8]\n  %m = reshape(%at) {shape=[2,8,16]} : f32[2,8,16]\n"
+      "  output %gr\n  output %gb\n  output %m\n}\n";
+  evtc_graph *g = oracle_parse(text, "attention concat views");
+  if (!g) return;
+  int nk = 0;
+  int32_t *plan = evtc_plan_single(g, &nk);
+  evtc_program *p = cpu_compare(g, plan, nk, TOL, 1, "attention concat views (one kernel per node)");
+  if (p) {
+    evtc_program_stats st = evtc_program_get_stats(p);
+    /* q, k, v: their permutes read %qkv's slices (the slices still copy: kernels of their own); the merge's
+       permute written by attention; dout's permute read; dq's permute, dk's and dv's slices and permutes, the
+       three reshapes and the concat: 3 + 1 + 1 + 9 */
+    CHECK(st.views == 14 && st.kernels + st.aliases + st.views + st.by_products == nk && st.interpreted == 0,
+          "attention concat views: %d kernels planned, %d run, %d views (want 14), %d aliases, %d by-products, %d "
+          "interpreted", nk, st.kernels, st.views, st.aliases, st.by_products, st.interpreted);
+  }
+  evtc_program_free(p);
+  free(plan);
+  evtc_graph_free(g);
+}
+
 /* SGD with momentum on a linear layer: the weight's and the momentum's next values are written over the
  * values they replace (no second copy), and three steps still match the interpreter's. */
 static void test_in_place_updates(void) {
@@ -227,6 +320,8 @@ int main(int argc, char **argv) {
     test_run(&cases[i]);
   }
   test_heads();
+  test_attention_views();
+  test_attention_concat_views();
   test_in_place_updates();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

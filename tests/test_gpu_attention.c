@@ -26,7 +26,10 @@
  * backward reads it).
  *
  * The programs write the log-sum-exp from the forward kernel (a by-product,
- * program.c), which the check of their by-product count confirms.
+ * program.c), which the check of their by-product count confirms.  One more
+ * program splits the heads of a packed bf16 projection and merges them back,
+ * forward and backward: the attention kernels read and write them in place
+ * through views (program_views.c), 14 layout kernels fewer.
  *
  * Without a GPU each case's modules are emitted as on the GPU and compiled
  * through NVRTC for sm_90a (CUBINs into the usual disk cache, so a staged
@@ -366,6 +369,58 @@ static void run_joint_program(int ci) {
   evtc_graph_free(g);
 }
 
+/* Heads split from a packed bf16 projection and merged back, forward and backward, on the one-kernel-per-node
+ * plan: the attention kernels read q, k, v and dout in place, write the merged output and their parts of the
+ * concatenated gradient (dv apart from dk) through views (program_views.c), and the numbers match. */
+static void run_views_program(void) {
+  char text[4096] = "graph views {\n";
+  const long long b = 2, s = 70, h = 2, d = 64, hd = h * d;
+#define LINE(...) snprintf(text + strlen(text), sizeof text - strlen(text), __VA_ARGS__)
+  LINE("  %%qkv = input() : bf16[%lld,%lld,%lld]\n  %%do = input() : bf16[%lld,%lld,%lld]\n", b, s, 3 * hd, b, s, hd);
+  const char *const qkv[] = {"q", "k", "v"};
+  for (int i = 0; i < 3; i++) {
+    LINE("  %%%s = slice(%%qkv) {axes=[2], starts=[%lld], ends=[%lld]} : bf16[%lld,%lld,%lld]\n", qkv[i], i * hd,
+         (i + 1) * hd, b, s, hd);
+    LINE("  %%%sh = reshape(%%%s) {shape=[%lld,%lld,%lld,%lld]} : bf16[%lld,%lld,%lld,%lld]\n", qkv[i], qkv[i], b, s, h,
+         d, b, s, h, d);
+    LINE("  %%%st = permute(%%%sh) {perm=[0,2,1,3]} : bf16[%lld,%lld,%lld,%lld]\n", qkv[i], qkv[i], b, h, s, d);
+  }
+  LINE("  %%doh = reshape(%%do) {shape=[%lld,%lld,%lld,%lld]} : bf16[%lld,%lld,%lld,%lld]\n", b, s, h, d, b, s, h, d);
+  LINE("  %%dot = permute(%%doh) {perm=[0,2,1,3]} : bf16[%lld,%lld,%lld,%lld]\n", b, h, s, d);
+  LINE("  %%a = attention(%%qt, %%kt, %%vt) {scale=0.125, causal=1} : bf16[%lld,%lld,%lld,%lld]\n", b, h, s, d);
+  LINE("  %%l = attention_lse(%%qt, %%kt) {scale=0.125, causal=1} : f32[%lld,%lld,%lld]\n", b, h, s);
+  LINE("  %%dq = attention_backward_q(%%qt, %%kt, %%vt, %%a, %%dot, %%l) {scale=0.125, causal=1} : "
+       "bf16[%lld,%lld,%lld,%lld]\n", b, h, s, d);
+  LINE("  %%dkv = attention_backward_kv(%%qt, %%kt, %%vt, %%a, %%dot, %%l) {scale=0.125, causal=1} : "
+       "bf16[%lld,%lld,%lld,%lld]\n", b, h, s, 2 * d);
+  LINE("  %%dk = slice(%%dkv) {axes=[3], starts=[0], ends=[%lld]} : bf16[%lld,%lld,%lld,%lld]\n", d, b, h, s, d);
+  LINE("  %%dv = slice(%%dkv) {axes=[3], starts=[%lld], ends=[%lld]} : bf16[%lld,%lld,%lld,%lld]\n", d, 2 * d, b, h, s, d);
+  const char *const back[] = {"dq", "dk", "dv", "a"};
+  for (int i = 0; i < 4; i++) {
+    LINE("  %%%sp = permute(%%%s) {perm=[0,2,1,3]} : bf16[%lld,%lld,%lld,%lld]\n", back[i], back[i], b, s, h, d);
+    LINE("  %%%sr = reshape(%%%sp) {shape=[%lld,%lld,%lld]} : bf16[%lld,%lld,%lld]\n", back[i], back[i], b, s, hd, b, s,
+         hd);
+  }
+  LINE("  %%gr = concat(%%dqr, %%dkr, %%dvr) {axis=2} : bf16[%lld,%lld,%lld]\n  output %%gr\n  output %%ar\n}\n", b, s,
+       3 * hd);
+#undef LINE
+  evtc_graph *g = oracle_parse(text, "views");
+  if (!g) return;
+  int nk = 0;
+  int32_t *plan = evtc_plan_single(g, &nk);
+  evtc_program *p = cpu_compare(g, plan, nk, 4.0 / 256, 0, "views (packed bf16 heads, one kernel per node)");
+  if (p) {
+    evtc_program_stats st = evtc_program_get_stats(p);
+    CHECK(st.views == 14 && st.interpreted == 0, "views: %d layout kernels read or written in place (want 14), %d "
+          "interpreted", st.views, st.interpreted);
+    printf("program views (%s warps): %d kernels on the CUDA backend, %d views, %d by-products\n",
+           getenv("EVTC_ATTN_WARPS"), st.compiled, st.views, st.by_products);
+  }
+  evtc_program_free(p);
+  free(plan);
+  evtc_graph_free(g);
+}
+
 int main(void) {
   check_rng = 0xF1A5A77Eull;
   check_refusals();
@@ -384,6 +439,7 @@ int main(void) {
     run_program(2);
     run_joint_program(1);
     run_joint_program(2);
+    run_views_program();
   }
   evtc_cuda_device_close(&G.dev);
   return check_summary();

@@ -98,7 +98,7 @@ int evtc_explain_profile(const evtc_partition *part, const evtc_backend *be, int
     rows[r].program_kernels++;
     measured += us[t];
   }
-  for (int32_t i = 0; i < g->n_nodes; i++) {    /* plan kernels the program runs no kernel for: reshape aliases */
+  for (int32_t i = 0; i < g->n_nodes; i++) {    /* plan kernels the program runs no kernel for: aliases, views */
     const int k = part->kernel_of[i];
     if (k >= 0 && row_of[k] < 0) {
       row_of[k] = n_rows;
@@ -121,13 +121,14 @@ int evtc_explain_profile(const evtc_partition *part, const evtc_backend *be, int
     fprintf(out, "%-8s %-11s %6d %12.3f %12.3f %9.2f  %%%s%s\n", name, K ? evtc_kernel_kind_name(K->kind) : "scalar",
             K ? K->n_nodes : 1, x->modelled_us, x->measured_us, x->modelled_us > 0 ? x->measured_us / x->modelled_us : 0,
             g->nodes[x->first_node]->name, x->program_kernels > 1    ? " (split in the program)"
-                                            : x->program_kernels == 0 ? " (no kernel: a reshape alias or another kernel's by-product)"
+                                            : x->program_kernels == 0 ? " (no kernel: a reshape alias, a view attention reads or writes in place, or another kernel's by-product)"
                                                                       : "");
   }
   fprintf(out, "profile: plan kernels %d, program kernels %d (%d compiled, %d in the interpreter, %d splits, "
-               "%d reshapes sharing their input's buffer, %d by-products of other kernels, %d updates in place); modelled "
+               "%d reshapes sharing their input's buffer, %d layout copies attention reads or writes in place, %d by-products "
+               "of other kernels, %d updates in place); modelled "
                "%.3f us, measured %.3f us per run with waits, %.3f us without\n",
-          part->n_kernels, n, st.compiled, st.interpreted, st.splits, st.aliases, st.by_products, st.in_place,
+          part->n_kernels, n, st.compiled, st.interpreted, st.splits, st.aliases, st.views, st.by_products, st.in_place,
           part->time_us, measured, whole_us);
   fprintf(out, "memory: %.1f MiB of program buffers (arena %.1f MiB, leaves and outputs %.1f MiB)\n",
           (double)(st.arena_bytes + st.owned_bytes) / (1 << 20), (double)st.arena_bytes / (1 << 20),

@@ -10,6 +10,10 @@
  * would only reshape a value into a buffer of its own (a copy of the same
  * bytes: program buffers are row-major) is not run at all: the reshape's
  * buffer is its input's, whose life then lasts to the reshape's last use.
+ * A layout copy chain (slice / reshape / permute) that only feeds attention
+ * kernels, or only rearranges an attention kernel's output, does not run
+ * either: those kernels read or write the values in place through views
+ * (program_views.c), e.g. q, k and v straight from the packed projection.
  * A log-sum-exp of attention's scores that the backward needs is written by
  * the forward attention kernel of the same q, k, scale and causality, when
  * the backend takes that second output (by_product), instead of running
@@ -59,7 +63,8 @@ struct evtc_program {
   void **modules;           /* loaded modules: one, or one per distinct kernel source */
   int n_modules;
   void **buf;               /* by node id; NULL when the value has no buffer */
-  int32_t *alias_of;        /* by node id: the node whose buffer a lone reshape shares, else -1 */
+  int32_t *alias_of;        /* by node id: the node whose buffer a lone reshape or a view shares, else -1 */
+  evtc_value_view *views;   /* by node id: where a value attention kernels read or write in place lives */
   int *arena_first, *arena_last; /* by node id: the kernels that first and last use an arena value, else -1 */
   unsigned char *owned;     /* by node id: buf[id] was malloc'd on its own */
   unsigned char *arena;
@@ -93,9 +98,29 @@ static bool accept_backend(const evtc_kernel *k, void *ctx) {
   return be->supports(be, k, why, sizeof why);
 }
 
-/* The node whose buffer node id's value lives in: id itself, or the value a lone reshape aliases. */
+/* The node whose buffer node id's value lives in: id itself, or the value a lone reshape or a view shares
+ * (followed to the end). */
 static int32_t buffer_of(const evtc_program *p, int32_t id) {
-  return p->alias_of[id] >= 0 ? p->alias_of[id] : id;
+  while (p->alias_of[id] >= 0) id = p->alias_of[id];
+  return id;
+}
+
+/* Kernel k's arguments that are views (p->views) read or write through them. */
+static void strided_args(const evtc_program *p, evtc_kernel *k) {
+  for (int a = 0; a < k->n_args; a++) {
+    const evtc_value_view *v = &p->views[k->args[a].node->id];
+    if (v->base < 0) continue;
+    k->args[a].strided = true;
+    k->args[a].offset = v->offset;
+    memcpy(k->args[a].strides, v->strides, sizeof v->strides);
+    k->args[a].second_half = v->second_half;
+  }
+}
+
+static bool has_strided_arg(const evtc_kernel *k) {
+  for (int a = 0; k && a < k->n_args; a++)
+    if (k->args[a].strided) return true;
+  return false;
 }
 
 /* Whether an earlier kernel of p, the forward attention of the same q, k, scale and causality as attention_lse
@@ -119,8 +144,15 @@ static bool by_product(evtc_program *p, const evtc_node *n) {
 static evtc_status add_group(evtc_program *p, const int32_t *ids, int n, FILE *warn, evtc_diag *d) {
   evtc_diag kd = {0};
   evtc_kernel *k = evtc_kernel_build(p->g, ids, n, &kd);
+  if (k) strided_args(p, k);
   char why[128] = "";
   bool ok = k && p->be->supports(p->be, k, why, sizeof why);
+  if (!ok && has_strided_arg(k)) {     /* program_views.c asked the backend with these views already */
+    evtc_diag_set(d, EVTC_ERR_INVALID, "kernel of %%%s: the %s backend refuses the views it took when they were planned (%s)",
+                  p->g->nodes[ids[0]]->name, p->be->name, why);
+    evtc_kernel_free(k);
+    return d->status;
+  }
   const evtc_node *n0 = p->g->nodes[ids[0]];
   if (ok && n == 1 && n0->op == EVTC_OP_RESHAPE && !evtc_graph_is_output(p->g, n0)) {
     p->alias_of[n0->id] = buffer_of(p, n0->inputs[0]->id);
@@ -273,7 +305,7 @@ static void place_buffers(evtc_program *p) {
   p->arena = p->device ? buf_alloc(p, p->stats.arena_bytes) : aligned_alloc(64, (p->stats.arena_bytes + 127) / 64 * 64);
   for (int v = 0; v < n_mv; v++) p->buf[mv_node[v]] = p->arena + mv[v].offset;
   for (int32_t i = 0; i < nn; i++)
-    if (p->alias_of[i] >= 0) p->buf[i] = p->buf[p->alias_of[i]];
+    if (p->alias_of[i] >= 0) p->buf[i] = p->buf[buffer_of(p, i)];
   for (int t = 0; t < p->n_ks; t++) {
     prog_kernel *pk = &p->ks[t];
     int na = kernel_args(pk, args);
@@ -419,15 +451,22 @@ evtc_program *evtc_program_new(const evtc_graph *g, const int32_t *kernel_of_nod
   for (int32_t i = 0; i < g->n_nodes; i++) p->alias_of[i] = -1;
   int32_t *own_plan = NULL;
   if (!kernel_of_node) kernel_of_node = own_plan = evtc_plan_greedy(g, accept_backend, (void *)be, &n_kernels);
+  p->views = malloc(sizeof *p->views * ((size_t)g->n_nodes + 1));
+  unsigned char *skip = calloc((size_t)n_kernels + 1, 1);
+  p->stats.views = evtc_program_plan_views(g, kernel_of_node, n_kernels, be, skip, p->views);
+  for (int32_t i = 0; i < g->n_nodes; i++)
+    if (p->views[i].base >= 0) p->alias_of[i] = p->views[i].base;
   p->ks = calloc((size_t)g->n_nodes + 1, sizeof *p->ks);
   int32_t *ids = malloc(sizeof(int32_t) * ((size_t)g->n_nodes + 1));
   for (int k = 0; k < n_kernels && d->status == EVTC_OK; k++) {
+    if (skip[k]) continue;
     int n = 0;
     for (int32_t i = 0; i < g->n_nodes; i++)
       if (kernel_of_node[i] == k) ids[n++] = i;
     if (n > 0) add_group(p, ids, n, warn, d);
   }
   free(ids);
+  free(skip);
   free(own_plan);
   if (d->status != EVTC_OK || compile_kernels(p, d) != EVTC_OK) {
     evtc_program_free(p);
@@ -470,6 +509,7 @@ void evtc_program_free(evtc_program *p) {
   free(p->buf);
   free(p->owned);
   free(p->alias_of);
+  free(p->views);
   free(p->arena_first);
   free(p->arena_last);
   if (p->device) buf_free(p, p->arena);
@@ -545,7 +585,7 @@ void evtc_program_set_rows(evtc_program *p, const evtc_node *leaf, const evtc_ro
 }
 
 bool evtc_program_get(const evtc_program *p, const evtc_node *n, double *out) {
-  if (!p->buf[n->id]) return false;
+  if (!p->buf[n->id] || p->views[n->id].base >= 0) return false;
   if (!p->device) {
     evtc_buffer_to_double(n->type.dtype, p->buf[n->id], evtc_type_numel(&n->type), out);
     return true;

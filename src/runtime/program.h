@@ -57,7 +57,9 @@ void evtc_program_rows_table_free(evtc_program *p, evtc_rows_table *t);
 void evtc_program_set_rows(evtc_program *p, const evtc_node *leaf, const evtc_rows_table *t, const int64_t *rows,
                            int64_t n);
 /* Copies the value of n (a leaf, a graph output or any value passed
- * between kernels) as doubles into out; false when n has no buffer. */
+ * between kernels) as doubles into out; false when n has no buffer of its
+ * own (a value inside a kernel, or one attention kernels read or write in
+ * another value's buffer: never an output). */
 bool evtc_program_get(const evtc_program *p, const evtc_node *n, double *out);
 /* Runs every kernel once; step is the dropout offset.  A kernel's run-time
  * error (label or index out of range, integer division by zero) gives
@@ -79,6 +81,7 @@ typedef struct evtc_program_stats {
   int aliases;              /* lone reshapes that share their input's buffer instead of running as a copy */
   int in_place;             /* updates written over the parameter or state they replace */
   int by_products;          /* values an earlier kernel writes too (attention's log-sum-exp), not run on their own */
+  int views;                /* layout copies not run: attention kernels read or write those values in place */
   int modules;              /* distinct modules compiled (per-kernel modules: kernels of one source share one) */
   size_t arena_bytes;       /* peak bytes of the planned intermediate arena */
   size_t unplanned_bytes;   /* the bytes the same values would take without reuse */

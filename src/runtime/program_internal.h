@@ -2,11 +2,13 @@
  *
  * program.c builds and runs programs; program_fallback.c runs a node that
  * no backend template covers through the float64 interpreter, converting
- * its buffers to doubles and back.
+ * its buffers to doubles and back; program_views.c finds the layout copies
+ * that attention kernels make unnecessary.
  */
 #ifndef EVTC_PROGRAM_INTERNAL_H
 #define EVTC_PROGRAM_INTERNAL_H
 
+#include "backend/backend.h"
 #include "ir/ir.h"
 #include "runtime/interp.h"
 
@@ -30,5 +32,22 @@ bool evtc_fallback_init(evtc_fallback *f, const evtc_node *n, evtc_diag *d);
 /* Runs it on buffers in[] (one per input) into out. */
 evtc_status evtc_fallback_run(evtc_fallback *f, void *const *in, void *out, uint64_t step, evtc_diag *d);
 void evtc_fallback_free(evtc_fallback *f);
+
+/* Where a value lives when it is not in a buffer of its own from element 0: element i of it is at offset +
+ * sum_d i[d] strides[d] of node `base`'s buffer.  base -1: its own (row-major).  second_half (attention's dK
+ * with dV only): the second half of the last dim lies that many elements after the first, not right after it. */
+typedef struct evtc_value_view {
+  int32_t base;
+  int64_t offset;
+  int64_t strides[EVTC_MAX_RANK];
+  int64_t second_half;
+} evtc_value_view;
+
+/* The layout copies of plan kernel_of_node (n_kernels kernel indices) that need not run on backend be because
+ * attention kernels read their input or write their output in place (program_views.c): skip[k] set for those
+ * kernel indices, views[id] (by node id, g->n_nodes of them) for the values that then live in another's
+ * buffer.  Returns how many kernels it drops. */
+int evtc_program_plan_views(const evtc_graph *g, const int32_t *kernel_of_node, int n_kernels, const evtc_backend *be,
+                            unsigned char *skip, evtc_value_view *views);
 
 #endif

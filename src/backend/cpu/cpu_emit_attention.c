@@ -61,7 +61,7 @@ static void emit_layouts(evtc_sb *b, const evtc_kernel *k) {
                    name, name, name, name);
     if (g->node->op == EVTC_OP_ATTENTION_BACKWARD_KV)     /* where dV starts in a row of dK with dV */
       evtc_sb_printf(b, "  const int64_t C2 = %lldLL;\n",
-                     (long long)(g->strided && g->second_half ? g->second_half : sh[3] / 2));
+                     (long long)(g->strided && g->second_half ? g->second_half : n->inputs[0]->type.shape[3]));
   }
   evtc_sb_printf(b, "#define EVTC_ROW(x, j, bh, r) ((x) + O##j + (bh) / HH * SB##j + (bh) %% HH * SH##j + (r) * SR##j)\n");
 }

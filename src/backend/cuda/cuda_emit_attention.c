@@ -565,7 +565,7 @@ void evtc_cuda_attention_launch(const evtc_kernel *k, unsigned *grid, unsigned *
   }
 }
 
-/* The evtc_att_lay of argument a, a [B, H, rows, cols] value (cols 2 D for dK with dV: dV from column cols / 2):
+/* The evtc_att_lay of argument a, a [B, H, rows, cols] value (cols 2 D for dK with dV: dV from column D):
  * its view, or row-major. */
 static void emit_layout(evtc_sb *b, const evtc_kernel *k, int a) {
   const evtc_karg *g = &k->args[a];
@@ -575,7 +575,9 @@ static void emit_layout(evtc_sb *b, const evtc_kernel *k, int a) {
     off = g->offset;
     for (int d = 0; d < 3; d++) st[d] = sh[d] > 1 ? g->strides[d] : 0;
   }
-  int64_t c2 = g->node->op != EVTC_OP_ATTENTION_BACKWARD_KV ? 0 : g->strided && g->second_half ? g->second_half : sh[3] / 2;
+  int64_t c2 = g->node->op != EVTC_OP_ATTENTION_BACKWARD_KV ? 0
+               : g->strided && g->second_half                  ? g->second_half
+                                                                : g->node->inputs[0]->type.shape[3];
   evtc_sb_printf(b, "evtc_att_lay{%lldLL, %lldLL, %lldLL, %lldLL, %lldLL, %d}", (long long)off, (long long)st[0],
                  (long long)st[1], (long long)st[2], (long long)c2, (int)sh[1]);
 }

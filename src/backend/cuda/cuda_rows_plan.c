@@ -39,8 +39,8 @@
  * a cluster), held in the prefetch buffers rather than registers.  Before
  * (2026-11-29 profile) the row went scalar to 224 threads of 225 columns in
  * a shared-memory row cache, one block per SM: 2640 us.  Kernels without COL
- * reductions over few rows (a sum over the batch) run as column tiles
- * (col_tiles_plan).
+ * reductions over few rows (a sum over the batch), or summing columns over
+ * many, run as column tiles (col_tiles_plan).
  *
  * The environment can force choices, for measuring them side by side:
  * EVTC_CUDA_VEC=0 (one column per access), EVTC_CUDA_CLUSTER=n (1: never
@@ -357,16 +357,18 @@ static void occupancy(evtc_cuda_rows_plan *pl, const evtc_cuda_rows_info *info, 
 }
 
 /* Column tiles: a kernel without COL reductions (nothing joins a row's columns: column sums, a bias or position-
- * embedding gradient) over fewer rows than a persistent wave has blocks.  A row per block left the GPU idle
- * (GPT-2's wpe gradient, 8 x 786432: 8 blocks, ROW partials read and written in f64 scratch, 1484 us where the
- * copy takes 15); instead blocks of 256 threads own a vector each of a tile of columns and walk the rows, the
- * ROW partials in registers; the rows split into groups (partial slots) only where the tiles alone do not give
- * every SM a block (sums of everything: a partial a block).  EVTC_CUDA_COL_TILES=0: never; EVTC_CUDA_COL_ROWS=n:
- * n rows per group. */
+ * embedding gradient) over fewer rows than a persistent wave has blocks, or one that sums columns over many
+ * rows.  A row per block left the GPU idle (GPT-2's wpe gradient, 8 x 786432: 8 blocks, ROW partials read and
+ * written in f64 scratch, 1484 us where the copy takes 15); instead blocks of 256 threads own a vector each of
+ * a tile of columns and walk the rows, the ROW partials in registers; the rows split into groups (partial
+ * slots) only where the tiles alone do not give every SM a block (sums of everything: a partial a block).
+ * Over many rows the persistent wave of partial rows was slower too: BERT-Large's q/k/v bias gradient (16384
+ * x 3072 bf16) 82-97 us against 63-66 us in column tiles (H200, the whole step profiled both ways).
+ * EVTC_CUDA_COL_TILES=0: never; =1: wherever they fit; EVTC_CUDA_COL_ROWS=n: n rows per group. */
 static bool col_tiles_fit(const evtc_kernel *k, const evtc_cuda_rows_info *info, int sm_count) {
   const char *e = getenv("EVTC_CUDA_COL_TILES");
   if ((e && strcmp(e, "0") == 0) || info->n_col > 0 || info->n_row + info->n_scalar == 0) return false;
-  return (e && strcmp(e, "1") == 0) || (k->rows < 2 * (int64_t)sm_count && k->cols >= 1024);
+  return (e && strcmp(e, "1") == 0) || (k->cols >= 1024 && (k->rows < 2 * (int64_t)sm_count || info->n_row > 0));
 }
 
 static void col_tiles_plan(evtc_cuda_rows_plan *pl, const evtc_kernel *k, const evtc_cuda_rows_info *info, int sm_count,

@@ -3,7 +3,7 @@
 
 Extracts the device library from src/backend/cuda/cuda_emit_attention.c
 (the C string the emitter writes into every module), replaces its asm
-helpers (ldmatrix, mma.sync, cvt packs, cp.async and its waits) with the
+helpers (ldmatrix, mma.sync, cvt packs, cp.async and its waits, atomic adds) with the
 emulations of tests/attention_emu/shim.h, builds tests/attention_emu/
 harness.cpp with the system C++ compiler and runs it: every kernel of the
 family (forward, log-sum-exp, dq, dk with dv in one kernel) on odd shapes, causal and not,
@@ -23,7 +23,7 @@ import tempfile
 
 SRC = sys.argv[1]
 HELPERS = ["evtc_att_saddr(", "evtc_att_ldsm(", "evtc_att_ldsm_t(", "evtc_att_mma(", "evtc_att_pack(",
-           "evtc_att_commit(", "evtc_att_wait("]
+           "evtc_att_commit(", "evtc_att_wait(", "evtc_att_red("]
 
 
 def library():

@@ -179,6 +179,9 @@ int evtc_kernel_output_arg(const evtc_kernel *k);
 /* True when node lse (attention_lse) is the log-sum-exp of attention node att's scores: the same q, k, scale
  * and causality, so att's kernel can write it as a by-product (runtime/program.c). */
 bool evtc_kernel_lse_of(const evtc_node *att, const evtc_node *lse);
+/* True when node dq (attention_backward_q) and attention_backward_kv node kv take the same six inputs, scale
+ * and causality, so kv's kernel can write dq as a by-product (FlashAttention-2's one backward pass). */
+bool evtc_kernel_dq_of(const evtc_node *kv, const evtc_node *dq);
 
 /* Views through layout nodes.  evtc_layout_view: layout node n (reshape, permute, expand, slice) over a view of
  * its input (element offset *offset, strides us per input dim) gives the view of its output (strides ns per

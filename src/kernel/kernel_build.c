@@ -521,6 +521,16 @@ bool evtc_kernel_lse_of(const evtc_node *att, const evtc_node *lse) {
          evtc_node_int(att, "causal") == evtc_node_int(lse, "causal");
 }
 
+bool evtc_kernel_dq_of(const evtc_node *kv, const evtc_node *dq) {
+  if (kv->op != EVTC_OP_ATTENTION_BACKWARD_KV || dq->op != EVTC_OP_ATTENTION_BACKWARD_Q ||
+      evtc_node_float(kv, "scale") != evtc_node_float(dq, "scale") ||
+      evtc_node_int(kv, "causal") != evtc_node_int(dq, "causal"))
+    return false;
+  for (int j = 0; j < 6; j++)
+    if (kv->inputs[j] != dq->inputs[j]) return false;
+  return true;
+}
+
 int evtc_kernel_output_arg(const evtc_kernel *k) {
   for (int i = 0; i < k->n_args; i++)
     if (k->args[i].output) return i;

@@ -17,7 +17,10 @@
  * A log-sum-exp of attention's scores that the backward needs is written by
  * the forward attention kernel of the same q, k, scale and causality, when
  * the backend takes that second output (by_product), instead of running
- * the scores again.  An update (a parameter's or optimizer state's next value) is written
+ * the scores again; likewise attention's dq by the kernel of dk and dv of
+ * the same inputs (absorb_dq: FlashAttention-2's single backward pass, its
+ * dq summed in f32 by atomics), when no kernel between them touches dq's
+ * buffer.  An update (a parameter's or optimizer state's next value) is written
  * over the value it replaces when the kernel that computes it is the
  * value's last reader and reads it element by element (in_place_update):
  * no second copy of the weights, and no copy back after the step.
@@ -125,22 +128,53 @@ static bool has_strided_arg(const evtc_kernel *k) {
 
 /* Whether an earlier kernel of p, the forward attention of the same q, k, scale and causality as attention_lse
  * node n, can also write n's value: then it gets n as a second output. */
+static bool add_output(evtc_program *p, evtc_kernel *k, const evtc_node *n);
+
 static bool by_product(evtc_program *p, const evtc_node *n) {
   for (int t = p->n_ks - 1; t >= 0; t--) {
     evtc_kernel *k = p->ks[t].k;
-    if (!k || k->kind != EVTC_ML_OPAQUE || !evtc_kernel_lse_of(k->main, n)) continue;
-    k->args = realloc(k->args, sizeof *k->args * ((size_t)k->n_args + 1));
-    k->args[k->n_args++] = (evtc_karg){.node = n, .output = true};
-    char why[128];
-    if (p->be->supports(p->be, k, why, sizeof why)) return true;
-    k->n_args--;
-    return false;
+    if (!k || k->kind != EVTC_ML_OPAQUE || !(evtc_kernel_lse_of(k->main, n) || evtc_kernel_dq_of(k->main, n))) continue;
+    return add_output(p, k, n);
   }
   return false;
 }
 
-/* Appends the kernel of ids[0..n) (or its pieces) to p->ks; a lone reshape becomes an alias instead, and an
- * attention log-sum-exp an earlier kernel's by-product when it can be. */
+/* Whether kernel k (already in p->ks, not yet placed) may write n as one more output: the backend takes it. */
+static bool add_output(evtc_program *p, evtc_kernel *k, const evtc_node *n) {
+  k->args = realloc(k->args, sizeof *k->args * ((size_t)k->n_args + 1));
+  k->args[k->n_args++] = (evtc_karg){.node = n, .output = true};
+  strided_args(p, k);
+  char why[128];
+  if (p->be->supports(p->be, k, why, sizeof why)) return true;
+  k->n_args--;
+  return false;
+}
+
+/* attention_backward_kv kernel k, about to be appended: when an earlier kernel computes the dq of the same inputs
+ * alone and no kernel since touches dq's buffer, k writes dq too (one pass over the scores instead of two) and
+ * that kernel goes. */
+static bool absorb_dq(evtc_program *p, evtc_kernel *k) {
+  for (int t = p->n_ks - 1; t >= 0; t--) {
+    evtc_kernel *q = p->ks[t].k;
+    if (!q || q->kind != EVTC_ML_OPAQUE || !evtc_kernel_dq_of(k->main, q->main)) continue;
+    int32_t dq = buffer_of(p, q->main->id);
+    for (int u = t + 1; u < p->n_ks; u++)
+      for (int a = 0; p->ks[u].k && a < p->ks[u].k->n_args; a++)
+        if (buffer_of(p, p->ks[u].k->args[a].node->id) == dq) return false;
+    int outputs = 0;
+    for (int a = 0; a < q->n_args; a++) outputs += q->args[a].output;
+    if (outputs != 1 || !add_output(p, k, q->main)) return false;     /* dq alone */
+    evtc_kernel_free(q);
+    memmove(&p->ks[t], &p->ks[t + 1], sizeof *p->ks * (size_t)(p->n_ks - t - 1));
+    p->n_ks--;
+    return true;
+  }
+  return false;
+}
+
+/* Appends the kernel of ids[0..n) (or its pieces) to p->ks; a lone reshape becomes an alias instead, an
+ * attention log-sum-exp (or dq) an earlier kernel's by-product when it can be, and attention_backward_kv takes
+ * over an earlier kernel's dq. */
 static evtc_status add_group(evtc_program *p, const int32_t *ids, int n, FILE *warn, evtc_diag *d) {
   evtc_diag kd = {0};
   evtc_kernel *k = evtc_kernel_build(p->g, ids, n, &kd);
@@ -160,11 +194,12 @@ static evtc_status add_group(evtc_program *p, const int32_t *ids, int n, FILE *w
     evtc_kernel_free(k);
     return EVTC_OK;
   }
-  if (ok && n == 1 && n0->op == EVTC_OP_ATTENTION_LSE && by_product(p, n0)) {
+  if (ok && n == 1 && (n0->op == EVTC_OP_ATTENTION_LSE || n0->op == EVTC_OP_ATTENTION_BACKWARD_Q) && by_product(p, n0)) {
     p->stats.by_products++;
     evtc_kernel_free(k);
     return EVTC_OK;
   }
+  if (ok && n == 1 && n0->op == EVTC_OP_ATTENTION_BACKWARD_KV && absorb_dq(p, k)) p->stats.by_products++;
   if (ok) {
     p->ks[p->n_ks++] = (prog_kernel){.k = k};
     return EVTC_OK;

@@ -139,3 +139,13 @@ static inline void emu_cp_async(uint32_t dst, const void *src, int src_bytes) {
   if (src_bytes) memcpy(emu_smem_base + dst, src, 16);
   else memset(emu_smem_base + dst, 0, 16);
 }
+/* red.global.add.f32: a compare-and-swap loop (the block's threads run as host threads) */
+__device__ __forceinline__ void evtc_att_red(float *g, float v) {
+  uint32_t *w = (uint32_t *)g, old = __atomic_load_n(w, __ATOMIC_RELAXED), next;
+  do {
+    float f;
+    memcpy(&f, &old, 4);
+    f += v;
+    memcpy(&next, &f, 4);
+  } while (!__atomic_compare_exchange_n(w, &old, next, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+}

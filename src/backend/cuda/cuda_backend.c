@@ -336,6 +336,13 @@ static void *cuda_kernel(const evtc_backend *be, void *module, const char *entry
     return opaque_handle(c, m, k, h, d) == EVTC_OK ? h : NULL;
   if (k->kind == EVTC_ML_OPAQUE) {
     evtc_cuda_attention_launch(k, &h->grid, &h->block, &h->smem);
+    evtc_cuda_attention_extra x = evtc_cuda_attention_extra_of(k);
+    h->has_fin = x.fin_grid > 0;
+    h->fin_grid = x.fin_grid;
+    if (h->has_fin && entry_get(c, m, h->fin_entry, h->fin_name, &h->fin, d)) return NULL;
+    if (x.scratch_bytes && (scratch_alloc(c, h, x.scratch_bytes, d) ||
+                            evtc_cuda_fill32(&c->dev, h->scratch, 0, x.scratch_bytes / 4, d)))
+      return NULL;
     return h;
   }
   if (evtc_kernel_flat_fits(k)) {

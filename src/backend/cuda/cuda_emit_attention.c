@@ -379,20 +379,56 @@ static const char attention_lib[] =
     "  if (threadIdx.x < 64) slse[threadIdx.x] = s0 + (int)threadIdx.x < S ? lse[s0 + threadIdx.x] * EVTC_ATT_LOG2E : INFINITY;\n"
     "}\n"
     "\n"
+    "/* The f32 accumulator of rows [r0, r0 + 16) x 64 columns (a warp's dS^T) as 16-bit values into the same rows of the\n"
+    "   swizzled [rows, 64] tile s. */\n"
+    "template <bool BF> __device__ __forceinline__ void evtc_att_stile(uint16_t *s, const float (*c)[4], int r0) {\n"
+    "  const int lane = threadIdx.x & 31, r = r0 + (lane >> 2);\n"
+    "#pragma unroll\n"
+    "  for (int nt = 0; nt < 8; nt++) {\n"
+    "    const int col = nt * 8 + 2 * (lane & 3);\n"
+    "    *(uint32_t *)(s + evtc_att_sw<64>(r, col)) = evtc_att_pack<BF>(c[nt][0], c[nt][1]);\n"
+    "    *(uint32_t *)(s + evtc_att_sw<64>(r + 8, col)) = evtc_att_pack<BF>(c[nt][2], c[nt][3]);\n"
+    "  }\n"
+    "}\n"
+    "/* acc[16 x D] += A[16 x KB] x B, A the transpose of columns [r0, r0 + 16) of the swizzled [KB, 64] tile sa (ldmatrix\n"
+    "   .trans), B a swizzled [KB, D] tile. */\n"
+    "template <bool BF, int D, int KB> __device__ __forceinline__ void evtc_att_tab(float (*acc)[4], const uint16_t *sa, int r0,\n"
+    "                                                                              const uint16_t *s) {\n"
+    "  const int lane = threadIdx.x & 31, i = lane >> 3;\n"
+    "#pragma unroll\n"
+    "  for (int kk = 0; kk < KB / 16; kk++) {\n"
+    "    uint32_t a[4];\n"
+    "    evtc_att_ldsm_t(a, evtc_att_saddr(sa + evtc_att_sw<64>(kk * 16 + 8 * (i >> 1) + (lane & 7), r0 + 8 * (i & 1))));\n"
+    "#pragma unroll\n"
+    "    for (int dp = 0; dp < D / 16; dp++) {\n"
+    "      uint32_t b[4];\n"
+    "      evtc_att_ldsm_t(b, evtc_att_saddr(s + evtc_att_sw<D>(kk * 16 + (lane & 7) + 8 * ((lane >> 3) & 1), dp * 16 + 8 * (lane >> 4))));\n"
+    "      evtc_att_mma<BF>(acc[2 * dp], a, b[0], b[1]);\n"
+    "      evtc_att_mma<BF>(acc[2 * dp + 1], a, b[2], b[3]);\n"
+    "    }\n"
+    "  }\n"
+    "}\n"
+    "/* *g += v, atomically (red.global.add.f32). */\n"
+    "__device__ __forceinline__ void evtc_att_red(float *g, float v) { atomicAdd(g, v); }\n"
+    "\n"
     "/* dk and dv of key block blockIdx.x, from the transposed products: per query tile, P^T = exp(scale k.q - lse),\n"
     "   dP^T = v.dout and dS^T = P^T (dP^T - Dd) once, then dv += P^T dout and dk += dS^T q; dK = scale dk.  They go\n"
     "   side by side into rows of dKV [BH, T, 2 D] laid out by lg (dV from column lg.c2).  k and v of the block stay in\n"
     "   shared memory (sk, sv); the query tiles stream through ST buffers (2 for D = 64: the next tile loads while this\n"
-    "   one is used).  q, k, v, out, dout laid out by lq, lk, lv, lo, ld. */\n"
-    "template <bool BF, int D, bool CAUSAL, int NW>\n"
+    "   one is used).  q, k, v, out, dout laid out by lq, lk, lv, lo, ld.  With DQ (4 warps) the same pass gives dq too\n"
+    "   (FlashAttention-2's backward): dS^T goes through shared memory (sds) and each warp adds 16 of the tile's query\n"
+    "   rows of dS k, summed over the block's keys, into the f32 sums dq_acc [BH, S, D] (scaled and stored by the\n"
+    "   finishing kernel). */\n"
+    "template <bool BF, int D, bool CAUSAL, int NW, bool DQ>\n"
     "__device__ __forceinline__ void evtc_att_bwd_kv(const uint16_t *Q, const uint16_t *K, const uint16_t *V, const uint16_t *O,\n"
     "                                                const uint16_t *dO, const float *lse, uint16_t *dKV, int S, int T, float scale,\n"
     "                                                evtc_att_lay lq, evtc_att_lay lk, evtc_att_lay lv, evtc_att_lay lo,\n"
-    "                                                evtc_att_lay ld, evtc_att_lay lg) {\n"
+    "                                                evtc_att_lay ld, evtc_att_lay lg, float *dq_acc) {\n"
     "  extern __shared__ uint4 evtc_att_smem[];\n"
     "  constexpr int BR = 16 * NW, NT = 32 * NW, TPR = NT / 64, ST = D == 64 ? 2 : 1;   /* TPR: threads per query row */\n"
     "  uint16_t *sk = (uint16_t *)evtc_att_smem, *sv = sk + BR * D, *stage = sv + BR * D;   /* stage b: sq, sd, so */\n"
     "  float *slse = (float *)(stage + ST * 3 * 64 * D), *sdd = slse + ST * 64;\n"
+    "  uint16_t *sds = (uint16_t *)(sdd + 64);     /* DQ: dS^T [BR, 64] */\n"
     "  const int kblocks = (T + BR - 1) / BR, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;\n"
     "  const int64_t bh = blockIdx.x / kblocks;\n"
     "  const int k0 = (int)(blockIdx.x % kblocks) * BR, off = T - S;\n"
@@ -460,6 +496,21 @@ static const char attention_lib[] =
     "        for (int e = 0; e < 4; e++) p[4 * h + nt][e] *= dp[nt][e] - sdd[(4 * h + nt) * 8 + 2 * (lane & 3) + (e & 1)];\n"
     "    }\n"
     "    evtc_att_pb<BF, D>(dk, p, sq);\n"
+    "    if (DQ) {     /* dq of the tile's query rows [s0 + 16 warp, + 16) += dS k over the block's keys */\n"
+    "      evtc_att_stile<BF>(sds, p, warp * 16);\n"
+    "      __syncthreads();\n"
+    "      float dq[D / 8][4];\n"
+    "#pragma unroll\n"
+    "      for (int i = 0; i < D / 8; i++) dq[i][0] = dq[i][1] = dq[i][2] = dq[i][3] = 0.0f;\n"
+    "      evtc_att_tab<BF, D, BR>(dq, sds, warp * 16, sk);\n"
+    "      const int qr = s0 + warp * 16 + (lane >> 2);\n"
+    "      float *acc = dq_acc + (bh * S + qr) * D + 2 * (lane & 3);\n"
+    "#pragma unroll\n"
+    "      for (int dt = 0; dt < D / 8; dt++)\n"
+    "#pragma unroll\n"
+    "        for (int e = 0; e < 4; e++)\n"
+    "          if (qr + 8 * (e >> 1) < S) evtc_att_red(acc + 8 * (e >> 1) * D + dt * 8 + (e & 1), dq[dt][e]);\n"
+    "    }\n"
     "    if (ST == 1) {\n"
     "      __syncthreads();\n"
     "      if (ib + 1 < qblocks)\n"
@@ -478,14 +529,21 @@ static bool is_attention(evtc_op op) {
          op == EVTC_OP_ATTENTION_BACKWARD_KV;
 }
 
-/* The argument of an attention kernel's second output -- the log-sum-exp of the same q, k, scale and causality,
- * written by the forward as a by-product (program.c) -- or -1 when it has none; -2 when its other outputs are
- * not that. */
-static int lse_by_product_arg(const evtc_kernel *k) {
+/* Warps per block: EVTC_ATTN_WARPS (4 or 8), default 4. */
+static int attention_warps(void) {
+  const char *e = getenv("EVTC_ATTN_WARPS");
+  return e && strcmp(e, "8") == 0 ? 8 : 4;
+}
+
+/* The argument of an attention kernel's second output, written as a by-product (program.c): the forward's
+ * log-sum-exp of the same q, k, scale and causality, or attention_backward_kv's dq of the same inputs; -1 when it
+ * has none, -2 when its other outputs are not that. */
+static int by_product_arg(const evtc_kernel *k) {
   int found = -1, first = evtc_kernel_output_arg(k);
   for (int i = 0; i < k->n_args; i++) {
     if (!k->args[i].output || i == first) continue;
-    if (found != -1 || !evtc_kernel_lse_of(k->main, k->args[i].node)) return -2;
+    if (found != -1 || !(evtc_kernel_lse_of(k->main, k->args[i].node) || evtc_kernel_dq_of(k->main, k->args[i].node)))
+      return -2;
     found = i;
   }
   return found;
@@ -510,8 +568,14 @@ bool evtc_cuda_attention_fits(const evtc_kernel *k, char *why, size_t cap) {
     snprintf(why, cap, "no CUDA template for %s", k->main ? evtc_op_get(k->main->op)->name : "this kernel");
     return false;
   }
-  if (lse_by_product_arg(k) == -2) {
-    snprintf(why, cap, "%s with outputs other than its own and its log-sum-exp", evtc_op_get(k->main->op)->name);
+  int by = by_product_arg(k);
+  if (by == -2) {
+    snprintf(why, cap, "%s with outputs other than its own and its log-sum-exp or dq", evtc_op_get(k->main->op)->name);
+    return false;
+  }
+  if (by >= 0 && k->main->op == EVTC_OP_ATTENTION_BACKWARD_KV && attention_warps() != 4) {
+    snprintf(why, cap, "attention_backward_kv with dq in blocks of %d warps (dq in the same pass takes 4)",
+             attention_warps());
     return false;
   }
   for (int a = 0; a < k->n_args; a++)
@@ -542,10 +606,19 @@ bool evtc_cuda_attention_fits(const evtc_kernel *k, char *why, size_t cap) {
   return true;
 }
 
-/* Warps per block: EVTC_ATTN_WARPS (4 or 8), default 4. */
-static int attention_warps(void) {
-  const char *e = getenv("EVTC_ATTN_WARPS");
-  return e && strcmp(e, "8") == 0 ? 8 : 4;
+/* Whether kernel k is attention_backward_kv writing dq too. */
+static bool with_dq(const evtc_kernel *k) {
+  return k->main->op == EVTC_OP_ATTENTION_BACKWARD_KV && by_product_arg(k) >= 0;
+}
+
+evtc_cuda_attention_extra evtc_cuda_attention_extra_of(const evtc_kernel *k) {
+  evtc_cuda_attention_extra x = {0};
+  if (!with_dq(k)) return x;
+  const evtc_type *q = &k->main->inputs[0]->type;
+  int64_t pairs = evtc_type_numel(q) / 2, blocks = (pairs + 255) / 256;
+  x.scratch_bytes = (size_t)evtc_type_numel(q) * sizeof(float);
+  x.fin_grid = (unsigned)(blocks < 65536 ? blocks : 65536);
+  return x;
 }
 
 void evtc_cuda_attention_launch(const evtc_kernel *k, unsigned *grid, unsigned *block, unsigned *smem) {
@@ -559,7 +632,8 @@ void evtc_cuda_attention_launch(const evtc_kernel *k, unsigned *grid, unsigned *
   *block = (unsigned)(2 * br);
   if (kv) {     /* evtc_att_bwd_kv: k and v of the block, ST query tiles of q, dout, out and their lse, Dd */
     int64_t st = d == 64 ? 2 : 1;
-    *smem = (unsigned)(2 * br * d * 2 + st * (3 * 64 * d * 2 + 64 * sizeof(float)) + 64 * sizeof(float));
+    *smem = (unsigned)(2 * br * d * 2 + st * (3 * 64 * d * 2 + 64 * sizeof(float)) + 64 * sizeof(float) +
+                       (with_dq(k) ? br * 64 * 2 : 0));     /* dS^T for dq */
   } else {
     *smem = (unsigned)(2 * 64 * d * 2 + 2 * 64 * sizeof(float));
   }
@@ -604,7 +678,7 @@ void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k) {
     case EVTC_OP_ATTENTION:
     case EVTC_OP_ATTENTION_LSE: {
       char lse[32] = "nullptr";
-      int by = lse_by_product_arg(k);
+      int by = by_product_arg(k);
       if (by >= 0) snprintf(lse, sizeof lse, "(float *)P.a[%d]", by);
       bool lse_only = n->op == EVTC_OP_ATTENTION_LSE;
       int qa = evtc_kernel_input_arg(k, 0), ka = evtc_kernel_input_arg(k, 1), va = lse_only ? ka : evtc_kernel_input_arg(k, 2);
@@ -619,8 +693,9 @@ void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k) {
       break;
     }
     default: {
-      evtc_sb_printf(b, "  evtc_att_bwd_%s<%d, %d, %d, %d>(", n->op == EVTC_OP_ATTENTION_BACKWARD_Q ? "q" : "kv", bf, d,
-                     causal, nw);
+      bool kv = n->op == EVTC_OP_ATTENTION_BACKWARD_KV;
+      evtc_sb_printf(b, "  evtc_att_bwd_%s<%d, %d, %d, %d%s>(", kv ? "kv" : "q", bf, d, causal, nw,
+                     !kv ? "" : with_dq(k) ? ", true" : ", false");
       for (int j = 0; j < 5; j++) evtc_sb_printf(b, "%sP.a[%d], ", u, evtc_kernel_input_arg(k, j));
       evtc_sb_printf(b, "(const float *)P.a[%d], (uint16_t *)P.a[%d], %d, %d, (float)%.17g,\n    ",
                      evtc_kernel_input_arg(k, 5), evtc_kernel_output_arg(k), s, t, scale);
@@ -628,10 +703,24 @@ void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k) {
                     evtc_kernel_input_arg(k, 3), evtc_kernel_input_arg(k, 4), evtc_kernel_output_arg(k)};
       for (int i = 0; i < 6; i++) {
         emit_layout(b, k, lay[i]);
-        evtc_sb_printf(b, i < 5 ? ", " : ");\n");
+        evtc_sb_printf(b, i < 5 ? ", " : kv ? ", %s);\n" : ");\n", with_dq(k) ? "(float *)scratch" : "nullptr");
       }
       break;
     }
   }
   evtc_sb_printf(b, "}\n\n");
+  if (!with_dq(k)) return;
+  /* NAME_fin: dq = scale * the f32 sums, through its layout, two columns a thread; the sums zeroed for the next run */
+  int dq = by_product_arg(k);
+  evtc_sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(256) %s_fin(evtc_params P, uint64_t step, int *err, "
+                    "void *scratch) {\n  (void)step; (void)err;\n  const evtc_att_lay lg = ", k->name);
+  emit_layout(b, k, dq);
+  evtc_sb_printf(b, ";\n  float2 *acc = (float2 *)scratch;\n"
+                    "  for (int64_t i = blockIdx.x * 256ll + threadIdx.x; i < %lldLL; i += (int64_t)gridDim.x * 256) {\n"
+                    "    const int64_t e = 2 * i, row = e / %d, bh = row / %d;\n"
+                    "    const float2 v = acc[i];\n"
+                    "    *(uint32_t *)((uint16_t *)P.a[%d] + evtc_att_base(lg, bh) + (row %% %d) * lg.sr + e %% %d) =\n"
+                    "        evtc_att_pack<%d>(v.x * (float)%.17g, v.y * (float)%.17g);\n"
+                    "    acc[i] = make_float2(0.0f, 0.0f);\n  }\n}\n\n",
+                 (long long)(evtc_type_numel(q) / 2), d, s, dq, s, d, bf, scale, scale);
 }

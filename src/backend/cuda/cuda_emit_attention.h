@@ -14,7 +14,16 @@ bool evtc_cuda_attention_fits(const evtc_kernel *k, char *why, size_t cap);
  * default 4), one per 16 NW query (attention_backward_kv: key) rows of
  * each batch-head pair, and the dynamic shared memory in bytes. */
 void evtc_cuda_attention_launch(const evtc_kernel *k, unsigned *grid, unsigned *block, unsigned *smem);
-/* Appends the device library (once per module) and the kernel k->name. */
+/* What a kernel needs beyond its launch: attention_backward_kv writing dq too
+ * (a by-product, program.c) sums dq in f32 scratch of scratch_bytes, zeroed
+ * once, and its finishing kernel NAME_fin (fin_grid blocks of 256 threads)
+ * stores dq and zeroes the sums again.  All zero for the other kernels. */
+typedef struct evtc_cuda_attention_extra {
+  size_t scratch_bytes;
+  unsigned fin_grid;
+} evtc_cuda_attention_extra;
+evtc_cuda_attention_extra evtc_cuda_attention_extra_of(const evtc_kernel *k);
+/* Appends the device library (once per module) and the kernel k->name (and NAME_fin when it has one). */
 void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k);
 
 #endif

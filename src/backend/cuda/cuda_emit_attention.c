@@ -26,6 +26,9 @@
  * needed.  Query blocks run in reverse order so that causal blocks with the
  * most keys start first.
  *
+ * The key-block kernel also gives dq where the program asks for it (a
+ * by-product; EVTC_ATTN_DQ=0 refuses that, for measuring both ways).
+ *
  * Supported: f16 / bf16, D = Dv in {64, 128}, any S and T (>= 1); the
  * backend refuses the rest with a reason (the program runs them in the
  * interpreter).  tests/test_attention_emu_slow.py runs this library on a
@@ -576,6 +579,11 @@ bool evtc_cuda_attention_fits(const evtc_kernel *k, char *why, size_t cap) {
   if (by >= 0 && k->main->op == EVTC_OP_ATTENTION_BACKWARD_KV && attention_warps() != 4) {
     snprintf(why, cap, "attention_backward_kv with dq in blocks of %d warps (dq in the same pass takes 4)",
              attention_warps());
+    return false;
+  }
+  const char *one_pass = getenv("EVTC_ATTN_DQ");
+  if (by >= 0 && k->main->op == EVTC_OP_ATTENTION_BACKWARD_KV && one_pass && strcmp(one_pass, "0") == 0) {
+    snprintf(why, cap, "attention_backward_kv with dq: EVTC_ATTN_DQ=0");
     return false;
   }
   for (int a = 0; a < k->n_args; a++)

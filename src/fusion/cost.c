@@ -8,6 +8,9 @@
  * for everything else (a reduction: per input element).  Time in
  * microseconds: launch + max(bytes / copy_bw, gemm_flops / gemm_peak +
  * other_flops / vector_peak) -- a roofline per kernel, kernels in sequence.
+ * A reshape alone (not an output) costs nothing: the program gives it its
+ * input's buffer instead of running it, so a plan that keeps a gradient's
+ * reshape apart from the kernel around it is not charged a copy.
  *
  * Multi-pass kernels.  A kernel whose row reductions are read inside it
  * runs in phases, one pass over each row per phase (kernel/kernel.h: a
@@ -130,6 +133,12 @@ static double reread_bytes(evtc_fusion_ctx *c, const int32_t *s, int n, int32_t 
 }
 
 double evtc_fusion_cost(evtc_fusion_ctx *c, const int32_t *s, int n, double *bytes, double *flops, int *io) {
+  if (n == 1 && c->g->nodes[s[0]]->op == EVTC_OP_RESHAPE && !evtc_graph_is_output(c->g, c->g->nodes[s[0]])) {
+    if (bytes) *bytes = 0;     /* a lone reshape runs as a buffer alias (runtime/program.c): nothing moves */
+    if (flops) *flops = 0;
+    if (io) *io = 0;
+    return 0;
+  }
   int32_t cur = evtc_fusion_mark(c, s, n);
   double rd = 0, wr = 0, gemm = 0, vec = 0;
   int count = 0;

@@ -26,8 +26,13 @@
  * needed.  Query blocks run in reverse order so that causal blocks with the
  * most keys start first.
  *
- * The key-block kernel also gives dq where the program asks for it (a
- * by-product; EVTC_ATTN_DQ=0 refuses that, for measuring both ways).
+ * With EVTC_ATTN_DQ=1 the key-block kernel also gives dq where the program
+ * asks for it (a by-product: FlashAttention-2's single backward pass, dq
+ * summed in f32 by atomics).  Not by default: on the H200 at BERT-Large's
+ * shape (32 x 16 heads, 512 x 512, D = 64) that kernel took 763 us where dq's
+ * own kernel and the key-block kernel took 273 + 387 us (2026-11-29, the
+ * whole step profiled both ways): the atomics and the extra pass through
+ * shared memory cost more than the scores dq's kernel computes again.
  *
  * Supported: f16 / bf16, D = Dv in {64, 128}, any S and T (>= 1); the
  * backend refuses the rest with a reason (the program runs them in the
@@ -582,8 +587,9 @@ bool evtc_cuda_attention_fits(const evtc_kernel *k, char *why, size_t cap) {
     return false;
   }
   const char *one_pass = getenv("EVTC_ATTN_DQ");
-  if (by >= 0 && k->main->op == EVTC_OP_ATTENTION_BACKWARD_KV && one_pass && strcmp(one_pass, "0") == 0) {
-    snprintf(why, cap, "attention_backward_kv with dq: EVTC_ATTN_DQ=0");
+  if (by >= 0 && k->main->op == EVTC_OP_ATTENTION_BACKWARD_KV && !(one_pass && strcmp(one_pass, "1") == 0)) {
+    snprintf(why, cap, "attention_backward_kv with dq (slower than dq's own kernel on the H200; EVTC_ATTN_DQ=1 asks "
+                       "for it)");
     return false;
   }
   for (int a = 0; a < k->n_args; a++)

@@ -111,6 +111,14 @@ static const pcase cases[] = {
      "  %f2 = sub(%p3, %p4) : f64[3,4]\n"
      "  %r = add(%f1, %f2) : f64[3,4]\n"
      "  output %s3\n  output %r\n}\n"},
+    {"simplify/reduce-reshape", "simplify", "", false,
+     "graph t {\n"
+     "  %g = input() : f64[6,5]\n"
+     "  %r = reshape(%g) {shape=[2,3,5]} : f64[2,3,5]\n"
+     "  %s = reduce_sum(%r) {axes=[0,1]} : f64[5]\n"
+     "  %t = reshape(%g) {shape=[30]} : f64[30]\n"
+     "  %u = reduce_mean(%t) {axes=[0]} : f64[]\n"
+     "  output %s\n  output %u\n}\n"},
     {"simplify/reductions", "simplify", "", false,
      "graph t {\n"
      "  %x = input() : f64[3,1,4]\n"

@@ -20,7 +20,12 @@
  *   broadcast count for sums (when the dtype holds the count exactly), then
  *   reshape/expand to the result;
  *   reduce(reduce(x, A1), A2) of the same kind -> one reduce over A1 u A2
- *   when the inner one has no other consumer.
+ *   when the inner one has no other consumer;
+ *   reduce(reshape(x)) over a leading run of dims (keepdims 0) that the
+ *   reshape only split or merged -> the reduce of x over its own leading
+ *   dims (a bias gradient summed over [B, T, N] where the gradient was born
+ *   as [B*T, N] rows: the sum then joins the kernel that makes the rows,
+ *   and the reshape is left to those that need [B, T, N], a buffer alias).
  */
 #include <math.h>
 #include <stdio.h>
@@ -182,6 +187,29 @@ static evtc_node *reduce_reduce(evtc_rewrite *rw, const evtc_node *n, evtc_node 
   return evtc_pat_reshape(rw, r, n->type.rank, n->type.shape, n->name, NULL);
 }
 
+/* reduce(reshape(x), leading axes [0, k), keepdims 0) -> reduce(x, [0, j)) where x's first j dims hold the
+ * same elements as the reshape's first k and the rest are equal. */
+static evtc_node *reduce_reshape(evtc_rewrite *rw, const evtc_node *n, evtc_node *r) {
+  if (r->op != EVTC_OP_RESHAPE || evtc_node_int(n, "keepdims") != 0) return NULL;
+  const evtc_type *rt = &r->type, *xt = &r->inputs[0]->type;
+  bool mask[EVTC_MAX_RANK];
+  evtc_pat_reduce_mask(n, rt->rank, mask);
+  int k = 0;
+  while (k < rt->rank && mask[k]) k++;
+  for (int d = k; d < rt->rank; d++)
+    if (mask[d]) return NULL;
+  int64_t lead = 1, xlead = 1;
+  for (int d = 0; d < k; d++) lead *= rt->shape[d];
+  int j = 0;
+  while (j < xt->rank && xlead < lead) xlead *= xt->shape[j++];
+  if (k == 0 || xlead != lead || xt->rank - j != rt->rank - k) return NULL;
+  for (int d = 0; d < rt->rank - k; d++)
+    if (xt->shape[j + d] != rt->shape[k + d]) return NULL;
+  int64_t axes[EVTC_MAX_RANK];
+  for (int d = 0; d < j; d++) axes[d] = d;
+  return evtc_pat_reduce(rw, n->op, r->inputs[0], j, axes, false, n->name, NULL);
+}
+
 static evtc_node *simplify(evtc_rewrite *rw, const evtc_node *n, evtc_node *const *in) {
   evtc_node *r = NULL;
   switch (n->op) {
@@ -221,6 +249,7 @@ static evtc_node *simplify(evtc_rewrite *rw, const evtc_node *n, evtc_node *cons
     case EVTC_OP_REDUCE_MIN:
       r = reduce_trivial(rw, n, in[0]);
       if (!r) r = reduce_expand(rw, n, in[0]);
+      if (!r) r = reduce_reshape(rw, n, in[0]);
       return r ? r : reduce_reduce(rw, n, in[0]);
     default:
       return NULL;
@@ -232,6 +261,6 @@ static evtc_graph *run(const evtc_graph *g, evtc_diag *d) { return evtc_pat_run(
 const evtc_pass evtc_pass_simplify = {
     .name = "simplify",
     .summary = "identities (x+0, x*1, neg neg), div by CONST -> mul, constant reassociation, common factors, "
-               "reduction elimination",
+               "reduction elimination, reductions through reshapes",
     .run = run,
 };

@@ -166,6 +166,16 @@ static void test_heads(void) {
   evtc_graph_free(g);
 }
 
+/* The heads of a packed f32 [2, 8, 48] projection %qkv: q, k, v as [2, 2 heads, 8, 8] (%qt, %kt, %vt). */
+#define HEAD_SPLIT                                                                                                 \
+  "  %q = slice(%qkv) {axes=[2], starts=[0], ends=[16], steps=[1]} : f32[2,8,16]\n"                               \
+  "  %k = slice(%qkv) {axes=[2], starts=[16], ends=[32], steps=[1]} : f32[2,8,16]\n"                              \
+  "  %v = slice(%qkv) {axes=[2], starts=[32], ends=[48], steps=[1]} : f32[2,8,16]\n"                              \
+  "  %qh = reshape(%q) {shape=[2,8,2,8]} : f32[2,8,2,8]\n  %kh = reshape(%k) {shape=[2,8,2,8]} : f32[2,8,2,8]\n" \
+  "  %vh = reshape(%v) {shape=[2,8,2,8]} : f32[2,8,2,8]\n"                                                         \
+  "  %qt = permute(%qh) {perm=[0,2,1,3]} : f32[2,2,8,8]\n  %kt = permute(%kh) {perm=[0,2,1,3]} : f32[2,2,8,8]\n"  \
+  "  %vt = permute(%vh) {perm=[0,2,1,3]} : f32[2,2,8,8]\n"
+
 /* Attention's head split and merge around an attention node, forward and backward, on the CPU backend's own
  * plan: the attention kernels read q, k, v from the packed projection and their gradients' layouts in place
  * and write the merged output (and dq) where the merge copy would have put them, so those copy chains do not
@@ -173,13 +183,7 @@ static void test_heads(void) {
 static void test_attention_views(void) {
   static const char text[] =
       "graph heads {\n  %qkv = param() : f32[2,8,48]\n  %w = param() : f32[16,16]\n"
-      "  %q = slice(%qkv) {axes=[2], starts=[0], ends=[16], steps=[1]} : f32[2,8,16]\n"
-      "  %k = slice(%qkv) {axes=[2], starts=[16], ends=[32], steps=[1]} : f32[2,8,16]\n"
-      "  %v = slice(%qkv) {axes=[2], starts=[32], ends=[48], steps=[1]} : f32[2,8,16]\n"
-      "  %qh = reshape(%q) {shape=[2,8,2,8]} : f32[2,8,2,8]\n  %kh = reshape(%k) {shape=[2,8,2,8]} : f32[2,8,2,8]\n"
-      "  %vh = reshape(%v) {shape=[2,8,2,8]} : f32[2,8,2,8]\n"
-      "  %qt = permute(%qh) {perm=[0,2,1,3]} : f32[2,2,8,8]\n  %kt = permute(%kh) {perm=[0,2,1,3]} : f32[2,2,8,8]\n"
-      "  %vt = permute(%vh) {perm=[0,2,1,3]} : f32[2,2,8,8]\n"
+      HEAD_SPLIT
       "  %a = attention(%qt, %kt, %vt) {scale=0.35, causal=1} : f32[2,2,8,8]\n"
       "  %at = permute(%a) {perm=[0,2,1,3]} : f32[2,8,2,8]\n  %m = reshape(%at) {shape=[16,16]} : f32[16,16]\n"
       "  %y = matmul(%m, %w) : f32[16,16]\n  %s = mul(%y, %y) : f32[16,16]\n  %loss = reduce_sum(%s) : f32[]\n"
@@ -218,13 +222,7 @@ static void test_attention_views(void) {
 static void test_attention_concat_views(void) {
   static const char text[] =
       "graph grads {\n  %qkv = param() : f32[2,8,48]\n  %do = param() : f32[2,8,16]\n"
-      "  %q = slice(%qkv) {axes=[2], starts=[0], ends=[16], steps=[1]} : f32[2,8,16]\n"
-      "  %k = slice(%qkv) {axes=[2], starts=[16], ends=[32], steps=[1]} : f32[2,8,16]\n"
-      "  %v = slice(%qkv) {axes=[2], starts=[32], ends=[48], steps=[1]} : f32[2,8,16]\n"
-      "  %qh = reshape(%q) {shape=[2,8,2,8]} : f32[2,8,2,8]\n  %kh = reshape(%k) {shape=[2,8,2,8]} : f32[2,8,2,8]\n"
-      "  %vh = reshape(%v) {shape=[2,8,2,8]} : f32[2,8,2,8]\n"
-      "  %qt = permute(%qh) {perm=[0,2,1,3]} : f32[2,2,8,8]\n  %kt = permute(%kh) {perm=[0,2,1,3]} : f32[2,2,8,8]\n"
-      "  %vt = permute(%vh) {perm=[0,2,1,3]} : f32[2,2,8,8]\n"
+      HEAD_SPLIT
       "  %a = attention(%qt, %kt, %vt) {scale=0.35, causal=0} : f32[2,2,8,8]\n"
       "  %l = attention_lse(%qt, %kt) {scale=0.35, causal=0} : f32[2,2,8]\n"
       "  %doh = reshape(%do) {shape=[2,8,2,8]} : f32[2,8,2,8]\n  %dot = permute(%doh) {perm=[0,2,1,3]} : f32[2,2,8,8]\n"

@@ -17,8 +17,9 @@
  * outputs.  Last, attention's head split and merge: each split chain one
  * copy, the merge's reshape a buffer alias (no kernel), right numbers; the
  * same around an attention node, forward and backward, where the attention
- * kernels read and write the heads in place (no copy at all); and SGD's
- * updates written over the weights and momenta they replace.
+ * kernels read and write the heads in place (no copy at all); a
+ * cross-entropy's gradient written over the logits it no longer needs; and
+ * SGD's updates written over the weights and momenta they replace.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -255,6 +256,33 @@ static void test_attention_concat_views(void) {
   evtc_graph_free(g);
 }
 
+/* A cross-entropy over a GEMM's logits: the logits' gradient, the rows kernel's last pass, is written over the
+ * logits (their last use), and the gradients still match the interpreter's. */
+static void test_in_place_outputs(void) {
+  evtc_graph *fwd = oracle_parse("graph lm {\n  %x = input() : f32[24,32]\n  %w = param() : f32[32,1000]\n"
+                                 "  %l = matmul(%x, %w) : f32[24,1000]\n  %lab = input() : i64[24]\n"
+                                 "  %loss = cross_entropy(%l, %lab) : f32[]\n  output %loss\n  loss %loss\n}\n",
+                                 "lm");
+  if (!fwd) return;
+  evtc_diag d = {0};
+  evtc_graph *g = evtc_autodiff(fwd, NULL, 0, NULL, &d);
+  evtc_graph_free(fwd);
+  CHECK(g != NULL, "in-place outputs: autodiff: %s", d.msg);
+  if (!g) return;
+  int nk = 0;
+  int32_t *plan = evtc_program_plan(g, "ilp", evtc_backend_cpu(), &nk, NULL, &d);
+  CHECK(plan != NULL, "in-place outputs: cpu plan: %s", d.msg);
+  evtc_program *p = plan ? cpu_compare(g, plan, nk, TOL, 1000, "in-place outputs (cpu ilp plan)") : NULL;
+  if (p) {
+    evtc_program_stats st = evtc_program_get_stats(p);
+    CHECK(st.in_place_outputs >= 1, "in-place outputs: %d outputs written over their dead input (want the logits' "
+          "gradient over the logits)", st.in_place_outputs);
+  }
+  evtc_program_free(p);
+  free(plan);
+  evtc_graph_free(g);
+}
+
 /* SGD with momentum on a linear layer: the weight's and the momentum's next values are written over the
  * values they replace (no second copy), and three steps still match the interpreter's. */
 static void test_in_place_updates(void) {
@@ -320,6 +348,7 @@ int main(int argc, char **argv) {
   test_heads();
   test_attention_views();
   test_attention_concat_views();
+  test_in_place_outputs();
   test_in_place_updates();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -126,9 +126,9 @@ int evtc_explain_profile(const evtc_partition *part, const evtc_backend *be, int
   }
   fprintf(out, "profile: plan kernels %d, program kernels %d (%d compiled, %d in the interpreter, %d splits, "
                "%d reshapes sharing their input's buffer, %d layout copies attention reads or writes in place, %d by-products "
-               "of other kernels, %d updates in place); modelled "
+               "of other kernels, %d updates in place, %d outputs over their dead input); modelled "
                "%.3f us, measured %.3f us per run with waits, %.3f us without\n",
-          part->n_kernels, n, st.compiled, st.interpreted, st.splits, st.aliases, st.views, st.by_products, st.in_place,
+          part->n_kernels, n, st.compiled, st.interpreted, st.splits, st.aliases, st.views, st.by_products, st.in_place, st.in_place_outputs,
           part->time_us, measured, whole_us);
   fprintf(out, "memory: %.1f MiB of program buffers (arena %.1f MiB, leaves and outputs %.1f MiB)\n",
           (double)(st.arena_bytes + st.owned_bytes) / (1 << 20), (double)st.arena_bytes / (1 << 20),

@@ -86,10 +86,12 @@ typedef struct evtc_vnode {
  * unless `strided`: then element i of the value is at offset + sum_d i[d] strides[d] of a buffer another value
  * owns (a view the program chose: runtime/program_views.c; only OPAQUE kernels of backends that take it), and
  * when second_half is nonzero (attention_backward_kv's dK with dV), the second half of the last dim lies
- * second_half elements after the first. */
+ * second_half elements after the first.  `shared`: this input and an output of the kernel are one buffer
+ * (the program writes the output over its dead input; the CPU template drops `restrict` for both). */
 typedef struct evtc_karg {
   const evtc_node *node;
   bool output;
+  bool shared;
   bool strided;
   int64_t offset;
   int64_t strides[EVTC_MAX_RANK];

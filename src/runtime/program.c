@@ -279,6 +279,70 @@ static bool in_place_update(const evtc_program *p, int t, const evtc_node *n, co
   return true;
 }
 
+/* Whether value n lives in the arena: no leaf, no output, no view of another's buffer. */
+static bool arena_value(const evtc_program *p, const evtc_node *n) {
+  return !evtc_op_is_leaf(n->op) && !evtc_graph_is_output(p->g, n) && p->views[n->id].base < 0;
+}
+
+/* Whether compiled kernel k may write output o over input u, the last use of u's buffer: a one-pass or rows
+ * kernel (no main loop that reads u across elements), u the only argument in that buffer, read in the domain's
+ * order (loads_in_order), o stored element by element (a store runs in the domain's order too: kernel_build.c)
+ * in the last pass over a row (an earlier pass's values are loaded again in every later one), the same bytes,
+ * and rows that split into whole 16-byte vectors (the CUDA rows kernel stages the stores of other rows through
+ * aligned vectors). */
+static bool may_overwrite(const evtc_program *p, const evtc_kernel *k, int oa, int ua) {
+  const evtc_node *o = k->args[oa].node, *u = k->args[ua].node;
+  if ((k->kind != EVTC_ML_ELEMENTWISE && k->kind != EVTC_ML_ROWS) || value_bytes(o) != value_bytes(u) ||
+      evtc_buffer_elem_size(o->type.dtype) != evtc_buffer_elem_size(u->type.dtype) || !loads_in_order(k, u))
+    return false;
+  if (k->kind == EVTC_ML_ROWS && k->cols * (int64_t)evtc_buffer_elem_size(o->type.dtype) % 16) return false;
+  for (int a = 0; a < k->n_args; a++)
+    if (a != ua && buffer_of(p, k->args[a].node->id) == buffer_of(p, u->id)) return false;
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    if (v->kind == EVTC_V_STORE && v->arg == oa && (v->cls != EVTC_VC_FULL || v->phase != k->n_phases - 1)) return false;
+  }
+  return true;
+}
+
+/* Outputs written over the input whose last use their kernel is (in_place_outputs: an elementwise or rows
+ * kernel's result in its dead input's buffer, e.g. a cross-entropy's gradient over the logits): alias_of set
+ * before the kernels are emitted, both arguments marked `shared`. */
+static void in_place_outputs(evtc_program *p) {
+  int32_t nn = p->g->n_nodes;
+  int *last = malloc(sizeof(int) * ((size_t)nn + 1));
+  for (int32_t i = 0; i < nn; i++) last[i] = -1;
+  for (int t = 0; t < p->n_ks; t++) {
+    if (p->ks[t].is_fallback) {
+      const evtc_node *n = p->ks[t].fb.node;
+      for (int j = 0; j < n->n_inputs; j++) last[buffer_of(p, n->inputs[j]->id)] = t;
+      last[buffer_of(p, n->id)] = t;
+    } else {
+      for (int a = 0; a < p->ks[t].k->n_args; a++) last[buffer_of(p, p->ks[t].k->args[a].node->id)] = t;
+    }
+  }
+  for (int t = 0; t < p->n_ks; t++) {
+    evtc_kernel *k = p->ks[t].k;
+    for (int oa = 0; k && oa < k->n_args; oa++) {
+      const evtc_node *o = k->args[oa].node;
+      if (!k->args[oa].output || !arena_value(p, o) || p->alias_of[o->id] >= 0) continue;
+      for (int ua = 0; ua < k->n_args; ua++) {
+        const evtc_node *u = k->args[ua].node;
+        int32_t root = buffer_of(p, u->id);
+        if (k->args[ua].output || k->args[ua].shared || !arena_value(p, u) || !arena_value(p, p->g->nodes[root]) ||
+            last[root] != t || !may_overwrite(p, k, oa, ua))
+          continue;
+        p->alias_of[o->id] = root;
+        if (last[o->id] > last[root]) last[root] = last[o->id];
+        k->args[oa].shared = k->args[ua].shared = true;
+        p->stats.in_place_outputs++;
+        break;
+      }
+    }
+  }
+  free(last);
+}
+
 /* Owned buffers for leaves, constants and outputs; the arena for the rest. */
 static void place_buffers(evtc_program *p) {
   const evtc_graph *g = p->g;
@@ -503,6 +567,7 @@ evtc_program *evtc_program_new(const evtc_graph *g, const int32_t *kernel_of_nod
   free(ids);
   free(skip);
   free(own_plan);
+  if (d->status == EVTC_OK) in_place_outputs(p);
   if (d->status != EVTC_OK || compile_kernels(p, d) != EVTC_OK) {
     evtc_program_free(p);
     return NULL;

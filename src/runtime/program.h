@@ -82,6 +82,7 @@ typedef struct evtc_program_stats {
   int in_place;             /* updates written over the parameter or state they replace */
   int by_products;          /* values an earlier kernel writes too (attention's log-sum-exp), not run on their own */
   int views;                /* layout copies not run: attention kernels read or write those values in place */
+  int in_place_outputs;     /* values written over an input whose last use their kernel is (one buffer, not two) */
   int modules;              /* distinct modules compiled (per-kernel modules: kernels of one source share one) */
   size_t arena_bytes;       /* peak bytes of the planned intermediate arena */
   size_t unplanned_bytes;   /* the bytes the same values would take without reuse */

@@ -177,8 +177,8 @@ void evtc_cpu_emit_prelude(evtc_sb *b) {
 void evtc_cpu_emit_args(evtc_sb *b, const evtc_kernel *k) {
   for (int i = 0; i < k->n_args; i++) {
     const char *t = evtc_cpu_storage_ctype(k->args[i].node->type.dtype);
-    evtc_sb_printf(b, "  %s%s *restrict a%d = (%s%s *)args[%d];\n", k->args[i].output ? "" : "const ", t, i,
-                   k->args[i].output ? "" : "const ", t, i);
+    evtc_sb_printf(b, "  %s%s *%sa%d = (%s%s *)args[%d];\n", k->args[i].output ? "" : "const ", t,
+                   k->args[i].shared ? "" : "restrict ", i, k->args[i].output ? "" : "const ", t, i);
   }
 }
 

@@ -23,7 +23,10 @@
  * buffer.  An update (a parameter's or optimizer state's next value) is written
  * over the value it replaces when the kernel that computes it is the
  * value's last reader and reads it element by element (in_place_update):
- * no second copy of the weights, and no copy back after the step.
+ * no second copy of the weights, and no copy back after the step.  Any
+ * elementwise or rows kernel's output goes over an input of the same size
+ * in the same way (in_place_outputs, decided before the kernels are
+ * emitted: a cross-entropy's gradient over the logits).
  * Running:
  * launch the kernels in order with their argument pointers; a raised
  * error flag becomes a message naming the kernel.

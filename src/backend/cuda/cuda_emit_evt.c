@@ -142,8 +142,8 @@ static bool has_vector_reduction(const evtc_kernel *k) {
  * for a visitor epilogue pingpong 128x128 tiles (that epilogue runs on the CUDA cores while the other
  * warpgroup's main loop keeps the tensor cores busy), with 4 stages and raster groups of 16 where the
  * epilogue also reduces over a short K (< 2048: the gradient through GELU with its bias gradient, 0.547 ->
- * 0.428 ms at 16384 x 4096 x 1024 on the H200 against 6 stages and groups of 8: the shared memory six stages
- * take leaves the epilogue's reductions short), and the cooperative 128x256 tiles where it does not reduce
+ * 0.428 ms at 16384 x 4096 x 1024 on the H200 against 6 stages and groups of 8; not profiled further), and
+ * the cooperative 128x256 tiles where it does not reduce
  * over a long K (a bias added over K = 4096: 0.211 -> 0.185 ms; weight gradients with their update: the
  * same).  Measured with `evtc explain --train --profile 5` on the training graph of an MLP block (16384 x
  * 1024 -> 4096 -> 1024, bf16; 2026-11-29). */

@@ -129,19 +129,6 @@ static bool has_strided_arg(const evtc_kernel *k) {
   return false;
 }
 
-/* Whether an earlier kernel of p, the forward attention of the same q, k, scale and causality as attention_lse
- * node n, can also write n's value: then it gets n as a second output. */
-static bool add_output(evtc_program *p, evtc_kernel *k, const evtc_node *n);
-
-static bool by_product(evtc_program *p, const evtc_node *n) {
-  for (int t = p->n_ks - 1; t >= 0; t--) {
-    evtc_kernel *k = p->ks[t].k;
-    if (!k || k->kind != EVTC_ML_OPAQUE || !(evtc_kernel_lse_of(k->main, n) || evtc_kernel_dq_of(k->main, n))) continue;
-    return add_output(p, k, n);
-  }
-  return false;
-}
-
 /* Whether kernel k (already in p->ks, not yet placed) may write n as one more output: the backend takes it. */
 static bool add_output(evtc_program *p, evtc_kernel *k, const evtc_node *n) {
   k->args = realloc(k->args, sizeof *k->args * ((size_t)k->n_args + 1));
@@ -150,6 +137,18 @@ static bool add_output(evtc_program *p, evtc_kernel *k, const evtc_node *n) {
   char why[128];
   if (p->be->supports(p->be, k, why, sizeof why)) return true;
   k->n_args--;
+  return false;
+}
+
+/* Whether an earlier kernel of p can also write attention node n's value: the forward attention of the same q,
+ * k, scale and causality for attention_lse n, the kernel of dk and dv of the same inputs for
+ * attention_backward_q n.  Then it gets n as a second output. */
+static bool by_product(evtc_program *p, const evtc_node *n) {
+  for (int t = p->n_ks - 1; t >= 0; t--) {
+    evtc_kernel *k = p->ks[t].k;
+    if (!k || k->kind != EVTC_ML_OPAQUE || !(evtc_kernel_lse_of(k->main, n) || evtc_kernel_dq_of(k->main, n))) continue;
+    return add_output(p, k, n);
+  }
   return false;
 }
 

@@ -7,7 +7,7 @@
  * attention's output back with permute -> reshape, and does the same to
  * the gradients.  When a plan keeps such a chain as a kernel of its own
  * (a "copy chain": layout nodes only, each the next one's only input, one
- * value in and one out) it is a full read and write of the tensor.  Two
+ * value in and one out) it is a full read and write of the tensor.  Three
  * cases need no copy:
  *
  *  - read: every consumer of the chain's output is an attention-family

@@ -13,7 +13,9 @@
  * of 50257 ending in a partial vector, the row held in prefetch buffers);
  * cuBLASLt GEMMs (transposed operands, batches with broadcast, f64) with
  * epilogues; whole training steps (forward, backward, SGD / AdamW) of
- * examples/mlp.evt and a dropout + residual + layernorm block; and the
+ * examples/mlp.evt and a dropout + residual + layernorm block; a
+ * cross-entropy's gradient written over its GEMM's logits under each row
+ * scheme (in-place outputs); and the
  * run-time error flag (a label out of range) naming its kernel.  f16 and
  * bf16 storage (f32 math): the exact checks of half_oracle.h (set/get,
  * every bit pattern, casts at ties), elementwise chains, rows kernels in
@@ -442,6 +444,37 @@ static void test_row_schemes(void) {
   unsetenv("EVTC_CUDA_SMEM_ROWS");
 }
 
+/* A GEMM's logits into a cross-entropy, differentiated wrt the weight: the logits' gradient, stored in the rows
+ * kernel's last pass, is written over the logits (program.c in_place_outputs), under each row scheme the
+ * environment can force; the weight's gradient must still match the interpreter's. */
+static const char lm_text[] =
+    "graph lm {\n  %x = input() : bf16[96,128]\n  %w = input() : bf16[128,8192]\n"
+    "  %l = matmul(%x, %w) : bf16[96,8192]\n  %lab = input() : i64[96]\n"
+    "  %loss = cross_entropy(%l, %lab) : bf16[]\n  output %loss\n  loss %loss\n}\n";
+
+static void test_in_place_outputs(void) {
+  static const char *const env[][2] = {{NULL, NULL},           {"EVTC_CUDA_PREFETCH", "0"}, {"EVTC_CUDA_PREFETCH", "2"},
+                                       {"EVTC_CUDA_PF_HOLD", "0"}, {"EVTC_CUDA_CLUSTER", "2"}, {"EVTC_CUDA_ROW_CACHE", "none"},
+                                       {"EVTC_CUDA_VEC", "0"}};
+  for (size_t i = 0; i < sizeof env / sizeof env[0]; i++) {
+    char what[128];
+    snprintf(what, sizeof what, "logits' gradient over the logits%s%s%s%s", env[i][0] ? " (" : "",
+             env[i][0] ? env[i][0] : "", env[i][0] ? "=" : "", env[i][0] ? env[i][1] : "");
+    if (env[i][0]) snprintf(what + strlen(what), sizeof what - strlen(what), ")");
+    if (env[i][0]) setenv(env[i][0], env[i][1], 1);
+    evtc_graph *g = differentiate(lm_text, "lm", "w");
+    evtc_program *p = g ? cpu_compare(g, NULL, 0, TOL_BF16, 8192, what) : NULL;
+    if (p) {
+      evtc_program_stats st = evtc_program_get_stats(p);
+      CHECK(st.in_place_outputs >= 1 && st.interpreted == 0, "%s: %d outputs over their dead input (want the logits' "
+            "gradient), %d interpreted", what, st.in_place_outputs, st.interpreted);
+    }
+    evtc_program_free(p);
+    evtc_graph_free(g);
+    if (env[i][0]) unsetenv(env[i][0]);
+  }
+}
+
 static void train(evtc_graph *fwd, evtc_optimizer kind, int64_t int_hi, const char *what) {
   evtc_optim_config opt = evtc_optim_default(kind);
   evtc_diag d = {0};
@@ -498,6 +531,7 @@ int main(int argc, char **argv) {
   compare(half_gemm_text, "bf16 / f16 gemm", 1, TOL_BF16);
   compare_grads(half_ce_text, "bf16 cross-entropy");
   compare_grads(sliced_views_text, "reshapes of sliced views");
+  test_in_place_outputs();
   test_error_flag();
   char path[1024], err[512];
   snprintf(path, sizeof path, "%s/examples/mlp.evt", argc > 1 ? argv[1] : ".");

@@ -128,6 +128,11 @@ typedef struct evtc_op_info {
 const evtc_op_info *evtc_op_get(evtc_op op);
 bool evtc_op_lookup(const char *name, size_t len, evtc_op *out);
 static inline bool evtc_op_is_leaf(evtc_op op) { return op <= EVTC_OP_CONST; }
+/* attention, attention_lse, attention_backward_q, attention_backward_kv (ops.def). */
+static inline bool evtc_op_is_attention(evtc_op op) {
+  return op == EVTC_OP_ATTENTION || op == EVTC_OP_ATTENTION_LSE || op == EVTC_OP_ATTENTION_BACKWARD_Q ||
+         op == EVTC_OP_ATTENTION_BACKWARD_KV;
+}
 
 /* ---- nodes and graphs ---------------------------------------------------- */
 

@@ -46,14 +46,9 @@ typedef struct views_ctx {
   evtc_value_view *views;
 } views_ctx;
 
-static bool is_attention(const evtc_node *n) {
-  return n->op == EVTC_OP_ATTENTION || n->op == EVTC_OP_ATTENTION_LSE || n->op == EVTC_OP_ATTENTION_BACKWARD_Q ||
-         n->op == EVTC_OP_ATTENTION_BACKWARD_KV;
-}
-
 /* An attention-family node that is a kernel by itself. */
 static bool attention_kernel(const views_ctx *c, const evtc_node *n) {
-  return is_attention(n) && c->group_size[c->group_of[n->id]] == 1;
+  return evtc_op_is_attention(n->op) && c->group_size[c->group_of[n->id]] == 1;
 }
 
 /* Node ids of kernel index k in order; their count. */
@@ -216,7 +211,7 @@ static bool place_input(const views_ctx *c, const evtc_node *x, int64_t off, con
       if (!evtc_layout_view_back(c->g->nodes[ids[i]], cur, prev)) return false;
       memcpy(cur, prev, sizeof cur);
     }
-    if (is_attention(att)) {
+    if (evtc_op_is_attention(att->op)) {
       if (!attention_kernel(c, att) || evtc_graph_is_output(c->g, att) || c->views[att->id].base >= 0) return false;
       pl->att = att;
       pl->offset = off;

@@ -96,10 +96,9 @@ void evtc_cpu_emit_opaque(evtc_sb *b, const evtc_kernel *k);
  * embedding) in their 2-byte storage, and scatter_add, which sums them in f32. */
 bool evtc_cpu_opaque_takes_half(evtc_op op);
 /* The attention family inside an OPAQUE kernel (cpu_emit_attention.c):
- * whether op belongs to it, whether the views among k's arguments are
- * ones the template takes (only attention's, with contiguous columns; a
- * kernel without views always fits), and the body (T, y, x0..x5 in scope). */
-bool evtc_cpu_attention_op(evtc_op op);
+ * whether the views among k's arguments are ones the template takes (only
+ * attention's, with contiguous columns; a kernel without views always
+ * fits), and the body (T, y, x0..x5 in scope). */
 bool evtc_cpu_attention_views_fit(const evtc_kernel *k);
 void evtc_cpu_emit_attention(evtc_sb *b, const evtc_kernel *k);
 

@@ -21,15 +21,10 @@
  */
 #include "backend/cpu/cpu_emit.h"
 
-bool evtc_cpu_attention_op(evtc_op op) {
-  return op == EVTC_OP_ATTENTION || op == EVTC_OP_ATTENTION_LSE || op == EVTC_OP_ATTENTION_BACKWARD_Q ||
-         op == EVTC_OP_ATTENTION_BACKWARD_KV;
-}
-
 bool evtc_cpu_attention_views_fit(const evtc_kernel *k) {
   for (int a = 0; a < k->n_args; a++) {
     const evtc_karg *g = &k->args[a];
-    if (g->strided && (k->kind != EVTC_ML_OPAQUE || !evtc_cpu_attention_op(k->main->op) || g->node->type.rank != 4 ||
+    if (g->strided && (k->kind != EVTC_ML_OPAQUE || !evtc_op_is_attention(k->main->op) || g->node->type.rank != 4 ||
                        g->node->op == EVTC_OP_ATTENTION_LSE || g->strides[3] != 1 ||
                        (g->second_half && g->node->op != EVTC_OP_ATTENTION_BACKWARD_KV)))
       return false;

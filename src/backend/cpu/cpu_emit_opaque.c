@@ -35,7 +35,7 @@ bool evtc_cpu_opaque_supported(const evtc_node *n) {
     case EVTC_OP_BATCHNORM: case EVTC_OP_BATCHNORM_RUNNING_MEAN: case EVTC_OP_BATCHNORM_RUNNING_VAR:
     case EVTC_OP_REDUCE_SUM: case EVTC_OP_REDUCE_MEAN: case EVTC_OP_REDUCE_MAX: case EVTC_OP_REDUCE_MIN:
       return true;
-    default: return evtc_cpu_attention_op(n->op);
+    default: return evtc_op_is_attention(n->op);
   }
 }
 

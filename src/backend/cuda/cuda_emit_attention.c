@@ -531,11 +531,6 @@ static const char attention_lib[] =
     "#endif\n";
 
 
-static bool is_attention(evtc_op op) {
-  return op == EVTC_OP_ATTENTION || op == EVTC_OP_ATTENTION_LSE || op == EVTC_OP_ATTENTION_BACKWARD_Q ||
-         op == EVTC_OP_ATTENTION_BACKWARD_KV;
-}
-
 /* Warps per block: EVTC_ATTN_WARPS (4 or 8), default 4. */
 static int attention_warps(void) {
   const char *e = getenv("EVTC_ATTN_WARPS");
@@ -571,7 +566,7 @@ static bool layout_fits(const evtc_kernel *k, int a) {
 }
 
 bool evtc_cuda_attention_fits(const evtc_kernel *k, char *why, size_t cap) {
-  if (k->kind != EVTC_ML_OPAQUE || !is_attention(k->main->op)) {
+  if (k->kind != EVTC_ML_OPAQUE || !evtc_op_is_attention(k->main->op)) {
     snprintf(why, cap, "no CUDA template for %s", k->main ? evtc_op_get(k->main->op)->name : "this kernel");
     return false;
   }

@@ -25,8 +25,9 @@
  * value's last reader and reads it element by element (in_place_update):
  * no second copy of the weights, and no copy back after the step.  Any
  * elementwise or rows kernel's output goes over an input of the same size
- * in the same way (in_place_outputs, decided before the kernels are
- * emitted: a cross-entropy's gradient over the logits).
+ * in the same way (a cross-entropy's gradient over the logits).  Both are
+ * decided before the kernels are emitted (in_place_writes), so the CPU
+ * template knows which arguments share a buffer.
  * Running:
  * launch the kernels in order with their argument pointers; a raised
  * error flag becomes a message naming the kernel.
@@ -307,10 +308,11 @@ static bool may_overwrite(const evtc_program *p, const evtc_kernel *k, int oa, i
   return true;
 }
 
-/* Outputs written over the input whose last use their kernel is (in_place_outputs: an elementwise or rows
- * kernel's result in its dead input's buffer, e.g. a cross-entropy's gradient over the logits): alias_of set
- * before the kernels are emitted, both arguments marked `shared`. */
-static void in_place_outputs(evtc_program *p) {
+/* Values written over another's buffer, decided before the kernels are emitted, both arguments marked `shared`:
+ * an update over the parameter or state it replaces (in_place_update), and an elementwise or rows kernel's
+ * output over the input whose last use that kernel is (may_overwrite, e.g. a cross-entropy's gradient over the
+ * logits).  alias_of gives the value the other's buffer. */
+static void in_place_writes(evtc_program *p) {
   int32_t nn = p->g->n_nodes;
   int *last = malloc(sizeof(int) * ((size_t)nn + 1));
   for (int32_t i = 0; i < nn; i++) last[i] = -1;
@@ -326,8 +328,17 @@ static void in_place_outputs(evtc_program *p) {
   for (int t = 0; t < p->n_ks; t++) {
     evtc_kernel *k = p->ks[t].k;
     for (int oa = 0; k && oa < k->n_args; oa++) {
-      const evtc_node *o = k->args[oa].node;
-      if (!k->args[oa].output || !arena_value(p, o) || p->alias_of[o->id] >= 0) continue;
+      const evtc_node *o = k->args[oa].node, *r = replaced_by(p->g, o);
+      if (!k->args[oa].output || p->alias_of[o->id] >= 0) continue;
+      if (r && in_place_update(p, t, o, r, last)) {
+        p->alias_of[o->id] = r->id;
+        k->args[oa].shared = true;
+        for (int ua = 0; ua < k->n_args; ua++)
+          if (k->args[ua].node == r) k->args[ua].shared = true;
+        p->stats.in_place++;
+        continue;
+      }
+      if (!arena_value(p, o)) continue;
       for (int ua = 0; ua < k->n_args; ua++) {
         const evtc_node *u = k->args[ua].node;
         int32_t root = buffer_of(p, u->id);
@@ -362,28 +373,14 @@ static void place_buffers(evtc_program *p) {
       last[id] = t;
     }
   }
-  int *writer = malloc(sizeof(int) * ((size_t)nn + 1));     /* the kernel that writes each value */
-  for (int32_t i = 0; i < nn; i++) writer[i] = -1;
-  for (int t = 0; t < p->n_ks; t++)
-    if (p->ks[t].k)
-      for (int a = 0; a < p->ks[t].k->n_args; a++)
-        if (p->ks[t].k->args[a].output) writer[p->ks[t].k->args[a].node->id] = t;
-  unsigned char *over = calloc((size_t)nn + 1, 1);         /* updates written over the value they replace */
-  for (int32_t i = 0; i < nn; i++) {
-    const evtc_node *u = replaced_by(g, g->nodes[i]);
-    over[i] = u && writer[i] >= 0 && in_place_update(p, writer[i], g->nodes[i], u, last);
-  }
   evtc_memplan_value *mv = calloc((size_t)nn + 1, sizeof *mv);
   int *mv_node = malloc(sizeof(int) * ((size_t)nn + 1)), n_mv = 0;
   for (int32_t i = 0; i < nn; i++) {
     const evtc_node *n = g->nodes[i];
     size_t bytes = value_bytes(n);
+    if (p->alias_of[i] >= 0) continue;     /* another value's buffer (below) */
     bool own = evtc_op_is_leaf(n->op) || evtc_graph_is_output(g, n);
-    if (over[i]) {
-      first[i] = last[i] = -1;     /* not in the arena: the buffer of the value it replaces, which owns it */
-      p->buf[i] = p->buf[replaced_by(g, n)->id];
-      p->stats.in_place++;
-    } else if (own) {
+    if (own) {
       first[i] = last[i] = -1;     /* not in the arena */
       p->buf[i] = buf_alloc(p, bytes);
       p->owned[i] = 1;
@@ -420,8 +417,6 @@ static void place_buffers(evtc_program *p) {
   free(args);
   free(mv);
   free(mv_node);
-  free(writer);
-  free(over);
   p->arena_first = first;
   p->arena_last = last;
 }
@@ -569,7 +564,7 @@ evtc_program *evtc_program_new(const evtc_graph *g, const int32_t *kernel_of_nod
   free(ids);
   free(skip);
   free(own_plan);
-  if (d->status == EVTC_OK) in_place_outputs(p);
+  if (d->status == EVTC_OK) in_place_writes(p);
   if (d->status != EVTC_OK || compile_kernels(p, d) != EVTC_OK) {
     evtc_program_free(p);
     return NULL;

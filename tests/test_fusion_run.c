@@ -62,26 +62,27 @@ static const case_ cases[] = {
      1, 6.0 * R * C * 4, 4 * C * 4 + 64, 1},
 };
 
-/* The joint graph (gradients of every parameter, no optimizer) after target's pipeline. */
-static evtc_graph *joint_of(const case_ *c, const char *target) {
-  evtc_graph *fwd = oracle_parse(c->text, c->name);
+/* The joint graph (gradients of every parameter, no optimizer) of the model in text, after target's pipeline
+ * (NULL: none); NULL after a failed check. */
+static evtc_graph *joint_of(const char *text, const char *name, const char *target) {
+  evtc_graph *fwd = oracle_parse(text, name);
   if (!fwd) return NULL;
   evtc_optim_config none = evtc_optim_default(EVTC_OPTIM_NONE);
   evtc_diag d = {0};
   evtc_graph *joint = evtc_autodiff(fwd, NULL, 0, &none, &d);
-  CHECK(joint != NULL, "%s: autodiff: %s", c->name, d.msg);
+  CHECK(joint != NULL, "%s: autodiff: %s", name, d.msg);
   evtc_graph_free(fwd);
-  if (!joint) return NULL;
+  if (!joint || !target) return joint;
   const evtc_pipeline *pl = evtc_pipeline_find(target);
   evtc_graph *g = evtc_pipeline_run(joint, pl->passes, pl->n_passes, NULL, &d);
-  CHECK(g != NULL, "%s: pipeline %s: %s", c->name, target, d.msg);
+  CHECK(g != NULL, "%s: pipeline %s: %s", name, target, d.msg);
   evtc_graph_free(joint);
   return g;
 }
 
 /* The ILP plan of c on target (template rules only): kernel count and bytes. */
 static void test_plan(const case_ *c, const char *target) {
-  evtc_graph *g = joint_of(c, target);
+  evtc_graph *g = joint_of(c->text, c->name, target);
   if (!g) return;
   evtc_device dev;
   evtc_diag d = {0};
@@ -104,7 +105,7 @@ static void test_plan(const case_ *c, const char *target) {
 
 /* The CPU backend's plan of c: the same kernel count, built as planned, right numbers. */
 static void test_run(const case_ *c) {
-  evtc_graph *g = joint_of(c, "cpu");
+  evtc_graph *g = joint_of(c->text, c->name, "cpu");
   if (!g) return;
   evtc_diag d = {0};
   int nk = 0;
@@ -167,6 +168,17 @@ static void test_heads(void) {
   evtc_graph_free(g);
 }
 
+/* g on the CPU backend's ILP plan (*nk planned kernels) against the interpreter: the program (the caller frees
+ * it), or NULL after a failed check. */
+static evtc_program *ilp_compare(const evtc_graph *g, int64_t int_hi, const char *what, int *nk) {
+  evtc_diag d = {0};
+  int32_t *plan = evtc_program_plan(g, "ilp", evtc_backend_cpu(), nk, NULL, &d);
+  CHECK(plan != NULL, "%s: cpu plan: %s", what, d.msg);
+  evtc_program *p = plan ? cpu_compare(g, plan, *nk, TOL, int_hi, what) : NULL;
+  free(plan);
+  return p;
+}
+
 /* The heads of a packed f32 [2, 8, 48] projection %qkv: q, k, v as [2, 2 heads, 8, 8] (%qt, %kt, %vt). */
 #define HEAD_SPLIT                                                                                                 \
   "  %q = slice(%qkv) {axes=[2], starts=[0], ends=[16], steps=[1]} : f32[2,8,16]\n"                               \
@@ -189,30 +201,20 @@ static void test_attention_views(void) {
       "  %at = permute(%a) {perm=[0,2,1,3]} : f32[2,8,2,8]\n  %m = reshape(%at) {shape=[16,16]} : f32[16,16]\n"
       "  %y = matmul(%m, %w) : f32[16,16]\n  %s = mul(%y, %y) : f32[16,16]\n  %loss = reduce_sum(%s) : f32[]\n"
       "  output %loss\n  loss %loss\n}\n";
-  evtc_graph *fwd = oracle_parse(text, "attention views");
-  if (!fwd) return;
-  evtc_diag d = {0};
-  evtc_graph *g = evtc_autodiff(fwd, NULL, 0, NULL, &d);
-  evtc_graph_free(fwd);
-  CHECK(g != NULL, "attention views: autodiff: %s", d.msg);
+  evtc_graph *g = joint_of(text, "attention views", NULL);
   if (!g) return;
   int nk = 0;
-  int32_t *plan = evtc_program_plan(g, "ilp", evtc_backend_cpu(), &nk, NULL, &d);
-  CHECK(plan != NULL, "attention views: cpu plan: %s", d.msg);
-  if (plan) {
-    evtc_program *p = cpu_compare(g, plan, nk, TOL, 1, "attention views (cpu ilp plan)");
-    if (p) {
-      evtc_program_stats st = evtc_program_get_stats(p);
-      /* q, k and v read from %qkv, the output written merged; the backward's dout read from its layout */
-      CHECK(st.views >= 4 && st.kernels + st.aliases + st.views + st.by_products == nk - st.splits &&
-            st.interpreted == 0, "attention views: %d kernels planned, %d run, %d views (want >= 4), %d aliases, %d "
-            "by-products, %d split, %d interpreted", nk, st.kernels, st.views, st.aliases, st.by_products, st.splits,
-            st.interpreted);
-      printf("attention views: %d of %d planned kernels are views read or written in place\n", st.views, nk);
-    }
-    evtc_program_free(p);
+  evtc_program *p = ilp_compare(g, 1, "attention views (cpu ilp plan)", &nk);
+  if (p) {
+    evtc_program_stats st = evtc_program_get_stats(p);
+    /* q, k and v read from %qkv, the output written merged; the backward's dout read from its layout */
+    CHECK(st.views >= 4 && st.kernels + st.aliases + st.views + st.by_products == nk - st.splits &&
+          st.interpreted == 0, "attention views: %d kernels planned, %d run, %d views (want >= 4), %d aliases, %d "
+          "by-products, %d split, %d interpreted", nk, st.kernels, st.views, st.aliases, st.by_products, st.splits,
+          st.interpreted);
+    printf("attention views: %d of %d planned kernels are views read or written in place\n", st.views, nk);
   }
-  free(plan);
+  evtc_program_free(p);
   evtc_graph_free(g);
 }
 
@@ -259,27 +261,19 @@ static void test_attention_concat_views(void) {
 /* A cross-entropy over a GEMM's logits: the logits' gradient, the rows kernel's last pass, is written over the
  * logits (their last use), and the gradients still match the interpreter's. */
 static void test_in_place_outputs(void) {
-  evtc_graph *fwd = oracle_parse("graph lm {\n  %x = input() : f32[24,32]\n  %w = param() : f32[32,1000]\n"
-                                 "  %l = matmul(%x, %w) : f32[24,1000]\n  %lab = input() : i64[24]\n"
-                                 "  %loss = cross_entropy(%l, %lab) : f32[]\n  output %loss\n  loss %loss\n}\n",
-                                 "lm");
-  if (!fwd) return;
-  evtc_diag d = {0};
-  evtc_graph *g = evtc_autodiff(fwd, NULL, 0, NULL, &d);
-  evtc_graph_free(fwd);
-  CHECK(g != NULL, "in-place outputs: autodiff: %s", d.msg);
+  evtc_graph *g = joint_of("graph lm {\n  %x = input() : f32[24,32]\n  %w = param() : f32[32,1000]\n"
+                           "  %l = matmul(%x, %w) : f32[24,1000]\n  %lab = input() : i64[24]\n"
+                           "  %loss = cross_entropy(%l, %lab) : f32[]\n  output %loss\n  loss %loss\n}\n",
+                           "in-place outputs", NULL);
   if (!g) return;
   int nk = 0;
-  int32_t *plan = evtc_program_plan(g, "ilp", evtc_backend_cpu(), &nk, NULL, &d);
-  CHECK(plan != NULL, "in-place outputs: cpu plan: %s", d.msg);
-  evtc_program *p = plan ? cpu_compare(g, plan, nk, TOL, 1000, "in-place outputs (cpu ilp plan)") : NULL;
+  evtc_program *p = ilp_compare(g, 1000, "in-place outputs (cpu ilp plan)", &nk);
   if (p) {
     evtc_program_stats st = evtc_program_get_stats(p);
     CHECK(st.in_place_outputs >= 1, "in-place outputs: %d outputs written over their dead input (want the logits' "
           "gradient over the logits)", st.in_place_outputs);
   }
   evtc_program_free(p);
-  free(plan);
   evtc_graph_free(g);
 }
 

@@ -2,8 +2,10 @@
  *
  * Runs the partition that explain shows as a program on the target's
  * backend (cmd_explain.c opens it: the CPU backend for cpu, the CUDA
- * backend, which needs a GPU, for h200), on random leaves (floats uniform in [-1, 1], integers and bools 0:
- * a valid label and index everywhere), once to warm up, N times as a whole
+ * backend, which needs a GPU, for h200), on random leaves (floats uniform in [-1, 1]; integers that
+ * index a gather, embedding, scatter_add, one_hot or cross-entropy uniform over the smallest range those
+ * readers allow, so that a scatter's atomics spread as they do on real ids; other integers and bools 0),
+ * once to warm up, N times as a whole
  * (the mean time of a run), then N times with a wait after every kernel
  * (evtc_program_profile), and prints each plan kernel's modelled time next
  * to its measured one, the slowest first, and the totals.  A plan
@@ -13,6 +15,8 @@
  * reshape that the program runs as a buffer alias, or a value another
  * kernel writes as a by-product, shows with no time.
  */
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +40,36 @@ static int by_measured(const void *a, const void *b) {
   return x < y ? 1 : x > y ? -1 : 0;
 }
 
+/* The range [0, bound) that v's readers accept when they use it as an index or label, looking
+ * through reshapes; INT64_MAX when none does. */
+static int64_t index_bound(const evtc_graph *g, const evtc_node *v) {
+  int64_t bound = INT64_MAX;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    const evtc_node *m = g->nodes[i];
+    for (int32_t a = 0; a < m->n_inputs; a++) {
+      if (m->inputs[a] != v) continue;
+      const evtc_type *x = &m->inputs[0]->type;
+      int64_t b = INT64_MAX;
+      switch (m->op) {
+        case EVTC_OP_RESHAPE: b = index_bound(g, m); break;
+        case EVTC_OP_GATHER: b = a == 1 ? x->shape[evtc_axis_norm(evtc_node_int(m, "axis"), x->rank)] : b; break;
+        case EVTC_OP_EMBEDDING: b = a == 1 ? x->shape[0] : b; break;
+        case EVTC_OP_SCATTER_ADD: b = a == 1 ? evtc_node_int(m, "size") : b; break;
+        case EVTC_OP_ONE_HOT: b = evtc_node_int(m, "depth"); break;
+        case EVTC_OP_CROSS_ENTROPY: b = a == 1 ? x->shape[x->rank - 1] : b; break;
+        default: break;
+      }
+      if (b < bound) bound = b;
+    }
+  }
+  return bound;
+}
+
+static uint64_t next_random(uint64_t *s) {
+  *s ^= *s >> 12, *s ^= *s << 25, *s ^= *s >> 27;
+  return *s * 2685821657736338717ull;
+}
+
 /* Random leaves, as the header says (a fixed seed: the same inputs every time). */
 static void fill_leaves(evtc_program *prog, const evtc_graph *g) {
   uint64_t s = 0x9E3779B97F4A7C15ull;
@@ -44,10 +78,10 @@ static void fill_leaves(evtc_program *prog, const evtc_graph *g) {
     if (n->op != EVTC_OP_INPUT && n->op != EVTC_OP_PARAM && n->op != EVTC_OP_STATE) continue;
     int64_t numel = evtc_type_numel(&n->type);
     double *v = calloc((size_t)(numel > 0 ? numel : 1), sizeof(double));
-    for (int64_t e = 0; e < numel && evtc_dtype_is_float(n->type.dtype); e++) {
-      s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
-      v[e] = (double)((s * 2685821657736338717ull) >> 11) * 0x1.0p-52 - 1;
-    }
+    const bool is_float = evtc_dtype_is_float(n->type.dtype);
+    const int64_t bound = is_float || n->type.dtype == EVTC_BOOL ? INT64_MAX : index_bound(g, n);
+    for (int64_t e = 0; e < numel && (is_float || bound < INT64_MAX); e++)
+      v[e] = is_float ? (double)(next_random(&s) >> 11) * 0x1.0p-52 - 1 : (double)(next_random(&s) % (uint64_t)bound);
     evtc_program_set(prog, n, v);
     free(v);
   }

@@ -5,9 +5,19 @@
  * bytes) plus every value it computes that someone outside the kernel
  * reads or that is a graph output.  Values passed between nodes of the
  * kernel cost nothing.  Flops: 2*M*N*K for main loops, one per element
- * for everything else (a reduction: per input element).  Time in
- * microseconds: launch + max(bytes / copy_bw, gemm_flops / gemm_peak +
- * other_flops / vector_peak) -- a roofline per kernel, kernels in sequence.
+ * for everything else (a reduction: per input element), times the op's
+ * rough instruction count where that is more than one (op_weight: erf
+ * about 20, exp 10, ...).  Time in microseconds: launch + max(bytes /
+ * copy_bw, gemm_flops / gemm_peak + other_flops / vector_peak) -- a
+ * roofline per kernel, kernels in sequence -- except that a kernel with a
+ * main loop overlaps only the loop's operands and one output of the loop's
+ * size with the loop: every other byte its epilogue loads or stores is
+ * added (on the H200, evtc's GEMM 16384x4096x1024 took 0.195 ms alone,
+ * 0.201 ms with a bias and one output, 0.227 ms with a second output of
+ * 134 MB: 32 us at copy bandwidth).  So a plan that recomputes a value in
+ * a GEMM's epilogue from what it loads anyway beats one that stores the
+ * value in another GEMM's epilogue and loads it here, which the plain
+ * roofline priced alike.
  * A reshape alone (not an output) costs nothing: the program gives it its
  * input's buffer instead of running it, so a plan that keeps a gradient's
  * reshape apart from the kernel around it is not charged a copy.
@@ -27,6 +37,23 @@
 
 static double tensor_bytes(const evtc_node *n) {
   return (double)evtc_type_numel(&n->type) * (double)evtc_dtype_size(n->type.dtype);
+}
+
+/* Instructions per element of an elementwise op, roughly, as the CUDA
+ * backend emits them in f32 (its erf, CUDA's expf, tanhf, logf, an IEEE
+ * division; Philox dropout shares one evaluation among four elements);
+ * 1 for an add, a multiply, a compare, a select. */
+static double op_weight(evtc_op op) {
+  switch (op) {
+  case EVTC_OP_ERF: case EVTC_OP_TANH: case EVTC_OP_SIN: case EVTC_OP_COS: return 20;
+  case EVTC_OP_GELU: return 26;
+  case EVTC_OP_GELU_TANH: case EVTC_OP_DROPOUT: return 16;
+  case EVTC_OP_POW: return 24;
+  case EVTC_OP_EXP: case EVTC_OP_LOG: case EVTC_OP_SIGMOID: return 10;
+  case EVTC_OP_DIV: case EVTC_OP_RECIPROCAL: case EVTC_OP_SQRT: return 8;
+  case EVTC_OP_RSQRT: return 4;
+  default: return 1;
+  }
 }
 
 /* Floating-point operations of node n; *gemm tells whether they run on
@@ -61,7 +88,7 @@ static double node_flops(const evtc_node *n, bool *gemm) {
   case EVTC_FUSE_REDUCE: return in;
   case EVTC_FUSE_OPAQUE: return 4.0 * (in > out ? in : out);
   case EVTC_FUSE_LEAF: return 0;
-  default: return out;
+  default: return out * op_weight(n->op);
   }
 }
 
@@ -140,10 +167,12 @@ double evtc_fusion_cost(evtc_fusion_ctx *c, const int32_t *s, int n, double *byt
     return 0;
   }
   int32_t cur = evtc_fusion_mark(c, s, n);
-  double rd = 0, wr = 0, gemm = 0, vec = 0;
+  double rd = 0, wr = 0, gemm = 0, vec = 0, loop_bytes = 0, loop_out = 0;
   int count = 0;
   for (int i = 0; i < n; i++) {
     const evtc_node *nd = c->g->nodes[s[i]];
+    if (c->mainloop[s[i]])                /* its operands come from outside: the epilogue does not make them */
+      for (int32_t k = 0; k < nd->n_inputs; k++) loop_bytes += tensor_bytes(nd->inputs[k]);
     for (int32_t k = 0; k < nd->n_inputs; k++) {
       int32_t p = nd->inputs[k]->id;
       if (c->stamp[p] == cur || c->stamp[p] == -cur) continue;
@@ -154,6 +183,7 @@ double evtc_fusion_cost(evtc_fusion_ctx *c, const int32_t *s, int n, double *byt
     if (escapes(c, s[i], cur)) {
       wr += tensor_bytes(nd);
       count++;
+      if (tensor_bytes(nd) > loop_out) loop_out = tensor_bytes(nd);
     }
     bool on_gemm;
     double f = node_flops(nd, &on_gemm);
@@ -166,5 +196,10 @@ double evtc_fusion_cost(evtc_fusion_ctx *c, const int32_t *s, int n, double *byt
   if (bytes) *bytes = rd + wr;
   if (flops) *flops = gemm + vec;
   if (io) *io = count;
+  if (loop_bytes > 0) {                   /* a main loop: its operands and one output overlap it, the rest adds */
+    const double overlapped = loop_bytes + loop_out, epilogue = rd + wr - overlapped;
+    const double base_s = overlapped / dev->copy_bw;
+    return dev->launch_us + 1e6 * ((base_s > cmp_s ? base_s : cmp_s) + (epilogue > 0 ? epilogue : 0) / dev->copy_bw);
+  }
   return dev->launch_us + 1e6 * (mem_s > cmp_s ? mem_s : cmp_s);
 }

@@ -38,6 +38,7 @@
 #include "backend/cuda/cuda_gemm.h"
 #include "cpu_oracle.h"
 #include "gpu_session.h"
+#include "erf_check.h"
 #include "half_oracle.h"
 #include "kernel/kernel.h"
 
@@ -484,53 +485,6 @@ static void train(evtc_graph *fwd, evtc_optimizer kind, int64_t int_hi, const ch
   evtc_graph_free(joint);
 }
 
-/* The CUDA erf (cuda_emit_common.c: a polynomial and the hardware exp2, not CUDA's erff) within 3 ulp of a
- * double erf on 2^20 points of [-6, 6] and the edges of its two branches, signed zeros, subnormals, infinities
- * and NaN; GELU through it within 4e-7 max(1, |x|) of a double GELU at finite x. */
-static void test_erf_accuracy(void) {
-  enum { N = 1 << 20 };
-  static const char text[] = "graph erf {\n  %x = input() : f32[1048576]\n  %y = erf(%x) : f32[1048576]\n"
-                             "  %z = gelu(%x) : f32[1048576]\n  output %y\n  output %z\n}\n";
-  static const double edges[] = {0.0, -0.0, 1e-30, -1e-30, 1e-40, 0.5, 0.99999994, 1.0, 1.0000001, -1.0,
-                                 3.9199998, 3.92, 3.9200001, 4.0, 10.0, -10.0, INFINITY, -INFINITY, NAN};
-  evtc_graph *g = oracle_parse(text, "erf accuracy");
-  double *x = malloc(sizeof(double) * N), *y = malloc(sizeof(double) * N), *z = malloc(sizeof(double) * N);
-  evtc_diag d = {0};
-  evtc_program *p = g && x && y && z ? evtc_program_new(g, NULL, 0, oracle_be, NULL, &d) : NULL;
-  CHECK(p != NULL, "erf accuracy: %s", d.msg);
-  if (p) {
-    const int n_edges = (int)(sizeof edges / sizeof edges[0]);
-    for (int i = 0; i < N; i++) x[i] = i < n_edges ? edges[i] : (double)(float)(-6.0 + 12.0 * i / N);
-    evtc_program_set(p, evtc_graph_find(g, "x"), x);
-    CHECK(evtc_program_run(p, 0, &d) == EVTC_OK, "erf accuracy: %s", d.msg);
-    CHECK(evtc_program_get(p, evtc_graph_find(g, "y"), y) && evtc_program_get(p, evtc_graph_find(g, "z"), z),
-          "erf accuracy: the outputs read back");
-    double worst = 0, worst_gelu = 0;
-    int bad = 0;
-    for (int i = 0; i < N; i++) {
-      if (isnan(x[i])) {
-        bad += !isnan(y[i]) || !isnan(z[i]);
-        continue;
-      }
-      const double ref = erf(x[i]), ulp = nextafterf((float)fabs(ref), INFINITY) - (float)fabs(ref);
-      const double e = fabs(y[i] - ref) / (ulp > 0 ? ulp : 1e-45);
-      const double gref = 0.5 * x[i] * (1.0 + erf(x[i] * 0.70710678118654752440));
-      const double ge = isinf(x[i]) ? 0 : fabs(z[i] - gref) / (4e-7 * fmax(1.0, fabs(x[i])));
-      if (e > worst) worst = e;
-      if (ge > worst_gelu) worst_gelu = ge;
-    }
-    CHECK(bad == 0, "erf accuracy: NaN in, %d outputs not NaN", bad);
-    CHECK(worst <= 3.0, "erf accuracy: %.2f ulp at worst (want <= 3)", worst);
-    CHECK(worst_gelu <= 1.0, "erf accuracy: gelu off by %.2f x 4e-7 max(1, |x|) at worst", worst_gelu);
-    printf("erf accuracy: %.2f ulp at worst over %d points; gelu within %.2f of its bound\n", worst, N, worst_gelu);
-  }
-  evtc_program_free(p);
-  evtc_graph_free(g);
-  free(x);
-  free(y);
-  free(z);
-}
-
 /* A label out of range raises the kernel's error flag; the message names the kernel. */
 static void test_error_flag(void) {
   evtc_graph *g = oracle_parse(ROWS_TEXT(8, 40), "bad-label");
@@ -579,7 +533,7 @@ int main(int argc, char **argv) {
   compare_grads(half_ce_text, "bf16 cross-entropy");
   compare_grads(sliced_views_text, "reshapes of sliced views");
   test_in_place_outputs();
-  test_erf_accuracy();
+  check_erf_gelu(oracle_be, "CUDA erf and gelu");
   test_error_flag();
   char path[1024], err[512];
   snprintf(path, sizeof path, "%s/examples/mlp.evt", argc > 1 ? argv[1] : ".");

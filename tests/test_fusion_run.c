@@ -327,6 +327,49 @@ static void test_in_place_updates(void) {
   evtc_graph_free(joint);
 }
 
+/* BERT's MLP block as ONNX spells its GELU (div, erf, add, mul, mul), bf16 at BERT-Large's sizes: after the
+ * h200 pipeline (grad-factor) the gradient of the GELU's input is the backward GEMM's output times one
+ * coefficient of forward values, and the ILP computes that coefficient in the forward GEMM's epilogue, so
+ * the backward GEMM's kernel is the GEMM, that multiply and the bias gradient's column sum. */
+static void test_gelu_gradient_factored(void) {
+  static const char text[] =
+      "graph gelu_block {\n  %x = input() : bf16[16384,1024]\n  %w1 = param() : bf16[4096,1024]\n"
+      "  %b1 = param() : bf16[4096]\n  %w2 = param() : bf16[1024,4096]\n"
+      "  %h0 = matmul(%x, %w1) {trans_b=1} : bf16[16384,4096]\n  %h = add(%h0, %b1) : bf16[16384,4096]\n"
+      "  %s2 = const() {value=1.4142135623730951} : bf16[]\n  %one = const() {value=1.0} : bf16[]\n"
+      "  %half = const() {value=0.5} : bf16[]\n  %a = div(%h, %s2) : bf16[16384,4096]\n"
+      "  %e = erf(%a) : bf16[16384,4096]\n  %e1 = add(%e, %one) : bf16[16384,4096]\n"
+      "  %m = mul(%h, %e1) : bf16[16384,4096]\n  %g = mul(%m, %half) : bf16[16384,4096]\n"
+      "  %y = matmul(%g, %w2) {trans_b=1} : bf16[16384,1024]\n  %p = mul(%y, %y) : bf16[16384,1024]\n"
+      "  %loss = reduce_sum(%p) : bf16[]\n  output %loss\n  loss %loss\n}\n";
+  evtc_graph *g = joint_of(text, "gelu block", "h200");
+  if (!g) return;
+  const evtc_node *gh = evtc_graph_find(g, "grad.h"), *h0 = evtc_graph_find(g, "h0");
+  const bool factored = gh && h0 && gh->op == EVTC_OP_MUL &&
+                        (gh->inputs[0]->op == EVTC_OP_MATMUL || gh->inputs[1]->op == EVTC_OP_MATMUL);
+  CHECK(factored, "gelu block: %%grad.h is %s, not the backward GEMM's output times a coefficient",
+        gh ? evtc_op_get(gh->op)->name : "missing");
+  evtc_device dev;
+  evtc_diag d = {0};
+  CHECK(evtc_device_load("h200", &dev, &d), "%s", d.msg);
+  evtc_fusion_options o = {0};
+  evtc_partition *p = factored ? evtc_fusion_partition(g, &dev, "ilp", &o, &d) : NULL;
+  CHECK(!factored || p != NULL, "gelu block: %s", d.msg);
+  if (p) {
+    const evtc_node *coef = gh->inputs[gh->inputs[0]->op == EVTC_OP_MATMUL ? 1 : 0];
+    const int32_t kb = p->kernel_of[gh->id];
+    int members = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) members += p->kernel_of[i] == kb;
+    CHECK(p->kernel_of[coef->id] == p->kernel_of[h0->id] && members == 3,
+          "gelu block: the coefficient %%%s in kernel %d (the forward GEMM's: %d); the backward GEMM's kernel has %d "
+          "nodes (want 3)", coef->name, p->kernel_of[coef->id], p->kernel_of[h0->id], members);
+    printf("gelu block: dh = dg * %%%s, made in the forward GEMM's kernel; the backward GEMM's kernel: %d nodes\n",
+           coef->name, members);
+  }
+  evtc_partition_free(p);
+  evtc_graph_free(g);
+}
+
 int main(int argc, char **argv) {
   const char *src_dir = argc > 1 ? argv[1] : ".";
   char data[4096], dir[] = "/tmp/evtc-fusion-run-XXXXXX";
@@ -344,6 +387,7 @@ int main(int argc, char **argv) {
   test_attention_concat_views();
   test_in_place_outputs();
   test_in_place_updates();
+  test_gelu_gradient_factored();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

@@ -8,10 +8,10 @@
  * consumers so that permute-fold absorbs them into matmul operand layouts
  * (free on the GPU GEMM templates); cpu leaves permutes where they are, as
  * EVT's BERT pipeline does; and h200 recomputes cheap forward values in the
- * backward (remat).  Order: cleanup,
+ * backward (remat, after grad-factor).  Order: cleanup,
  * loss-elimination, decompositions, cse, constant folding, algebraic
  * simplification, split gradients as concats, permutation folding/propagation, broadcast
- * canonicalisation, cse, (remat,) dce.
+ * canonicalisation, cse, (grad-factor, cse, remat,) dce.
  */
 #include <string.h>
 
@@ -36,12 +36,16 @@
 
 /* h200 recomputes cheap forward values in the backward (remat, after the last cse, which would merge them
  * back): activation memory, and a GEMM epilogue that already loads x computes 1 + erf(x / sqrt 2) rather
- * than load it; the CPU's kernels are compute-bound, so cpu keeps them. */
+ * than load it; the CPU's kernels are compute-bound, so cpu keeps them.  Before that, grad-factor turns an
+ * activation's gradient chain into the incoming gradient times one coefficient of forward values (GELU's
+ * J(h)), which the forward GEMM can make beside the activation; cse then merges its constants. */
 static const char *const cpu_passes[] = {"cleanup", FRONT_PASSES, BACK_PASSES, "dce"};
 static const char *const cpu_noloss_passes[] = {"cleanup", "loss-elimination", FRONT_PASSES, BACK_PASSES, "dce"};
-static const char *const h200_passes[] = {"cleanup", FRONT_PASSES, "permute-propagate", BACK_PASSES, "remat", "dce"};
-static const char *const h200_noloss_passes[] = {"cleanup", "loss-elimination", FRONT_PASSES, "permute-propagate",
-                                                 BACK_PASSES, "remat", "dce"};
+static const char *const h200_passes[] = {"cleanup",     FRONT_PASSES, "permute-propagate", BACK_PASSES,
+                                          "grad-factor", "cse",        "remat",             "dce"};
+static const char *const h200_noloss_passes[] = {"cleanup",     "loss-elimination", FRONT_PASSES, "permute-propagate",
+                                                 BACK_PASSES,   "grad-factor",      "cse",        "remat",
+                                                 "dce"};
 /* run on a model before autodiff (runtime/program_plan.h): the attention the backward would otherwise tear apart,
  * patch-embedding convs as GEMMs (whose backward is GEMMs too), and vocabulary-wide GEMMs padded to TMA's
  * alignment (so are their backward GEMMs) */

@@ -23,6 +23,7 @@ extern const evtc_pass evtc_pass_conv_patchify;
 extern const evtc_pass evtc_pass_gemm_pad;
 extern const evtc_pass evtc_pass_pad_concat;
 extern const evtc_pass evtc_pass_remat;
+extern const evtc_pass evtc_pass_grad_factor;
 
 const evtc_pass *const evtc_pass_registry[] = {
     &evtc_pass_cleanup,
@@ -40,6 +41,7 @@ const evtc_pass *const evtc_pass_registry[] = {
     &evtc_pass_gemm_pad,
     &evtc_pass_pad_concat,
     &evtc_pass_remat,
+    &evtc_pass_grad_factor,
 };
 const int evtc_pass_registry_count = (int)(sizeof evtc_pass_registry / sizeof evtc_pass_registry[0]);
 

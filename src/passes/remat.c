@@ -13,9 +13,13 @@
  * recomputes pointwise ops for the same reason.
  *
  * The forward is what the loss depends on; the backward is every other
- * node.  A forward node v is recomputed when
+ * node.  Backward nodes that are elementwise ops of forward values and
+ * leaves only (gradient-free: grad-factor's coefficients, as GELU's J(h))
+ * read the forward's own values -- a forward kernel can compute them where
+ * those values are made -- and do not count as readers below.  A forward
+ * node v is recomputed when
  *   - its op is elementwise (unary, broadcasting binary, where; not
- *     dropout), it is no graph output, and some backward node reads it;
+ *     dropout), it is no graph output, and some other backward node reads it;
  *   - none of its readers is a main loop, an opaque op or a layout op
  *     (they would need it in memory anyway: a GEMM reads its operands
  *     there);

@@ -48,25 +48,17 @@ typedef struct factor_ctx {
   unsigned char *built;
 } factor_ctx;
 
-/* Marks the nodes that carry a gradient (c->carries): all but the gradient-free ones, which are the forward
- * nodes (the loss's ancestors), leaves, and elementwise ops of gradient-free inputs -- what a forward
- * kernel could compute.  A backward GEMM's output carries one even when (a loss's gradient of forward
- * values, as cross-entropy's) it depends on forward values only. */
+/* Marks the nodes that carry a gradient (c->carries): the non-leaf nodes that are neither forward nor
+ * gradient-free (evtc_pat_forward_split).  A backward GEMM's output carries one even when (a loss's
+ * gradient of forward values, as cross-entropy's) it depends on forward values only. */
 static void classify(const evtc_graph *g, factor_ctx *c) {
-  int32_t n = g->n_nodes;
-  unsigned char *fwd = calloc((size_t)n + 1, 1);
-  fwd[g->loss->id] = 1;
-  for (int32_t i = n - 1; i >= 0; i--)
-    if (fwd[i])
-      for (int k = 0; k < g->nodes[i]->n_inputs; k++) fwd[g->nodes[i]->inputs[k]->id] = 1;
-  for (int32_t i = 0; i < n; i++) {
-    const evtc_node *v = g->nodes[i];
-    if (fwd[i] || evtc_op_is_leaf(v->op)) continue;
-    bool free = evtc_pat_is_unary(v->op) || evtc_pat_is_broadcasting(v->op) || v->op == EVTC_OP_EXPAND;
-    for (int k = 0; k < v->n_inputs && free; k++) free = !c->carries[v->inputs[k]->id];
-    c->carries[i] = !free;
-  }
+  const size_t n = (size_t)g->n_nodes + 1;
+  unsigned char *fwd = calloc(n, 1), *grad_free = calloc(n, 1);
+  evtc_pat_forward_split(g, fwd, grad_free);
+  for (int32_t i = 0; i < g->n_nodes; i++)
+    c->carries[i] = !fwd[i] && !grad_free[i] && !evtc_op_is_leaf(g->nodes[i]->op);
   free(fwd);
+  free(grad_free);
 }
 
 static bool same_type(const evtc_node *a, const evtc_node *v) {

@@ -81,6 +81,24 @@ bool evtc_pat_is_broadcasting(evtc_op op) { return (op >= EVTC_OP_ADD && op <= E
 
 bool evtc_pat_is_unary(evtc_op op) { return op >= EVTC_OP_NEG && op <= EVTC_OP_CAST; }
 
+void evtc_pat_forward_split(const evtc_graph *g, unsigned char *fwd, unsigned char *grad_free) {
+  const int32_t n = g->n_nodes;
+  if (g->loss) fwd[g->loss->id] = 1;
+  for (int32_t i = n - 1; i >= 0; i--)
+    if (fwd[i])
+      for (int k = 0; k < g->nodes[i]->n_inputs; k++) fwd[g->nodes[i]->inputs[k]->id] = 1;
+  for (int32_t i = 0; i < n; i++) {
+    const evtc_node *v = g->nodes[i];
+    if (fwd[i] || evtc_op_is_leaf(v->op)) continue;
+    bool free_of_grad = evtc_pat_is_unary(v->op) || evtc_pat_is_broadcasting(v->op) || v->op == EVTC_OP_EXPAND;
+    for (int k = 0; k < v->n_inputs && free_of_grad; k++) {
+      const evtc_node *u = v->inputs[k];
+      free_of_grad = fwd[u->id] || evtc_op_is_leaf(u->op) || grad_free[u->id];
+    }
+    grad_free[i] = free_of_grad;
+  }
+}
+
 /* "<base>.<tag>" in a stack buffer, or base itself. */
 static const char *name_of(char *buf, size_t cap, const char *base, const char *tag) {
   if (!tag) return base;

@@ -43,6 +43,11 @@ void evtc_pat_reduce_mask(const evtc_node *n, int rank, bool *mask);
 bool evtc_pat_is_broadcasting(evtc_op op);
 /* True for the one-input elementwise ops (NEG..CAST): no position dependence. */
 bool evtc_pat_is_unary(evtc_op op);
+/* In a joint graph (g->loss set): fwd[id] = 1 for the loss's ancestors; grad_free[id] = 1 for the other
+ * non-leaf nodes that are elementwise ops (unary, broadcasting binary, where, expand) of forward values,
+ * leaves and such nodes -- what a forward kernel could compute (remat, grad-factor).  Both arrays hold
+ * g->n_nodes entries, zeroed by the caller. */
+void evtc_pat_forward_split(const evtc_graph *g, unsigned char *fwd, unsigned char *grad_free);
 
 /* ---- builders (into rw->dst; name: "<base>.<tag>", or base when tag is NULL) ---- */
 

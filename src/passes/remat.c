@@ -41,7 +41,7 @@ enum { MAX_DEPTH = 8 };
 
 typedef struct remat_ctx {
   unsigned char *fwd;     /* by src node id: the loss depends on it */
-  unsigned char *free;    /* by src node id: a backward elementwise op of forward values and leaves only */
+  unsigned char *grad_free; /* by src node id: a backward elementwise op of forward values and leaves only */
   unsigned char *redo;    /* by src node id: recomputable in the backward (read there: recomputed) */
   evtc_node **clone;      /* by src node id: its clone in dst, once built */
 } remat_ctx;
@@ -61,24 +61,14 @@ static bool readers_fusible(const evtc_graph *g, const evtc_node *v) {
   return true;
 }
 
-/* Fills c->fwd and c->redo for g; false when nothing is recomputed. */
+/* Fills c->fwd, c->grad_free and c->redo for g; false when nothing is recomputed. */
 static bool decide(const evtc_graph *g, remat_ctx *c) {
   int32_t n = g->n_nodes;
   unsigned char *read_back = calloc((size_t)n + 1, 1), *depth = calloc((size_t)n + 1, 1);
-  if (g->loss) c->fwd[g->loss->id] = 1;
-  for (int32_t i = n - 1; i >= 0; i--)
-    if (c->fwd[i])
-      for (int k = 0; k < g->nodes[i]->n_inputs; k++) c->fwd[g->nodes[i]->inputs[k]->id] = 1;
+  evtc_pat_forward_split(g, c->fwd, c->grad_free);
   for (int32_t i = 0; i < n; i++) {
     const evtc_node *v = g->nodes[i];
-    if (c->fwd[i] || evtc_op_is_leaf(v->op)) continue;
-    bool free = cheap(v->op) || v->op == EVTC_OP_EXPAND;
-    for (int k = 0; k < v->n_inputs && free; k++) {
-      const evtc_node *u = v->inputs[k];
-      free = c->fwd[u->id] || evtc_op_is_leaf(u->op) || c->free[u->id];
-    }
-    c->free[i] = free;
-    if (!free)
+    if (!c->fwd[i] && !c->grad_free[i] && !evtc_op_is_leaf(v->op))
       for (int k = 0; k < v->n_inputs; k++) read_back[v->inputs[k]->id] = 1;
   }
   bool any = false;
@@ -118,7 +108,7 @@ static evtc_node *clone_of(evtc_rewrite *rw, const evtc_node *v) {
 
 static evtc_node *rewrite(evtc_rewrite *rw, const evtc_node *n, evtc_node *const *in) {
   remat_ctx *c = rw->ctx;
-  if (c->fwd[n->id] || c->free[n->id] || evtc_op_is_leaf(n->op)) return NULL;
+  if (c->fwd[n->id] || c->grad_free[n->id] || evtc_op_is_leaf(n->op)) return NULL;
   bool reads = false;
   for (int k = 0; k < n->n_inputs; k++) reads |= c->redo[n->inputs[k]->id];
   if (!reads) return NULL;
@@ -136,12 +126,12 @@ static evtc_node *rewrite(evtc_rewrite *rw, const evtc_node *n, evtc_node *const
 }
 
 static evtc_graph *run(const evtc_graph *g, evtc_diag *d) {
-  remat_ctx c = {.fwd = calloc((size_t)g->n_nodes + 1, 1), .free = calloc((size_t)g->n_nodes + 1, 1),
+  remat_ctx c = {.fwd = calloc((size_t)g->n_nodes + 1, 1), .grad_free = calloc((size_t)g->n_nodes + 1, 1),
                  .redo = calloc((size_t)g->n_nodes + 1, 1), .clone = calloc((size_t)g->n_nodes + 1, sizeof *c.clone)};
   evtc_graph *r = decide(g, &c) ? evtc_rewrite_graph(g, rewrite, &c, d)
                                 : evtc_rewrite_graph(g, NULL, NULL, d);
   free(c.fwd);
-  free(c.free);
+  free(c.grad_free);
   free(c.redo);
   free(c.clone);
   return r;

@@ -103,17 +103,21 @@ static bool decide(const evtc_graph *g, factor_ctx *c) {
   int32_t n = g->n_nodes;
   for (int32_t i = 0; i < n; i++)
     if (c->carries[i]) linearize(g, c, i);
-  bool any = false;
-  for (int32_t i = 0; i < n; i++) {
-    if (!c->carries[i] || c->seed[i] == i || c->chain[i] < MIN_CHAIN) continue;
-    bool extends_only = !evtc_graph_is_output(g, g->nodes[i]);   /* every reader carries the chain on */
-    for (int32_t j = i + 1; j < n && extends_only; j++) {
-      const evtc_node *w = g->nodes[j];
-      for (int k = 0; k < w->n_inputs; k++)
-        if (w->inputs[k]->id == i && (!c->carries[j] || c->seed[j] != c->seed[i])) extends_only = false;
+  /* ends[i]: something reads node i without carrying its chain on (or it is an output) */
+  unsigned char *ends = calloc((size_t)n + 1, 1);
+  for (int32_t j = 0; j < n; j++) {
+    const evtc_node *w = g->nodes[j];
+    for (int k = 0; k < w->n_inputs; k++) {
+      const int32_t i = w->inputs[k]->id;
+      if (!c->carries[j] || c->seed[j] != c->seed[i]) ends[i] = 1;
     }
-    if (!extends_only) c->root[i] = 1, any = true;
   }
+  bool any = false;
+  for (int32_t i = 0; i < n; i++)
+    if (c->carries[i] && c->seed[i] != i && c->chain[i] >= MIN_CHAIN &&
+        (ends[i] || evtc_graph_is_output(g, g->nodes[i])))
+      c->root[i] = 1, any = true;
+  free(ends);
   return any;
 }
 

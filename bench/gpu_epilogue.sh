@@ -5,10 +5,10 @@
 # bias sum, a layernorm gradient with its column sums, the q/k/v and output
 # projections; *.train.evt are forward graphs whose training graph is
 # planned: MLP blocks, a layernorm block, an embedding) each timed by
-# `evtc explain --profile 10` (host clock, a wait after each kernel), once
+# `evtc explain --profile 10` (device clock: CUDA events between kernels), once
 # per tile config given (EVTC_GEMM_CONFIG; "default": evtc's own choice).
 # Prints one line per graph and config: the kernels' kind and mean us, then
-# the run's total without waits.
+# the whole run's time.
 #
 #   bench/gpu_epilogue.sh run [CONFIG...]   on the GPU machine, from the repo root,
 #                                           with the stage of `bench/train.sh prepare`
@@ -46,7 +46,7 @@ run)
       fi
       printf '%-28s %-24s %s\n' "$name" "$cfg" "$(awk '/^== profile/ {on = 1; next}
         on && $1 ~ /^[0-9]+$/ && $5 > 15 {printf "%s %s us; ", $2, $5}
-        /^profile:/ {printf "| run %s us", $(NF - 2); done = 1}
+        /^profile:/ {printf "| run %s us", $(NF - 4); done = 1}
         END {if (!done) printf "failed: see %s", FILENAME}' "$log")"
     done
   done

@@ -23,7 +23,9 @@
 #                            `evtc explain --train --profile N` times the
 #                            step's kernels on the same backend: the log gets
 #                            its totals, memory lines and time per kernel
-#                            kind, train-logs.tgz the whole table.
+#                            kind, train-logs.tgz the whole table; and
+#                            train_torch.py profiles N steps of each PyTorch
+#                            mode (kernel time per step by kind).
 #
 # Defaults: all three models, 10 steps, all three modes, full scale, lr 0.02,
 # backend cuda, deadline 540 s: every phase gets at most the time left before
@@ -155,8 +157,8 @@ run)
              END {for (k in t) printf "  %-11s %5d kernels %10.0f us measured\n", k, n[k], t[k]}' "$out/$m.profile.txt"
       fi
       phase "$m: PyTorch" 300 "$out/$m.torch.log" "$PYTHON" bench/train_torch.py "$work" --model "$m" --steps "$steps" \
-        --lr "$lr" --modes "$modes" --out "$out/$m.torch.json"
-      grep -v -i warn "$out/$m.torch.log" | tail -8
+        --lr "$lr" --modes "$modes" --profile "$profile" --out "$out/$m.torch.json"
+      grep -v -i warn "$out/$m.torch.log" | grep -v "  [0-9.]* ms  *[0-9]* x " | tail -8
     done
     cache_mb=$(du -sm "$XDG_CACHE_HOME" 2>/dev/null | cut -f1)
     if [ "$XDG_CACHE_HOME" = "$work/cache" ] && [ -n "$cache_mb" ] && [ "$cache_mb" -le 40 ]; then

@@ -3,7 +3,7 @@
 
 Usage: train_torch.py MODELS_DIR --model NAME [--steps N] [--lr X]
                       [--modes eager,compile,max-autotune] [--attention auto|sdpa|explicit]
-                      [--out JSON]
+                      [--profile N] [--out JSON]
 
 Trains the model that bench/train_models.py wrote to MODELS_DIR -- rebuilt
 from the same seed, its bf16 weights checked against the digest in
@@ -30,6 +30,11 @@ median of the steps after the first), the first step's time, the compile
 time (first step minus steady step) and the peak memory
 (torch.cuda.max_memory_allocated: weights, gradients, momentum,
 activations, workspaces).  Without CUDA it runs on the CPU, eager only.
+With --profile N, after the timed steps N more steps of each mode run
+under torch.profiler: the GPU kernels per step, summed by kind (GEMM,
+attention, Triton, other) and the slowest ten, to set beside
+`evtc explain --profile` (whose device clock includes launch gaps: the
+profiler's kernel times do not).
 One line per mode on stdout; everything in --out as JSON, rewritten after
 each mode.
 """
@@ -56,8 +61,45 @@ def sync(dev):
         torch.cuda.synchronize()
 
 
-def run_mode(base, x, labels, mode, steps, lr, dev):
-    """One mode's result dict (losses, step_ms, first_step_s, compile_s, peak_mib)."""
+KINDS = (("gemm", ("gemm", "nvjet", "xmma", "cutlass", "cublas", "triton_tem")), ("attention", ("flash", "fmha", "attention", "sdpa")),
+         ("triton", ("triton",)))
+
+
+def kernel_kind(name):
+    low = name.lower()
+    return next((kind for kind, keys in KINDS if any(k in low for k in keys)), "other")
+
+
+def profile_kernels(step, steps):
+    """Runs step() `steps` times under torch.profiler: {per_step_ms, kernels_per_step, kinds: {kind: [ms, n]},
+    top: [[name, ms, n]]}, all per step."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    kinds, top, total, count = {}, [], 0.0, 0
+    for e in prof.key_averages():
+        if not str(e.device_type).endswith("CUDA"):
+            continue
+        us = getattr(e, "self_device_time_total", None)
+        us = getattr(e, "self_cuda_time_total", 0.0) if us is None else us
+        if us <= 0:
+            continue
+        ms, n = us / 1e3 / steps, e.count / steps
+        k = kinds.setdefault(kernel_kind(e.key), [0.0, 0.0])
+        k[0] += ms
+        k[1] += n
+        top.append([e.key[:100], ms, n])
+        total += ms
+        count += n
+    top.sort(key=lambda t: -t[1])
+    return {"per_step_ms": total, "kernels_per_step": count, "kinds": kinds, "top": top[:10]}
+
+
+def run_mode(base, x, labels, mode, steps, lr, dev, profile_steps=0):
+    """One mode's result dict (losses, step_ms, first_step_s, compile_s, peak_mib, and with profile_steps the
+    kernels' profile)."""
     if dev == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
@@ -69,15 +111,19 @@ def run_mode(base, x, labels, mode, steps, lr, dev):
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), lab.reshape(-1))
 
     fn = loss_fn if MODES[mode] is None else torch.compile(loss_fn, mode=MODES[mode])
-    losses, times = [], []
-    for _ in range(steps):
-        sync(dev)
-        t0 = time.perf_counter()
+
+    def step():
         opt.zero_grad(set_to_none=True)
         loss = fn(x, labels)
         loss.backward()
         opt.step()
-        value = loss.item()
+        return loss.item()
+
+    losses, times = [], []
+    for _ in range(steps):
+        sync(dev)
+        t0 = time.perf_counter()
+        value = step()
         sync(dev)
         times.append(time.perf_counter() - t0)
         losses.append(value)
@@ -85,6 +131,8 @@ def run_mode(base, x, labels, mode, steps, lr, dev):
     r = {"losses": losses, "step_ms": 1e3 * steady, "first_step_s": times[0],
          "compile_s": max(0.0, times[0] - (steady if steps > 1 else 0.0)),
          "peak_mib": torch.cuda.max_memory_allocated() / 2 ** 20 if dev == "cuda" else None, "error": None}
+    if profile_steps > 0 and dev == "cuda":
+        r["profile"] = profile_kernels(step, profile_steps)
     return r
 
 
@@ -96,6 +144,7 @@ def main():
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--modes", default="eager,compile,max-autotune")
     ap.add_argument("--attention", choices=["auto", "sdpa", "explicit"], default="auto")
+    ap.add_argument("--profile", type=int, default=0, metavar="N")
     ap.add_argument("--out")
     a = ap.parse_args()
     modes = [m for m in a.modes.split(",") if m]
@@ -124,7 +173,7 @@ def main():
             out["modes"][mode] = {"error": "skipped: no CUDA (eager only on the CPU)"}
         else:
             try:
-                out["modes"][mode] = run_mode(base, x, labels, mode, a.steps, a.lr, dev)
+                out["modes"][mode] = run_mode(base, x, labels, mode, a.steps, a.lr, dev, a.profile)
             except Exception as e:            # one mode's failure leaves the others to run
                 out["modes"][mode] = {"error": (str(e).strip().split("\n") or ["?"])[0][:300]}
             if mode != "eager":
@@ -137,6 +186,13 @@ def main():
             print("  %-12s %.3f ms/step, first step %.2f s, compile %.2f s%s; losses %s" %
                   (mode, r["step_ms"], r["first_step_s"], r["compile_s"], peak,
                    " ".join("%.4f" % v for v in r["losses"])))
+            pr = r.get("profile")
+            if pr:
+                print("  %-12s profile: %.0f kernels, %.3f ms of kernels per step; %s" %
+                      (mode, pr["kernels_per_step"], pr["per_step_ms"],
+                       ", ".join("%s %.3f ms (%.0f)" % (k, v[0], v[1]) for k, v in sorted(pr["kinds"].items()))))
+                for name, ms, n in pr["top"]:
+                    print("  %-12s   %8.3f ms %5.0f x %s" % (mode, ms, n, name))
         sys.stdout.flush()
         if a.out:                             # after every mode: a later one may be killed by a timeout
             with open(a.out, "w") as f:

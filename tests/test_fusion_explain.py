@@ -88,7 +88,7 @@ with tempfile.TemporaryDirectory() as tmp:
     check(sum(float(r[3]) > 0 for r in rows) == len(rows) - len(aliases),
           "--profile: every kernel's measured time is positive; only aliases, views and by-products run none")
     total = re.search(r"^profile: plan kernels (\d+), program kernels (\d+) .*modelled ([0-9.]+) us, "
-                      r"measured ([0-9.]+) us per run with waits, ([0-9.]+) us without$", out, re.M)
+                      r"measured ([0-9.]+) us kernel by kernel \((?:device clock|with waits)\), ([0-9.]+) us as a whole run$", out, re.M)
     check(total is not None and int(total.group(1)) == plan_kernels, "--profile: the totals line")
     mem = re.search(r"^memory: ([0-9.]+) MiB of program buffers \(arena ([0-9.]+) MiB, leaves and outputs ([0-9.]+) MiB\)$",
                     out, re.M)

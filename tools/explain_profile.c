@@ -6,8 +6,9 @@
  * index a gather, embedding, scatter_add, one_hot or cross-entropy uniform over the smallest range those
  * readers allow, so that a scatter's atomics spread as they do on real ids; other integers and bools 0),
  * once to warm up, N times as a whole
- * (the mean time of a run), then N times with a wait after every kernel
- * (evtc_program_profile), and prints each plan kernel's modelled time next
+ * (the mean time of a run), then N times kernel by kernel
+ * (evtc_program_profile: on a GPU CUDA events between the kernels, no
+ * waits; on the CPU a wait after every kernel), and prints each plan kernel's modelled time next
  * to its measured one, the slowest first, and the totals.  A plan
  * kernel that the program split, or ran in the interpreter, sums the
  * program kernels that hold its nodes; scalar-chain nodes (which the plan
@@ -112,7 +113,8 @@ int evtc_explain_profile(const evtc_partition *part, const evtc_backend *be, int
   const double whole_us = (now_us() - t0) / runs;
   const int n = evtc_program_kernel_count(prog);
   us = malloc(sizeof(double) * (size_t)(n + 1));
-  if (evtc_program_profile(prog, runs, 1 + (uint64_t)runs, us, &d) != EVTC_OK) goto failed;
+  bool device_clock = false;
+  if (evtc_program_profile(prog, runs, 1 + (uint64_t)runs, us, &device_clock, &d) != EVTC_OK) goto failed;
   /* one row per plan kernel (+ one per scalar-chain kernel), in first-node order */
   rows = calloc((size_t)(part->n_kernels + n + 1), sizeof *rows);
   int *row_of = malloc(sizeof(int) * (size_t)(part->n_kernels + 1));
@@ -142,8 +144,8 @@ int evtc_explain_profile(const evtc_partition *part, const evtc_backend *be, int
   free(row_of);
   qsort(rows, (size_t)n_rows, sizeof *rows, by_measured);
   const evtc_program_stats st = evtc_program_get_stats(prog);
-  fprintf(out, "== profile: backend %s, %d runs, mean us per kernel (host clock, a wait after each kernel) ==\n",
-          be->name, runs);
+  fprintf(out, "== profile: backend %s, %d runs, mean us per kernel (%s) ==\n", be->name, runs,
+          device_clock ? "device clock: events between kernels, no waits" : "host clock, a wait after each kernel");
   fprintf(out, "%-8s %-11s %6s %12s %12s %9s  %s\n", "kernel", "kind", "nodes", "modelled_us", "measured_us",
           "meas/mod", "first node");
   for (int r = 0; r < n_rows; r++) {
@@ -161,9 +163,9 @@ int evtc_explain_profile(const evtc_partition *part, const evtc_backend *be, int
   fprintf(out, "profile: plan kernels %d, program kernels %d (%d compiled, %d in the interpreter, %d splits, "
                "%d reshapes sharing their input's buffer, %d layout copies attention reads or writes in place, %d by-products "
                "of other kernels, %d updates in place, %d outputs over their dead input); modelled "
-               "%.3f us, measured %.3f us per run with waits, %.3f us without\n",
+               "%.3f us, measured %.3f us kernel by kernel (%s), %.3f us as a whole run\n",
           part->n_kernels, n, st.compiled, st.interpreted, st.splits, st.aliases, st.views, st.by_products, st.in_place, st.in_place_outputs,
-          part->time_us, measured, whole_us);
+          part->time_us, measured, device_clock ? "device clock" : "with waits", whole_us);
   fprintf(out, "memory: %.1f MiB of program buffers (arena %.1f MiB, leaves and outputs %.1f MiB)\n",
           (double)(st.arena_bytes + st.owned_bytes) / (1 << 20), (double)st.arena_bytes / (1 << 20),
           (double)st.owned_bytes / (1 << 20));

@@ -71,6 +71,11 @@ struct evtc_backend {
   void (*upload)(const evtc_backend *be, void *dst, const void *src, size_t bytes);
   void (*download)(const evtc_backend *be, void *dst, const void *src, size_t bytes);
   evtc_status (*finish)(const evtc_backend *be, evtc_diag *d);
+  /* Device timing (optional): mark() queues timestamp i (0, 1, 2, ... in order) behind the launched work,
+   * mark_intervals() waits for the last of n marks and writes the device time between mark i and i + 1 into
+   * us[i] (n - 1 values, microseconds), so a profile needs no wait between kernels. */
+  evtc_status (*mark)(const evtc_backend *be, int i, evtc_diag *d);
+  evtc_status (*mark_intervals)(const evtc_backend *be, int n, double *us, evtc_diag *d);
 };
 
 /* The CPU backend (backend/cpu): C compiled with the system compiler. */

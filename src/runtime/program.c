@@ -744,15 +744,33 @@ static double now_us(void) {
   return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
 }
 
-evtc_status evtc_program_profile(evtc_program *p, int runs, uint64_t step, double *us, evtc_diag *d) {
+/* One run timed on the device: a mark before every kernel and one after the last, no waits in between. */
+static evtc_status profile_run_marked(evtc_program *p, uint64_t step, double *run_us, evtc_diag *d) {
+  for (int t = 0; t < p->n_ks; t++)
+    if (p->be->mark(p->be, t, d) != EVTC_OK || run_kernel(p, t, step, d) != EVTC_OK) return d->status;
+  if (p->be->mark(p->be, p->n_ks, d) != EVTC_OK || wait_backend(p, d) != EVTC_OK) return d->status;
+  return p->be->mark_intervals(p->be, p->n_ks + 1, run_us, d);
+}
+
+evtc_status evtc_program_profile(evtc_program *p, int runs, uint64_t step, double *us, bool *device_clock,
+                                 evtc_diag *d) {
+  *device_clock = p->be->mark != NULL;
   for (int t = 0; t < p->n_ks; t++) us[t] = 0;
-  for (int r = 0; r < runs; r++)
+  double *run_us = *device_clock ? malloc(sizeof(double) * (size_t)(p->n_ks + 1)) : NULL;
+  for (int r = 0; r < runs; r++) {
+    if (run_us) {
+      if (profile_run_marked(p, step + (uint64_t)r, run_us, d) != EVTC_OK) break;
+      for (int t = 0; t < p->n_ks; t++) us[t] += run_us[t] / runs;
+      continue;
+    }
     for (int t = 0; t < p->n_ks; t++) {
       const double t0 = now_us();
       if (run_kernel(p, t, step + (uint64_t)r, d) != EVTC_OK || wait_backend(p, d) != EVTC_OK) return d->status;
       us[t] += (now_us() - t0) / runs;
     }
-  return EVTC_OK;
+  }
+  free(run_us);
+  return d->status;
 }
 
 int evtc_program_kernel_count(const evtc_program *p) { return p->n_ks; }

@@ -99,10 +99,13 @@ int evtc_program_peak_values(const evtc_program *p, int32_t *ids, int cap, int *
  * first node id (ascending within a kernel: where a plan's kernel went). */
 int evtc_program_kernel_count(const evtc_program *p);
 int32_t evtc_program_kernel_first_node(const evtc_program *p, int t);
-/* Per-kernel time: runs the program `runs` times (steps step, step + 1, ...), waiting for the backend after
- * every kernel, and writes each kernel's mean host-measured microseconds into us[t] (kernel_count entries).
- * The waits put one launch and synchronisation into every kernel's time (a few microseconds on a GPU). */
-evtc_status evtc_program_profile(evtc_program *p, int runs, uint64_t step, double *us, evtc_diag *d);
+/* Per-kernel time: runs the program `runs` times (steps step, step + 1, ...) and writes each kernel's mean
+ * microseconds into us[t] (kernel_count entries).  On a backend with marks (a GPU) *device_clock is set and
+ * the time is the device's between a kernel's launch and the next one's, with no waits (an interpreter
+ * fallback's copies and host work count in its kernel); elsewhere the host clock with a wait after every
+ * kernel. */
+evtc_status evtc_program_profile(evtc_program *p, int runs, uint64_t step, double *us, bool *device_clock,
+                                 evtc_diag *d);
 /* Prints every kernel of the program (evtc_kernel_print) to out. */
 void evtc_program_dump(const evtc_program *p, FILE *out);
 

@@ -21,7 +21,8 @@
  * launch shape from the same plan the emitter used, reduction scratch,
  * cuBLASLt descriptors, an error flag slot); run() queues its launches on
  * the device stream; finish() waits and reports the first CUDA error,
- * failed copy or raised error flag, naming the kernel.
+ * failed copy or raised error flag, naming the kernel; mark() and
+ * mark_intervals() time kernels by CUDA events (explain --profile).
  *
  * Buffers are device memory (cuMemAlloc, zeroed); device pointers travel
  * through the program as void *.
@@ -50,6 +51,8 @@ typedef struct cuda_ctx {
   char err_names[ERR_SLOTS][128];     /* kernel names (and an OPAQUE kernel's node) */
   int next_err, max_err;
   evtc_diag sticky;                /* the first failure of a call that cannot return one */
+  CUevent *marks;                  /* mark() timestamps, created as profiles ask for them */
+  int n_marks;
 } cuda_ctx;
 
 typedef struct cuda_handle {
@@ -525,6 +528,30 @@ static evtc_status cuda_finish(const evtc_backend *be, evtc_diag *d) {
   return EVTC_OK;
 }
 
+static evtc_status cuda_mark(const evtc_backend *be, int i, evtc_diag *d) {
+  cuda_ctx *c = ctx_of(be);
+  if (i >= c->n_marks) {
+    const int n = i + 1 > 2 * c->n_marks ? i + 1 : 2 * c->n_marks;
+    CUevent *m = realloc(c->marks, sizeof *m * (size_t)n);
+    if (!m) return evtc_diag_set(d, EVTC_ERR_RUNTIME, "out of host memory for %d timing events", n);
+    c->marks = m;
+    for (; c->n_marks < n; c->n_marks++)
+      if (evtc_cuda_event_new(&c->dev, &c->marks[c->n_marks], d) != EVTC_OK) return d->status;
+  }
+  return evtc_cuda_event_record(&c->dev, c->marks[i], d);
+}
+
+static evtc_status cuda_mark_intervals(const evtc_backend *be, int n, double *us, evtc_diag *d) {
+  cuda_ctx *c = ctx_of(be);
+  EVTC_ASSERT(n <= c->n_marks);
+  for (int i = 0; i + 1 < n; i++) {
+    float ms = 0;
+    if (evtc_cuda_event_ms(&c->dev, c->marks[i], c->marks[i + 1], &ms, d) != EVTC_OK) return d->status;
+    us[i] = 1e3 * (double)ms;
+  }
+  return EVTC_OK;
+}
+
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static evtc_diag open_diag;
 
@@ -554,6 +581,8 @@ static void open_backend(void) {
       .upload = cuda_upload,
       .download = cuda_download,
       .finish = cuda_finish,
+      .mark = cuda_mark,
+      .mark_intervals = cuda_mark_intervals,
   };
 }
 

@@ -7,8 +7,9 @@
  * attention_lse, attention_backward_q / _kv); each node becomes the OPAQUE
  * kernel the CUDA backend would run, in one module.  "fwd" times the
  * attention kernel, "fwd+bwd" the four kernels a training step runs
- * (forward, log-sum-exp, dq, dk with dv), with blocks of 4 and of 8 warps
- * (EVTC_ATTN_WARPS; systems evtc-w4 and evtc-w8).  Each time is the median of 20 runs
+ * (forward, log-sum-exp, dq, dk with dv), in three schedules: the mma.sync
+ * library with blocks of 4 warps (system evtc-w4) and the wgmma library with
+ * blocks of 1 and of 2 warpgroups (evtc-wg1, evtc-wg2; EVTC_ATTN_WG).  Each time is the median of 20 runs
  * after 5 warm-ups, each between two CUDA events.  Work: 4 B H S T D
  * FLOPs forward (half of it when causal), 3.5 times that forward +
  * backward (FlashAttention's convention: the backward is 2.5 forwards),
@@ -36,7 +37,8 @@ typedef struct shape {
 } shape;
 
 static const shape shapes[] = {{"bert-large", 32, 16, 512, 64, 0}, {"gpt2", 8, 12, 1024, 64, 1}};
-enum { N_SHAPES = sizeof shapes / sizeof shapes[0], WARM = 5, ITERS = 20, N_OPS = 4 };
+enum { N_SHAPES = sizeof shapes / sizeof shapes[0], WARM = 5, ITERS = 20, N_OPS = 4, N_SYSTEMS = 3 };
+static const char *const systems[N_SYSTEMS] = {"w4", "wg1", "wg2"}, *const wg_env[N_SYSTEMS] = {"0", "1", "2"};
 static const char *const ops[N_OPS] = {"out", "lse", "dq", "dkv"};
 static const char *const nvrtc_opts[] = {"--std=c++17", "-lineinfo", "--diag-suppress=177,550"};
 
@@ -59,9 +61,10 @@ static evtc_graph *shape_graph(const shape *sh) {
   return g;
 }
 
-/* The four kernels of shape si with nw-warp blocks and their module source (caller frees). */
-static char *shape_module(int si, int nw, const evtc_graph *g, evtc_kernel **ks) {
-  setenv("EVTC_ATTN_WARPS", nw == 8 ? "8" : "4", 1);
+/* The four kernels of shape si in schedule sys and their module source (caller frees). */
+static char *shape_module(int si, int sys, const evtc_graph *g, evtc_kernel **ks) {
+  setenv("EVTC_ATTN_WARPS", "4", 1);
+  setenv("EVTC_ATTN_WG", wg_env[sys], 1);
   evtc_sb src = {0};
   evtc_cuda_emit_prelude(&src);
   for (int j = 0; j < N_OPS; j++) {
@@ -73,8 +76,8 @@ static char *shape_module(int si, int nw, const evtc_graph *g, evtc_kernel **ks)
       fprintf(stderr, "gpu_attention_bench: %s %s: %s%s\n", shapes[si].name, ops[j], d.msg, ks[j] ? why : "");
       exit(1);
     }
-    snprintf(ks[j]->name, sizeof ks[j]->name, "attb%d_w%d_%s", si, nw, ops[j]);
-    evtc_cuda_emit_attention(&src, ks[j]);
+    snprintf(ks[j]->name, sizeof ks[j]->name, "attb%d_%s_%s", si, systems[sys], ops[j]);
+    evtc_cuda_emit_attention(&src, ks[j], true);
   }
   return src.s;
 }
@@ -92,7 +95,7 @@ static int cmp_float(const void *a, const void *b) {
     }                                                                            \
   } while (0)
 
-/* Median ms of launching kernels [lo, hi) of ks in order (launch shapes for the current EVTC_ATTN_WARPS). */
+/* Median ms of launching kernels [lo, hi) of ks in order (launch shapes for the current schedule). */
 static float time_kernels(evtc_cuda_device *dev, evtc_cuda_kernel *fn, evtc_kernel **ks, int lo, int hi,
                           void ***params) {
   evtc_diag d = {0};
@@ -104,7 +107,7 @@ static float time_kernels(evtc_cuda_device *dev, evtc_cuda_kernel *fn, evtc_kern
     TRY(evtc_cuda_event_record(dev, e0, &d));
     for (int j = lo; j < hi; j++) {
       unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1}, smem = 0;
-      evtc_cuda_attention_launch(ks[j], &grid[0], &block[0], &smem);
+      evtc_cuda_attention_launch(ks[j], true, &grid[0], &block[0], &smem);
       TRY(evtc_cuda_launch(dev, &fn[j], grid, block, smem, params[j], &d));
     }
     TRY(evtc_cuda_event_record(dev, e1, &d));
@@ -118,11 +121,11 @@ static float time_kernels(evtc_cuda_device *dev, evtc_cuda_kernel *fn, evtc_kern
   return ms[ITERS / 2];
 }
 
-static void run_shape(evtc_cuda_device *dev, int si, int nw) {
+static void run_shape(evtc_cuda_device *dev, int si, int sys) {
   const shape *sh = &shapes[si];
   evtc_graph *g = shape_graph(sh);
   evtc_kernel *ks[N_OPS];
-  char *src = shape_module(si, nw, g, ks);
+  char *src = shape_module(si, sys, g, ks);
   evtc_diag d = {0};
   evtc_cuda_cubin cubin = {0};
   TRY(evtc_cuda_compile(src, sh->name, dev->arch, nvrtc_opts, 3, &cubin, &d));
@@ -170,10 +173,10 @@ static void run_shape(evtc_cuda_device *dev, int si, int nw) {
   float fwd = time_kernels(dev, fn, ks, 0, 1, pp), all = time_kernels(dev, fn, ks, 0, N_OPS, pp);
   float part[N_OPS];
   for (int j = 0; j < N_OPS; j++) part[j] = time_kernels(dev, fn, ks, j, j + 1, pp);
-  printf("%s, %d warps: kernels out %.3f, lse %.3f, dq %.3f, dkv %.3f ms\n", sh->name, nw, part[0], part[1],
+  printf("%s, evtc-%s: kernels out %.3f, lse %.3f, dq %.3f, dkv %.3f ms\n", sh->name, systems[sys], part[0], part[1],
          part[2], part[3]);
-  printf("RESULT evtc-w%d %s fwd %.4f %.1f\n", nw, sh->name, fwd, flops / fwd * 1e-9);
-  printf("RESULT evtc-w%d %s fwd+bwd %.4f %.1f\n", nw, sh->name, all, 3.5 * flops / all * 1e-9);
+  printf("RESULT evtc-%s %s fwd %.4f %.1f\n", systems[sys], sh->name, fwd, flops / fwd * 1e-9);
+  printf("RESULT evtc-%s %s fwd+bwd %.4f %.1f\n", systems[sys], sh->name, all, 3.5 * flops / all * 1e-9);
   for (int32_t i = 0; i < g->n_nodes; i++) dev->drv->cuMemFree(buf[i]);
   free(buf);
   evtc_cuda_module_unload(dev, mod);
@@ -190,13 +193,13 @@ int main(int argc, char **argv) {
   }
   evtc_diag d = {0};
   if (compile_only) {
-    for (int si = 0; si < 2 * N_SHAPES; si++) {
-      evtc_graph *g = shape_graph(&shapes[si / 2]);
+    for (int si = 0; si < N_SYSTEMS * N_SHAPES; si++) {
+      evtc_graph *g = shape_graph(&shapes[si / N_SYSTEMS]);
       evtc_kernel *ks[N_OPS];
-      char *src = shape_module(si / 2, si % 2 ? 8 : 4, g, ks);
+      char *src = shape_module(si / N_SYSTEMS, si % N_SYSTEMS, g, ks);
       evtc_cuda_cubin cubin = {0};
-      TRY(evtc_cuda_compile(src, shapes[si / 2].name, "sm_90a", nvrtc_opts, 3, &cubin, &d));
-      printf("%s, %d warps: module compiled for sm_90a (%s)\n", shapes[si / 2].name, si % 2 ? 8 : 4,
+      TRY(evtc_cuda_compile(src, shapes[si / N_SYSTEMS].name, "sm_90a", nvrtc_opts, 3, &cubin, &d));
+      printf("%s, evtc-%s: module compiled for sm_90a (%s)\n", shapes[si / N_SYSTEMS].name, systems[si % N_SYSTEMS],
              cubin.cache_hit ? "cache hit" : "NVRTC");
       evtc_cuda_cubin_free(&cubin);
       for (int j = 0; j < N_OPS; j++) evtc_kernel_free(ks[j]);
@@ -209,7 +212,7 @@ int main(int argc, char **argv) {
   TRY(evtc_cuda_device_open(&dev, 0, &d));
   printf("device %s (%s), %d SMs\n", dev.name, dev.arch, dev.sm_count);
   for (int si = 0; si < N_SHAPES; si++)
-    for (int nw = 4; nw <= 8; nw += 4) run_shape(&dev, si, nw);
+    for (int sys = 0; sys < N_SYSTEMS; sys++) run_shape(&dev, si, sys);
   evtc_cuda_device_close(&dev);
   return 0;
 }

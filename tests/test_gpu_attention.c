@@ -8,15 +8,18 @@
  * backend runs it (the OPAQUE kernel evtc_kernel_build gives, the backend's
  * acceptance, emitter and launch shape), on the interpreter's values of its
  * inputs (so out and lse feeding the backward ops are the same on both
- * sides), into an output poisoned with NaN, with blocks of 4 and of 8 warps
- * (EVTC_ATTN_WARPS).  Geometries: head dims 64 and
- * 128, causal and not, odd lengths (1, 77, 129, 200), S < T, S > T
+ * sides), into an output poisoned with NaN, in each schedule: the mma.sync
+ * library with blocks of 4 and of 8 warps (EVTC_ATTN_WG=0,
+ * EVTC_ATTN_WARPS) and, at head dim 64, the wgmma library with blocks of 1
+ * and of 2 warpgroups (EVTC_ATTN_WG; at head dim 128 those two run the
+ * mma.sync library again).  Geometries: head dims 64 and
+ * 128, causal and not, odd lengths (1, 77, 129, 200, 250, 390), S < T, S > T
  * (non-causal), several batch-heads.  Error: ||got - want|| / ||want||
  * below 2e-2 (bf16) or 4e-3 (f16) per output -- one rounding of the
  * probabilities and of dS to the 16-bit type before the tensor-core
  * products, and of the result -- and every element finite (written).
  *
- * Two cases also run as programs on the CUDA backend (both block sizes) (the backend's
+ * Two cases also run as programs on the CUDA backend (every schedule) (the backend's
  * supports, emit and launch; cpu_oracle.h's comparison with the
  * interpreter, per element |got - want| <= tol (1 + |want|)), with no node
  * left to the interpreter, and so do the joint graphs of their gradients
@@ -65,6 +68,7 @@ static const att_case cases[] = {
     {1, 2, 77, 77, 64, 0, EVTC_BF16},  {1, 2, 77, 77, 64, 1, EVTC_BF16},  {2, 3, 129, 129, 128, 1, EVTC_F16},
     {1, 2, 1, 129, 64, 0, EVTC_F16},   {2, 1, 65, 200, 64, 1, EVTC_BF16}, {1, 2, 129, 1, 128, 0, EVTC_BF16},
     {1, 1, 1, 1, 64, 1, EVTC_F16},     {2, 2, 256, 256, 128, 0, EVTC_BF16}, {1, 4, 200, 200, 64, 1, EVTC_F16},
+    {2, 2, 300, 250, 64, 0, EVTC_BF16}, {1, 2, 130, 390, 64, 1, EVTC_BF16},
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -95,6 +99,19 @@ static evtc_graph *case_graph(const att_case *c) {
   return g;
 }
 
+/* The schedules every case runs in (EVTC_ATTN_WG, EVTC_ATTN_WARPS, EVTC_ATTN_DQ); the programs run the first
+ * two again with dq in the pass of dk and dv (4 warps). */
+static const struct schedule {
+  const char *name, *wg, *warps, *dq;
+} schedules[] = {{"mma_w4", "0", "4", "0"}, {"mma_w8", "0", "8", "0"}, {"wgmma_1", "1", "4", "0"},
+                 {"wgmma_2", "2", "4", "0"}, {"mma_w4_dq", "0", "4", "1"}};
+enum { N_SCHEDULES = 4, N_PROGRAM_SCHEDULES = 5 };
+static void schedule_set(int w) {
+  setenv("EVTC_ATTN_WG", schedules[w].wg, 1);
+  setenv("EVTC_ATTN_WARPS", schedules[w].warps, 1);
+  setenv("EVTC_ATTN_DQ", schedules[w].dq, 1);
+}
+
 /* The module of node `name` of g (kernel named kname) as the backend emits it; *k is the kernel. */
 static char *node_module(const evtc_graph *g, const char *name, const char *kname, evtc_kernel **kp) {
   const evtc_node *n = evtc_graph_find(g, name);
@@ -112,7 +129,7 @@ static char *node_module(const evtc_graph *g, const char *name, const char *knam
   snprintf(k->name, sizeof k->name, "%s", kname);
   evtc_sb src = {0};
   evtc_cuda_emit_prelude(&src);
-  evtc_cuda_emit_attention(&src, k);
+  evtc_cuda_emit_attention(&src, k, true);
   *kp = k;
   return src.s;
 }
@@ -136,7 +153,7 @@ static void compile_by_product(const evtc_graph *g, evtc_kernel *k, const char *
   snprintf(k->name, sizeof k->name, "%s", name);
   evtc_sb src = {0};
   evtc_cuda_emit_prelude(&src);
-  evtc_cuda_emit_attention(&src, k);
+  evtc_cuda_emit_attention(&src, k, true);
   CHECK(strstr(src.s, "(float *)P.a[") != NULL, "%s with its log-sum-exp: no lse pointer in the call", what);
   evtc_cuda_cubin cubin = {0};
   evtc_diag cd = {0};
@@ -207,7 +224,7 @@ static void run_node(gpu *G, const char *what, const evtc_kernel *k, const char 
     CUdeviceptr err = 0, scratch = 0;
     void *pv[] = {&params, &step, &err, &scratch};
     unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1}, smem = 0;
-    evtc_cuda_attention_launch(k, &grid[0], &block[0], &smem);
+    evtc_cuda_attention_launch(k, true, &grid[0], &block[0], &smem);
     if (d.status == EVTC_OK) evtc_cuda_launch(&G->dev, &fn, grid, block, smem, pv, &d);
     if (d.status == EVTC_OK) evtc_cuda_sync(&G->dev, what, &d);
     CHECK(d.status == EVTC_OK, "%s: %s", what, d.msg);
@@ -260,12 +277,12 @@ static void run_case(gpu *G, int ci, bool nvrtc) {
     CHECK(evtc_interp_run(it, 0, &d) == EVTC_OK, "%s: interpreter: %s", name, d.msg);
     for (int i = 0; i < 4; i++) free(x[i]);
   }
-  for (int w = 0; w < 2; w++)
+  for (int w = 0; w < N_SCHEDULES; w++)
     for (int j = 0; j < N_NODES; j++) {
       char kname[64], what[160];
-      setenv("EVTC_ATTN_WARPS", w ? "8" : "4", 1);
-      snprintf(kname, sizeof kname, "att_case%d_w%d_%s", ci, w ? 8 : 4, node_names[j]);
-      snprintf(what, sizeof what, "%s %s (%d warps)", name, node_names[j], w ? 8 : 4);
+      schedule_set(w);
+      snprintf(kname, sizeof kname, "att_case%d_%s_%s", ci, schedules[w].name, node_names[j]);
+      snprintf(what, sizeof what, "%s %s (%s)", name, node_names[j], schedules[w].name);
       evtc_kernel *k = NULL;
       char *src = node_module(g, node_names[j], kname, &k);
       if (!src) continue;
@@ -276,7 +293,7 @@ static void run_case(gpu *G, int ci, bool nvrtc) {
         evtc_diag cd = {0};
         CHECK(evtc_cuda_compile(src, kname, "sm_90a", nvrtc_opts, 3, &cubin, &cd) == EVTC_OK && cubin.size > 0,
               "%s: NVRTC: %s", what, cd.msg);
-        printf("  %-4s %d warps: compiled for sm_90a (%s)\n", node_names[j], w ? 8 : 4, cubin.cache_hit ? "cache hit" : "NVRTC");
+        printf("  %-4s %s: compiled for sm_90a (%s)\n", node_names[j], schedules[w].name, cubin.cache_hit ? "cache hit" : "NVRTC");
         evtc_cuda_cubin_free(&cubin);
       }
       free(src);
@@ -309,7 +326,8 @@ static void check_refusals(void) {
   }
 }
 
-/* Whether the programs take dq from the kernel of dk and dv: EVTC_ATTN_DQ=1 with blocks of 4 warps. */
+/* Whether the programs take dq from the kernel of dk and dv: EVTC_ATTN_DQ=1 with blocks of 4 warps (the mma.sync
+ * library: EVTC_ATTN_WG=0 or head dim 128). */
 static bool one_pass_dq(void) {
   const char *dq = getenv("EVTC_ATTN_DQ"), *warps = getenv("EVTC_ATTN_WARPS");
   return dq && strcmp(dq, "1") == 0 && warps && strcmp(warps, "4") == 0;
@@ -445,9 +463,9 @@ int main(void) {
   evtc_diag bd = {0};
   oracle_be = evtc_backend_cuda(&bd);
   CHECK(oracle_be != NULL, "CUDA backend: %s", bd.msg);
-  for (int w = 0; w < 3 && oracle_be; w++) {     /* 4 warps, 8 warps, 4 warps with dq in the pass of dk and dv */
-    setenv("EVTC_ATTN_WARPS", w == 1 ? "8" : "4", 1);
-    setenv("EVTC_ATTN_DQ", w == 2 ? "1" : "0", 1);
+  for (int w = 0; w < N_PROGRAM_SCHEDULES && oracle_be; w++) {
+    schedule_set(w);
+    printf("schedule %s\n", schedules[w].name);
     run_program(1);
     run_program(2);
     run_joint_program(1);

@@ -98,9 +98,12 @@ static bool is_direct_gemm(const evtc_kernel *k, int *out_arg) {
   return true;
 }
 
+/* Whether the device has wgmma and TMA (an H100 / H200 as sm_90a). */
+static bool is_sm90a(const cuda_ctx *c) { return strcmp(c->dev.arch, "sm_90a") == 0; }
+
 /* Whether GEMM kernel k runs on evtc's GEMM on this device (sm_90a: wgmma and TMA), *pl filled; else why. */
 static bool use_evt(const cuda_ctx *c, const evtc_kernel *k, evtc_cuda_evt_plan *pl, char *why, size_t cap) {
-  if (strcmp(c->dev.arch, "sm_90a") != 0) {
+  if (!is_sm90a(c)) {
     snprintf(why, cap, "the device is %s (wgmma and TMA need sm_90a)", c->dev.arch);
     return false;
   }
@@ -175,7 +178,7 @@ static void cuda_emit(const evtc_backend *be, const evtc_kernel *k, char **src, 
   } else if (k->kind == EVTC_ML_OPAQUE && evtc_cuda_opaque_op(k->main->op)) {
     evtc_cuda_emit_opaque(&b, k);
   } else if (k->kind == EVTC_ML_OPAQUE) {
-    evtc_cuda_emit_attention(&b, k);
+    evtc_cuda_emit_attention(&b, k, is_sm90a(ctx_of(be)));
   } else if (evtc_kernel_flat_fits(k)) {
     evtc_cuda_emit_elementwise(&b, k, NULL);
   } else {
@@ -354,7 +357,7 @@ static void *cuda_kernel(const evtc_backend *be, void *module, const char *entry
   if (k->kind == EVTC_ML_OPAQUE && evtc_cuda_opaque_op(k->main->op))
     return opaque_handle(c, m, k, h, d) == EVTC_OK ? h : NULL;
   if (k->kind == EVTC_ML_OPAQUE) {
-    evtc_cuda_attention_launch(k, &h->grid, &h->block, &h->smem);
+    evtc_cuda_attention_launch(k, is_sm90a(c), &h->grid, &h->block, &h->smem);
     evtc_cuda_attention_extra x = evtc_cuda_attention_extra_of(k);
     h->has_fin = x.fin_grid > 0;
     h->fin_grid = x.fin_grid;

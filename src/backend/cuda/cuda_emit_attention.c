@@ -629,15 +629,29 @@ evtc_cuda_attention_extra evtc_cuda_attention_extra_of(const evtc_kernel *k) {
   return x;
 }
 
-void evtc_cuda_attention_launch(const evtc_kernel *k, unsigned *grid, unsigned *block, unsigned *smem) {
+int evtc_cuda_attention_warpgroups(const evtc_kernel *k, bool sm90a) {
+  const char *e = getenv("EVTC_ATTN_WG");
+  if (!sm90a || k->main->inputs[0]->type.shape[3] != 64 || with_dq(k) || (e && strcmp(e, "0") == 0)) return 0;
+  return e && strcmp(e, "2") == 0 ? 2 : 1;
+}
+
+void evtc_cuda_attention_launch(const evtc_kernel *k, bool sm90a, unsigned *grid, unsigned *block, unsigned *smem) {
   const evtc_node *n = k->main;
-  int64_t br = 16 * attention_warps();
+  const int nwg = evtc_cuda_attention_warpgroups(k, sm90a);
+  int64_t br = nwg ? 64 * nwg : 16 * attention_warps();
   const evtc_type *q = &n->inputs[0]->type;
   int64_t bh = q->shape[0] * q->shape[1], d = q->shape[3];
   bool kv = n->op == EVTC_OP_ATTENTION_BACKWARD_KV;
   int64_t rows = kv ? n->inputs[1]->type.shape[2] : q->shape[2];
   *grid = (unsigned)(bh * ((rows + br - 1) / br));
   *block = (unsigned)(2 * br);
+  if (nwg) {     /* a 1024-byte boundary, then (cuda_emit_attention_wg.c) */
+    const unsigned tile = 64 * 64 * 2, rows_bytes = (unsigned)br * 64 * 2;
+    if (kv) *smem = 1024 + 2 * rows_bytes + 2 * 3 * tile + 4 * 64 * sizeof(float);   /* k, v; 2 x (q, dout, out); lse, Dd */
+    else if (n->op == EVTC_OP_ATTENTION_BACKWARD_Q) *smem = 1024 + 2 * rows_bytes + 4 * tile;   /* q, dout; 2 x (k, v) */
+    else *smem = 1024 + rows_bytes + 8 * tile;     /* q; 2 x (k, v) of 128 rows */
+    return;
+  }
   if (kv) {     /* evtc_att_bwd_kv: k and v of the block, ST query tiles of q, dout, out and their lse, Dd */
     int64_t st = d == 64 ? 2 : 1;
     *smem = (unsigned)(2 * br * d * 2 + st * (3 * 64 * d * 2 + 64 * sizeof(float)) + 64 * sizeof(float) +
@@ -664,21 +678,23 @@ static void emit_layout(evtc_sb *b, const evtc_kernel *k, int a) {
                  (long long)st[1], (long long)st[2], (long long)c2, (int)sh[1]);
 }
 
-void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k) {
+void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k, bool sm90a) {
   const evtc_node *n = k->main;
   const evtc_type *q = &n->inputs[0]->type;
   int bf = q->dtype == EVTC_BF16, d = (int)q->shape[3], causal = (int)evtc_node_int(n, "causal");
   int s = (int)q->shape[2], t = (int)n->inputs[1]->type.shape[2];
   double scale = evtc_node_float(n, "scale");
-  int nw = attention_warps();
+  const int nwg = evtc_cuda_attention_warpgroups(k, sm90a);
+  int nw = nwg ? 4 * nwg : attention_warps();
   /* The 4-warp key-block kernel at D = 64 asks for 3 blocks an SM (168 registers, a few spilled; their shared
      memory fits): on the H200, 0.363 ms against 0.384 with the default bounds at BERT-Large's shape, 0.177
      against 0.197 at GPT-2's.  The others keep the default: a minimum of 1 block given explicitly made the
      forward and dq slower. */
   char bounds[32];
-  if (n->op == EVTC_OP_ATTENTION_BACKWARD_KV && d == 64 && nw == 4) snprintf(bounds, sizeof bounds, "%d, 3", 32 * nw);
+  if (n->op == EVTC_OP_ATTENTION_BACKWARD_KV && d == 64 && nw == 4 && !nwg) snprintf(bounds, sizeof bounds, "%d, 3", 32 * nw);
   else snprintf(bounds, sizeof bounds, "%d", 32 * nw);
   evtc_sb_printf(b, "%s", attention_lib);
+  if (nwg) evtc_cuda_emit_attention_wg_lib(b);
   evtc_sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(%s) %s(evtc_params P, uint64_t step, int *err, "
                     "void *scratch) {\n  (void)step; (void)err; (void)scratch;\n", bounds, k->name);
   const char *u = "(const uint16_t *)";
@@ -691,8 +707,12 @@ void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k) {
       bool lse_only = n->op == EVTC_OP_ATTENTION_LSE;
       int qa = evtc_kernel_input_arg(k, 0), ka = evtc_kernel_input_arg(k, 1), va = lse_only ? ka : evtc_kernel_input_arg(k, 2);
       int oa = lse_only ? qa : evtc_kernel_output_arg(k);     /* the log-sum-exp alone has no rows of D to lay out */
-      evtc_sb_printf(b, "  evtc_att_fwd<%d, %d, %d, %d, %d>(%sP.a[%d], %sP.a[%d], %sP.a[%d], P.a[%d], %s, %d, %d, (float)%.17g,\n    ",
-                     bf, d, causal, lse_only, nw, u, qa, u, ka, u, va, evtc_kernel_output_arg(k), lse, s, t, scale);
+      if (nwg)
+        evtc_sb_printf(b, "  evtc_awg_fwd<%d, %d, %d, %d>(", bf, causal, lse_only, nwg);
+      else
+        evtc_sb_printf(b, "  evtc_att_fwd<%d, %d, %d, %d, %d>(", bf, d, causal, lse_only, nw);
+      evtc_sb_printf(b, "%sP.a[%d], %sP.a[%d], %sP.a[%d], P.a[%d], %s, %d, %d, (float)%.17g,\n    ", u, qa, u, ka, u, va,
+                     evtc_kernel_output_arg(k), lse, s, t, scale);
       int lay[4] = {qa, ka, va, oa};
       for (int i = 0; i < 4; i++) {
         emit_layout(b, k, lay[i]);
@@ -702,8 +722,11 @@ void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k) {
     }
     default: {
       bool kv = n->op == EVTC_OP_ATTENTION_BACKWARD_KV;
-      evtc_sb_printf(b, "  evtc_att_bwd_%s<%d, %d, %d, %d%s>(", kv ? "kv" : "q", bf, d, causal, nw,
-                     !kv ? "" : with_dq(k) ? ", true" : ", false");
+      if (nwg)
+        evtc_sb_printf(b, "  evtc_awg_bwd_%s<%d, %d, %d>(", kv ? "kv" : "q", bf, causal, nwg);
+      else
+        evtc_sb_printf(b, "  evtc_att_bwd_%s<%d, %d, %d, %d%s>(", kv ? "kv" : "q", bf, d, causal, nw,
+                       !kv ? "" : with_dq(k) ? ", true" : ", false");
       for (int j = 0; j < 5; j++) evtc_sb_printf(b, "%sP.a[%d], ", u, evtc_kernel_input_arg(k, j));
       evtc_sb_printf(b, "(const float *)P.a[%d], (uint16_t *)P.a[%d], %d, %d, (float)%.17g,\n    ",
                      evtc_kernel_input_arg(k, 5), evtc_kernel_output_arg(k), s, t, scale);
@@ -711,7 +734,7 @@ void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k) {
                     evtc_kernel_input_arg(k, 3), evtc_kernel_input_arg(k, 4), evtc_kernel_output_arg(k)};
       for (int i = 0; i < 6; i++) {
         emit_layout(b, k, lay[i]);
-        evtc_sb_printf(b, i < 5 ? ", " : kv ? ", %s);\n" : ");\n", with_dq(k) ? "(float *)scratch" : "nullptr");
+        evtc_sb_printf(b, i < 5 ? ", " : kv && !nwg ? ", %s);\n" : ");\n", with_dq(k) ? "(float *)scratch" : "nullptr");
       }
       break;
     }

@@ -10,10 +10,17 @@
  * (f16 / bf16, head dims 64 or 128, equal); else why ("no CUDA template
  * for OP" for every other OPAQUE kernel). */
 bool evtc_cuda_attention_fits(const evtc_kernel *k, char *why, size_t cap);
-/* Its launch: blocks of 32 NW threads (NW warps: EVTC_ATTN_WARPS, 4 or 8,
- * default 4), one per 16 NW query (attention_backward_kv: key) rows of
- * each batch-head pair, and the dynamic shared memory in bytes. */
-void evtc_cuda_attention_launch(const evtc_kernel *k, unsigned *grid, unsigned *block, unsigned *smem);
+/* Its schedule: on an sm_90a device (wgmma) at head dim 64 the warpgroup
+ * library (cuda_emit_attention_wg.c), blocks of EVTC_ATTN_WG warpgroups (1
+ * or 2, default 1; 0 asks for the mma.sync library), except for dq in the
+ * pass of dk and dv; otherwise the mma.sync library, blocks of
+ * EVTC_ATTN_WARPS warps (4 or 8, default 4).  Warpgroups per block, 0 for
+ * the mma.sync library. */
+int evtc_cuda_attention_warpgroups(const evtc_kernel *k, bool sm90a);
+/* Its launch: one block per 64 warpgroups (mma.sync: 16 warps) query
+ * (attention_backward_kv: key) rows of each batch-head pair, its threads
+ * and the dynamic shared memory in bytes. */
+void evtc_cuda_attention_launch(const evtc_kernel *k, bool sm90a, unsigned *grid, unsigned *block, unsigned *smem);
 /* What a kernel needs beyond its launch: attention_backward_kv writing dq too
  * (a by-product, program.c) sums dq in f32 scratch of scratch_bytes, zeroed
  * once, and its finishing kernel NAME_fin (fin_grid blocks of 256 threads)
@@ -24,6 +31,8 @@ typedef struct evtc_cuda_attention_extra {
 } evtc_cuda_attention_extra;
 evtc_cuda_attention_extra evtc_cuda_attention_extra_of(const evtc_kernel *k);
 /* Appends the device library (once per module) and the kernel k->name (and NAME_fin when it has one). */
-void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k);
+void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k, bool sm90a);
+/* The warpgroup library (cuda_emit_attention_wg.c), after the mma.sync one whose helpers it uses. */
+void evtc_cuda_emit_attention_wg_lib(evtc_sb *b);
 
 #endif

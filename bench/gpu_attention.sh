@@ -9,8 +9,9 @@
 #                                    the test and the bench through NVRTC into .gpu-attn/cache
 #                                    (same NVRTC and source on the GPU machine: same cache key)
 #   bench/gpu_attention.sh run       on the GPU machine, from the repo root: the correctness
-#                                    test (float64 interpreter reference), then evtc's bench (blocks
-#                                    of 4 and of 8 warps) and PyTorch's flash attention
+#                                    test (float64 interpreter reference), then evtc's bench (mma.sync
+#                                    in blocks of 4 warps, wgmma in blocks of 1 and of 2 warpgroups)
+#                                    and PyTorch's flash attention
 #                                    (scaled_dot_product_attention) on BERT-Large and GPT-2 shapes;
 #                                    the table (TFLOP/s, ratios) last.
 #

@@ -34,6 +34,10 @@
  * whole step profiled both ways): the atomics and the extra pass through
  * shared memory cost more than the scores dq's kernel computes again.
  *
+ * On an sm_90a device at D = 64 the kernels call the warpgroup-MMA library
+ * of cuda_emit_attention_wg.c instead (same schedule, same tiles; blocks of
+ * EVTC_ATTN_WG warpgroups), which uses this library's loads and stores.
+ *
  * Supported: f16 / bf16, D = Dv in {64, 128}, any S and T (>= 1); the
  * backend refuses the rest with a reason (the program runs them in the
  * interpreter).  tests/test_attention_emu_slow.py runs this library on a

@@ -61,18 +61,21 @@ run)
     rc=0
     timeout "${ATTN_TORCH_TIMEOUT:-90}" python3 "$stage/gpu_attention_torch.py" | tee -a "$results" || rc=$?
     echo "== gpu_attention_torch.py exit code $rc"
-    echo "== table (evtc with blocks of 4 and of 8 warps; TFLOP/s and ratio of the faster; ratio: torch ms / evtc ms, > 1: evtc faster)"
+    echo "== table (evtc: mma.sync 4 warps, wgmma 1 and 2 warpgroups; TFLOP/s and ratio of the fastest; ratio: torch ms / evtc ms, > 1: evtc faster)"
     awk '$1 == "RESULT" { key = $3 " " $4; ms[$2, key] = $5; tf[$2, key] = $6; if (!(key in seen)) { seen[key] = 1; order[n++] = key } }
       function show(x) { return x == "" ? "-" : x }
       END {
-        printf "%-11s %-8s %9s %9s %8s %9s %8s %6s\n", "shape", "pass", "w4 ms", "w8 ms", "TFLOP/s", "torch ms", "TFLOP/s", "ratio"
+        printf "%-11s %-8s %9s %9s %9s %8s %9s %8s %6s\n", "shape", "pass", "w4 ms", "wg1 ms", "wg2 ms", "TFLOP/s", "torch ms", "TFLOP/s", "ratio"
         for (i = 0; i < n; i++) {
           k = order[i]; split(k, p, " ")
-          a = ms["evtc-w4", k]; b = ms["evtc-w8", k]; t = ms["torch", k]
-          best = a; bt = tf["evtc-w4", k]
-          if (b != "" && (best == "" || b + 0 < best + 0)) { best = b; bt = tf["evtc-w8", k] }
-          printf "%-11s %-8s %9s %9s %8s %9s %8s %6s\n", p[1], p[2], show(a), show(b), show(bt), show(t), show(tf["torch", k]),
-            (best != "" && t != "" && best > 0) ? sprintf("%.2f", t / best) : "-"
+          best = ""; bt = ""
+          for (j = 0; j < 3; j++) {
+            s = j == 0 ? "evtc-w4" : j == 1 ? "evtc-wg1" : "evtc-wg2"; v[j] = ms[s, k]
+            if (v[j] != "" && (best == "" || v[j] + 0 < best + 0)) { best = v[j]; bt = tf[s, k] }
+          }
+          t = ms["torch", k]
+          printf "%-11s %-8s %9s %9s %9s %8s %9s %8s %6s\n", p[1], p[2], show(v[0]), show(v[1]), show(v[2]), show(bt), show(t),
+            show(tf["torch", k]), (best != "" && t != "" && best > 0) ? sprintf("%.2f", t / best) : "-"
         }
       }' "$results"
   } 2>&1 | tee "$out/gpu_attention.log"

@@ -633,9 +633,15 @@ evtc_cuda_attention_extra evtc_cuda_attention_extra_of(const evtc_kernel *k) {
   return x;
 }
 
+/* Key rows per tile of the wgmma forward (cuda_emit_attention_wg.c). */
+enum { WG_FWD_KEYS = 128 };
+
 int evtc_cuda_attention_warpgroups(const evtc_kernel *k, bool sm90a) {
   const char *e = getenv("EVTC_ATTN_WG");
-  if (!sm90a || k->main->inputs[0]->type.shape[3] != 64 || with_dq(k) || (e && strcmp(e, "0") == 0)) return 0;
+  /* scale > 0: the wgmma forward takes the row maxima of the unscaled scores */
+  if (!sm90a || k->main->inputs[0]->type.shape[3] != 64 || with_dq(k) || !(evtc_node_float(k->main, "scale") > 0) ||
+      (e && strcmp(e, "0") == 0))
+    return 0;
   return e && strcmp(e, "2") == 0 ? 2 : 1;
 }
 
@@ -653,7 +659,7 @@ void evtc_cuda_attention_launch(const evtc_kernel *k, bool sm90a, unsigned *grid
     const unsigned tile = 64 * 64 * 2, rows_bytes = (unsigned)br * 64 * 2;
     if (kv) *smem = 1024 + 2 * rows_bytes + 2 * 3 * tile + 4 * 64 * sizeof(float);   /* k, v; 2 x (q, dout, out); lse, Dd */
     else if (n->op == EVTC_OP_ATTENTION_BACKWARD_Q) *smem = 1024 + 2 * rows_bytes + 4 * tile;   /* q, dout; 2 x (k, v) */
-    else *smem = 1024 + rows_bytes + 8 * tile;     /* q; 2 x (k, v) of 128 rows */
+    else *smem = 1024 + rows_bytes + 4 * tile * (WG_FWD_KEYS / 64);     /* q; 2 x (k, v) of WG_FWD_KEYS rows */
     return;
   }
   if (kv) {     /* evtc_att_bwd_kv: k and v of the block, ST query tiles of q, dout, out and their lse, Dd */
@@ -712,7 +718,7 @@ void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k, bool sm90a) {
       int qa = evtc_kernel_input_arg(k, 0), ka = evtc_kernel_input_arg(k, 1), va = lse_only ? ka : evtc_kernel_input_arg(k, 2);
       int oa = lse_only ? qa : evtc_kernel_output_arg(k);     /* the log-sum-exp alone has no rows of D to lay out */
       if (nwg)
-        evtc_sb_printf(b, "  evtc_awg_fwd<%d, %d, %d, %d>(", bf, causal, lse_only, nwg);
+        evtc_sb_printf(b, "  evtc_awg_fwd<%d, %d, %d, %d, %d>(", bf, causal, lse_only, nwg, WG_FWD_KEYS);
       else
         evtc_sb_printf(b, "  evtc_att_fwd<%d, %d, %d, %d, %d>(", bf, d, causal, lse_only, nw);
       evtc_sb_printf(b, "%sP.a[%d], %sP.a[%d], %sP.a[%d], P.a[%d], %s, %d, %d, (float)%.17g,\n    ", u, qa, u, ka, u, va,

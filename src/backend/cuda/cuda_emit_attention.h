@@ -11,7 +11,7 @@
  * for OP" for every other OPAQUE kernel). */
 bool evtc_cuda_attention_fits(const evtc_kernel *k, char *why, size_t cap);
 /* Its schedule: on an sm_90a device (wgmma) at head dim 64 the warpgroup
- * library (cuda_emit_attention_wg.c), blocks of EVTC_ATTN_WG warpgroups (1
+ * library (cuda_emit_attention_wg.c; the scale positive), blocks of EVTC_ATTN_WG warpgroups (1
  * or 2, default 1; 0 asks for the mma.sync library), except for dq in the
  * pass of dk and dv; otherwise the mma.sync library, blocks of
  * EVTC_ATTN_WARPS warps (4 or 8, default 4).  Warpgroups per block, 0 for

@@ -22,7 +22,7 @@
 uint64_t evtc_fusion_cache_key(const evtc_fusion_ctx *c, const evtc_fusion_options *opt) {
   char *text = evtc_graph_to_string(c->g);
   /* "model 2": re-reads of multi-pass kernels priced, sibling kernels -- plans of before are no optimum now */
-  static const char version[] = "evtc-fusion-plan 1 model 3\n";
+  static const char version[] = "evtc-fusion-plan 1 model 4\n";
   uint64_t h = evtc_fnv1a(EVTC_FNV1A_BASIS, version, sizeof version - 1);
   h = evtc_fnv1a(h, text, strlen(text));
   free(text);

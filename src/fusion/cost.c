@@ -18,6 +18,14 @@
  * a GEMM's epilogue from what it loads anyway beats one that stores the
  * value in another GEMM's epilogue and loads it here, which the plain
  * roofline priced alike.
+ * The attention family's matrix products (the forward's two, the log-sum-exp's
+ * one, dq's three and dk / dv's four, each 2 S T D per batch-head, half of
+ * it when causal) run at ATTENTION_MMA_SHARE of gemm_flops, beside one
+ * exp per score on the vector units: evtc's flash-attention kernels
+ * interleave their softmax with the tensor cores and do not reach a plain
+ * GEMM's rate (on the H200, BERT-Large's shape: forward 0.14 ms, dq 0.19,
+ * dk with dv 0.28 in the model's step, against 0.05 / 0.07 / 0.09 at the
+ * GEMM peak).
  * A reshape alone (not an output) costs nothing: the program gives it its
  * input's buffer instead of running it, so a plan that keeps a gradient's
  * reshape apart from the kernel around it is not charged a copy.
@@ -54,6 +62,20 @@ static double op_weight(evtc_op op) {
   case EVTC_OP_RSQRT: return 4;
   default: return 1;
   }
+}
+
+enum { ATTENTION_MMA_PERCENT = 50 };
+#define ATTENTION_MMA_SHARE (ATTENTION_MMA_PERCENT / 100.0)
+
+/* The tensor-core flops of attention-family node n (see the top); *scores: the scores it exponentiates. */
+static double attention_flops(const evtc_node *n, double *scores) {
+  const evtc_type *q = &n->inputs[0]->type, *k = &n->inputs[1]->type;
+  double per = (double)(q->shape[0] * q->shape[1]) * (double)q->shape[2] * (double)k->shape[2];
+  if (evtc_node_int(n, "causal")) per *= 0.5;
+  *scores = per;
+  int products = n->op == EVTC_OP_ATTENTION_LSE ? 1 : n->op == EVTC_OP_ATTENTION ? 2
+               : n->op == EVTC_OP_ATTENTION_BACKWARD_Q ? 3 : 4;
+  return 2.0 * products * per * (double)q->shape[3];
 }
 
 /* Floating-point operations of node n; *gemm tells whether they run on
@@ -167,7 +189,7 @@ double evtc_fusion_cost(evtc_fusion_ctx *c, const int32_t *s, int n, double *byt
     return 0;
   }
   int32_t cur = evtc_fusion_mark(c, s, n);
-  double rd = 0, wr = 0, gemm = 0, vec = 0, loop_bytes = 0, loop_out = 0;
+  double rd = 0, wr = 0, gemm = 0, vec = 0, att = 0, loop_bytes = 0, loop_out = 0;
   int count = 0;
   for (int i = 0; i < n; i++) {
     const evtc_node *nd = c->g->nodes[s[i]];
@@ -186,15 +208,22 @@ double evtc_fusion_cost(evtc_fusion_ctx *c, const int32_t *s, int n, double *byt
       if (tensor_bytes(nd) > loop_out) loop_out = tensor_bytes(nd);
     }
     bool on_gemm;
+    if (evtc_op_is_attention(nd->op)) {
+      double scores = 0;
+      att += attention_flops(nd, &scores);
+      vec += scores * op_weight(EVTC_OP_EXP);
+      continue;
+    }
     double f = node_flops(nd, &on_gemm);
     if (on_gemm) gemm += f;
     else vec += f;
   }
   rd += reread_bytes(c, s, n, cur);
   const evtc_device *dev = c->dev;
-  double mem_s = (rd + wr) / dev->copy_bw, cmp_s = gemm / dev->gemm_flops + vec / dev->vector_flops;
+  double mem_s = (rd + wr) / dev->copy_bw;
+  double cmp_s = gemm / dev->gemm_flops + att / (ATTENTION_MMA_SHARE * dev->gemm_flops) + vec / dev->vector_flops;
   if (bytes) *bytes = rd + wr;
-  if (flops) *flops = gemm + vec;
+  if (flops) *flops = gemm + att + vec;
   if (io) *io = count;
   if (loop_bytes > 0) {                   /* a main loop: its operands and one output overlap it, the rest adds */
     const double overlapped = loop_bytes + loop_out, epilogue = rd + wr - overlapped;

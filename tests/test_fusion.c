@@ -9,8 +9,10 @@
  * graphs its modelled time must equal the minimum over EVERY set partition
  * of the fusible nodes that the checker accepts (brute force, sharing
  * nothing with the ILP but the cost model).  Also: plans the checker must
- * reject, determinism, the solution cache, and the loud fallback when the
- * solver hits a (tiny) time limit on the joint graph of examples/mlp.evt.
+ * reject, determinism, the solution cache, the loud fallback when the
+ * solver hits a (tiny) time limit on the joint graph of examples/mlp.evt,
+ * and the h200 price of the attention family (its matrix products at half
+ * the GEMM peak beside an exp per score: src/fusion/cost.c), causal and not.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -261,6 +263,44 @@ static void test_joint_graph(void) {
   evtc_graph_free(g);
 }
 
+/* Each attention-family node of a [2, 4, 512 / 768, 64] bf16 graph is a kernel of its own, priced at launch +
+ * 2 products S T D per batch-head / (half the GEMM peak) + 10 flops per score on the vector units (compute-bound
+ * at this size), half of both when causal. */
+static void test_attention_cost(const evtc_device *h200) {
+  static const char *const ops[] = {"o", "lse", "dq", "dkv"};
+  static const int products[] = {2, 1, 3, 4};
+  for (int causal = 0; causal < 2; causal++) {
+    char text[1024];
+    snprintf(text, sizeof text,
+             "graph att {\n  %%q = input() : bf16[2,4,512,64]\n  %%k = input() : bf16[2,4,768,64]\n"
+             "  %%v = input() : bf16[2,4,768,64]\n  %%dout = input() : bf16[2,4,512,64]\n"
+             "  %%o = attention(%%q, %%k, %%v) {scale=0.125, causal=%d} : bf16[2,4,512,64]\n"
+             "  %%lse = attention_lse(%%q, %%k) {scale=0.125, causal=%d} : f32[2,4,512]\n"
+             "  %%dq = attention_backward_q(%%q, %%k, %%v, %%o, %%dout, %%lse) {scale=0.125, causal=%d} : bf16[2,4,512,64]\n"
+             "  %%dkv = attention_backward_kv(%%q, %%k, %%v, %%o, %%dout, %%lse) {scale=0.125, causal=%d} : bf16[2,4,768,128]\n"
+             "  output %%dq\n  output %%dkv\n}\n",
+             causal, causal, causal, causal);
+    char err[512];
+    evtc_graph *g = evtc_graph_parse_string(text, "attention cost", err, sizeof err);
+    CHECK(g != NULL, "attention cost graph: %s", err);
+    if (!g) continue;
+    evtc_diag d = {0};
+    evtc_fusion_options o = {0};
+    evtc_partition *p = evtc_fusion_partition(g, h200, "none", &o, &d);
+    CHECK(p != NULL, "attention cost: %s", d.msg);
+    const double scores = 2.0 * 4 * 512 * 768 * (causal ? 0.5 : 1.0);
+    for (int i = 0; p && i < 4; i++) {
+      const evtc_fusion_kernel *k = &p->kernels[kernel_of(p, ops[i])];
+      const double want = h200->launch_us + 1e6 * (2.0 * products[i] * scores * 64 / (0.5 * h200->gemm_flops) +
+                                                    10.0 * scores / h200->vector_flops);
+      CHECK(k->n_nodes == 1 && fabs(k->time_us - want) < 1e-6 * want, "attention cost%s: %%%s %.4f us, want %.4f",
+            causal ? " (causal)" : "", ops[i], k->time_us, want);
+    }
+    evtc_partition_free(p);
+    evtc_graph_free(g);
+  }
+}
+
 int main(int argc, char **argv) {
   src_dir = argc > 1 ? argv[1] : ".";
   char data[4096];
@@ -276,5 +316,6 @@ int main(int argc, char **argv) {
   CHECK(evtc_device_load("h200", &h200, &d) && h200.copy_bw == 4.17e12 && h200.gemm_flops == 725e12 &&
             h200.launch_us == 3,
         "h200 constants");
+  test_attention_cost(&h200);
   return check_summary();
 }

@@ -151,10 +151,7 @@ run)
         [ "$backend" = cpu ] && target=cpu
         phase "$m: profile" 120 "$out/$m.profile.txt" "$evtc" explain "$work/$m.onnx" --train --target "$target" \
           --loss cross_entropy --labels labels --profile "$profile"
-        grep -E "^(profile|memory)" "$out/$m.profile.txt" | cut -c1-400
-        # time per kernel kind: the table's rows are "plan-kernel kind nodes modelled measured ratio first-node"
-        awk '/^== profile/ {on = 1; next} on && NF >= 7 && $5 ~ /^[0-9.]+$/ {t[$2] += $5; n[$2]++}
-             END {for (k in t) printf "  %-11s %5d kernels %10.0f us measured\n", k, n[k], t[k]}' "$out/$m.profile.txt"
+        grep -E "^(profile|memory)" "$out/$m.profile.txt" | cut -c1-400     # with the time per kernel kind
       fi
       phase "$m: PyTorch" 300 "$out/$m.torch.log" "$PYTHON" bench/train_torch.py "$work" --model "$m" --steps "$steps" \
         --lr "$lr" --modes "$modes" --profile "$profile" --out "$out/$m.torch.json"

@@ -90,6 +90,14 @@ with tempfile.TemporaryDirectory() as tmp:
     total = re.search(r"^profile: plan kernels (\d+), program kernels (\d+) .*modelled ([0-9.]+) us, "
                       r"measured ([0-9.]+) us kernel by kernel \((?:device clock|with waits)\), ([0-9.]+) us as a whole run$", out, re.M)
     check(total is not None and int(total.group(1)) == plan_kernels, "--profile: the totals line")
+    kinds = re.search(r"^profile by kind \(program kernels, measured us, modelled us\):((?: \w+ \d+ [0-9.]+ [0-9.]+;)+)$",
+                      out, re.M)
+    per_kind = re.findall(r" (\w+) (\d+) ([0-9.]+) ([0-9.]+);", kinds.group(1)) if kinds else []
+    check(total is not None and per_kind and
+          sum(int(k[1]) for k in per_kind) == int(total.group(2)) and
+          abs(sum(float(k[2]) for k in per_kind) - float(total.group(4))) < 0.01 * len(per_kind) and
+          abs(sum(float(k[3]) for k in per_kind) - float(total.group(3))) < 0.01 * len(per_kind) + 1e-3 * float(total.group(3)),
+          "--profile: the kinds add up to the program's kernels, the measured and the modelled totals")
     mem = re.search(r"^memory: ([0-9.]+) MiB of program buffers \(arena ([0-9.]+) MiB, leaves and outputs ([0-9.]+) MiB\)$",
                     out, re.M)
     check(mem is not None and float(mem.group(3)) > 0 and

@@ -42,7 +42,8 @@ def main():
             check(re.search(r"^== %s: profile: exit 0 " % m, out, re.M), f"{m}: the profile did not run:\n{out[-2000:]}")
         check(len(re.findall(r"^profile: plan kernels \d+, program kernels \d+ ", out, re.M)) == len(MODELS) and
               len(re.findall(r"^memory peak: [0-9.]+ MiB of \d+ values", out, re.M)) == len(MODELS) and
-              len(re.findall(r"^  \S+ +\d+ kernels +\d+ us measured$", out, re.M)) >= len(MODELS),
+              len(re.findall(r"^profile by kind \(program kernels, measured us, modelled us\):( \w+ \d+ [0-9.]+ [0-9.]+;)+$", out,
+                         re.M)) == len(MODELS),
               f"the profiles' totals, memory peaks or per-kind times are missing:\n{out[-3000:]}")
         check(os.path.exists(os.path.join(tmp, "out", "train.log")), "no train.log in $OUT")
     finish()

@@ -9,7 +9,7 @@
  * (the mean time of a run), then N times kernel by kernel
  * (evtc_program_profile: on a GPU CUDA events between the kernels, no
  * waits; on the CPU a wait after every kernel), and prints each plan kernel's modelled time next
- * to its measured one, the slowest first, and the totals.  A plan
+ * to its measured one, the slowest first, the totals per kernel kind, and the totals.  A plan
  * kernel that the program split, or ran in the interpreter, sums the
  * program kernels that hold its nodes; scalar-chain nodes (which the plan
  * leaves to their readers) show as their own program kernels; a lone
@@ -160,6 +160,21 @@ int evtc_explain_profile(const evtc_partition *part, const evtc_backend *be, int
                                             : x->program_kernels == 0 ? " (no kernel: a reshape alias, a view attention reads or writes in place, or another kernel's by-product)"
                                                                       : "");
   }
+  enum { KINDS = EVTC_KERNEL_OPAQUE + 2 };     /* the plan's kinds, then scalar-chain kernels */
+  double kind_us[KINDS] = {0}, kind_mod[KINDS] = {0};
+  int kind_n[KINDS] = {0};
+  for (int r = 0; r < n_rows; r++) {
+    const int kind = rows[r].plan_kernel >= 0 ? (int)part->kernels[rows[r].plan_kernel].kind : KINDS - 1;
+    kind_us[kind] += rows[r].measured_us;
+    kind_mod[kind] += rows[r].modelled_us;
+    kind_n[kind] += rows[r].program_kernels;
+  }
+  fprintf(out, "profile by kind (program kernels, measured us, modelled us):");
+  for (int k = 0; k < KINDS; k++)
+    if (kind_n[k] > 0)
+      fprintf(out, " %s %d %.3f %.3f;", k < KINDS - 1 ? evtc_kernel_kind_name((evtc_kernel_kind)k) : "scalar", kind_n[k],
+              kind_us[k], kind_mod[k]);
+  fputc('\n', out);
   fprintf(out, "profile: plan kernels %d, program kernels %d (%d compiled, %d in the interpreter, %d splits, "
                "%d reshapes sharing their input's buffer, %d layout copies attention reads or writes in place, %d by-products "
                "of other kernels, %d updates in place, %d outputs over their dead input); modelled "

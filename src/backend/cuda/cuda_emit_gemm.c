@@ -181,7 +181,7 @@ bool evtc_cuda_gemm_config_check(const evtc_cuda_gemm_config *c, const evtc_cuda
 
 /* ---- device helpers, once per module ---- */
 
-static void emit_helpers(evtc_sb *b) {
+void evtc_cuda_emit_sm90_helpers(evtc_sb *b) {
   evtc_sb_printf(b,
     "#ifndef EVTC_SM90_GEMM_HELPERS\n#define EVTC_SM90_GEMM_HELPERS\n"
     "/* sm_90a GEMM helpers (cuda_emit_gemm.c): TMA, mbarriers, wgmma descriptors, epilogue stores */\n"
@@ -583,7 +583,7 @@ void evtc_cuda_gemm_emit(evtc_sb *b, const char *name, const evtc_cuda_gemm_conf
   char why[160];
   EVTC_ASSERT(evtc_cuda_gemm_config_check(c, v, why, sizeof why));
   const int S = c->stages;
-  emit_helpers(b);
+  evtc_cuda_emit_sm90_helpers(b);
   char cfg[64];
   evtc_cuda_gemm_config_name(c, cfg, sizeof cfg);
   evtc_sb_printf(b, "/* GEMM %s: %s x %s -> %s, A %s, B %s, tile %s */\n", name, evtc_dtype_name(v->in),

@@ -179,6 +179,10 @@ unsigned evtc_cuda_gemm_smem_bytes(const evtc_cuda_gemm_config *cfg);
 /* Threads per CTA: 128 * (1 + consumers). */
 unsigned evtc_cuda_gemm_threads(const evtc_cuda_gemm_config *cfg);
 
+/* The sm_90a device helpers (TMA, mbarriers, the wgmma descriptor, fence, commit and wait, epilogue stores),
+ * guarded so that a module holds them once: the GEMM's, and the wgmma attention's (cuda_emit_attention_wg.c). */
+void evtc_cuda_emit_sm90_helpers(evtc_sb *b);
+
 /* Appends kernel `name` (extern "C") for cfg and v with epilogue epi (NULL:
  * the built-in store) to b, preceded by the shared helpers (guarded, so a
  * module may hold several GEMM kernels).  cfg must pass config_check. */

@@ -96,7 +96,7 @@ with tempfile.TemporaryDirectory() as tmp:
     check(total is not None and per_kind and
           sum(int(k[1]) for k in per_kind) == int(total.group(2)) and
           abs(sum(float(k[2]) for k in per_kind) - float(total.group(4))) < 0.01 * len(per_kind) and
-          abs(sum(float(k[3]) for k in per_kind) - float(total.group(3))) < 0.01 * len(per_kind) + 1e-3 * float(total.group(3)),
+          abs(sum(float(k[3]) for k in per_kind) - float(total.group(3))) < 0.01 * len(per_kind),
           "--profile: the kinds add up to the program's kernels, the measured and the modelled totals")
     mem = re.search(r"^memory: ([0-9.]+) MiB of program buffers \(arena ([0-9.]+) MiB, leaves and outputs ([0-9.]+) MiB\)$",
                     out, re.M)

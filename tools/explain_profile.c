@@ -171,7 +171,7 @@ int evtc_explain_profile(const evtc_partition *part, const evtc_backend *be, int
   }
   fprintf(out, "profile by kind (program kernels, measured us, modelled us):");
   for (int k = 0; k < KINDS; k++)
-    if (kind_n[k] > 0)
+    if (kind_n[k] > 0 || kind_mod[k] > 0)     /* a kind of aliases and views alone runs no kernel */
       fprintf(out, " %s %d %.3f %.3f;", k < KINDS - 1 ? evtc_kernel_kind_name((evtc_kernel_kind)k) : "scalar", kind_n[k],
               kind_us[k], kind_mod[k]);
   fputc('\n', out);

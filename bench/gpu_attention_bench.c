@@ -7,7 +7,10 @@
  * attention_lse, attention_backward_q / _kv); each node becomes the OPAQUE
  * kernel the CUDA backend would run, in one module.  "fwd" times the
  * attention kernel, "fwd+bwd" the four kernels a training step runs
- * (forward, log-sum-exp, dq, dk with dv), in three schedules: the mma.sync
+ * (forward, log-sum-exp, dq, dk with dv), "fwd+bwd1" the three of the
+ * backward in one pass (forward, log-sum-exp, dk with dv and dq, its f32 dq
+ * sums finished by NAME_fin; its dq is compared with dq's own kernel's), in
+ * three schedules: the mma.sync
  * library with blocks of 4 warps (system evtc-w4) and the wgmma library with
  * blocks of 1 and of 2 warpgroups (evtc-wg1, evtc-wg2; EVTC_ATTN_WG).  Each time is the median of 20 runs
  * after 5 warm-ups, each between two CUDA events.  Work: 4 B H S T D
@@ -37,9 +40,12 @@ typedef struct shape {
 } shape;
 
 static const shape shapes[] = {{"bert-large", 32, 16, 512, 64, 0}, {"gpt2", 8, 12, 1024, 64, 1}};
-enum { N_SHAPES = sizeof shapes / sizeof shapes[0], WARM = 5, ITERS = 20, N_OPS = 4, N_SYSTEMS = 3 };
+enum { N_SHAPES = sizeof shapes / sizeof shapes[0], WARM = 5, ITERS = 20, N_OPS = 5, N_SYSTEMS = 3 };
 static const char *const systems[N_SYSTEMS] = {"w4", "wg1", "wg2"}, *const wg_env[N_SYSTEMS] = {"0", "1", "2"};
-static const char *const ops[N_OPS] = {"out", "lse", "dq", "dkv"};
+/* kernel j of a shape: node ops[j]; the last is dk with dv writing dq too */
+static const char *const ops[N_OPS] = {"out", "lse", "dq", "dkv", "dkv"};
+static const char *const labels[N_OPS] = {"out", "lse", "dq", "dkv", "dkvq"};
+enum { ONE_PASS = 4 };
 static const char *const nvrtc_opts[] = {"--std=c++17", "-lineinfo", "--diag-suppress=177,550"};
 
 static evtc_graph *shape_graph(const shape *sh) {
@@ -61,22 +67,27 @@ static evtc_graph *shape_graph(const shape *sh) {
   return g;
 }
 
-/* The four kernels of shape si in schedule sys and their module source (caller frees). */
+/* The kernels of shape si in schedule sys and their module source (caller frees). */
 static char *shape_module(int si, int sys, const evtc_graph *g, evtc_kernel **ks) {
   setenv("EVTC_ATTN_WARPS", "4", 1);
   setenv("EVTC_ATTN_WG", wg_env[sys], 1);
+  setenv("EVTC_ATTN_DQ", "1", 1);
   evtc_sb src = {0};
   evtc_cuda_emit_prelude(&src);
   for (int j = 0; j < N_OPS; j++) {
     const evtc_node *n = evtc_graph_find(g, ops[j]);
     evtc_diag d = {0};
-    char why[200];
+    char why[200] = "";
     ks[j] = evtc_kernel_build(g, &n->id, 1, &d);
-    if (!ks[j] || !evtc_cuda_attention_fits(ks[j], why, sizeof why)) {
-      fprintf(stderr, "gpu_attention_bench: %s %s: %s%s\n", shapes[si].name, ops[j], d.msg, ks[j] ? why : "");
+    if (ks[j] && j == ONE_PASS) {     /* dq as a second output, as program.c's absorb_dq gives it */
+      ks[j]->args = realloc(ks[j]->args, sizeof *ks[j]->args * ((size_t)ks[j]->n_args + 1));
+      ks[j]->args[ks[j]->n_args++] = (evtc_karg){.node = evtc_graph_find(g, "dq"), .output = true};
+    }
+    if (!ks[j] || !evtc_cuda_attention_fits(ks[j], true, why, sizeof why)) {
+      fprintf(stderr, "gpu_attention_bench: %s %s: %s%s\n", shapes[si].name, labels[j], d.msg, why);
       exit(1);
     }
-    snprintf(ks[j]->name, sizeof ks[j]->name, "attb%d_%s_%s", si, systems[sys], ops[j]);
+    snprintf(ks[j]->name, sizeof ks[j]->name, "attb%d_%s_%s", si, systems[sys], labels[j]);
     evtc_cuda_emit_attention(&src, ks[j], true);
   }
   return src.s;
@@ -95,9 +106,22 @@ static int cmp_float(const void *a, const void *b) {
     }                                                                            \
   } while (0)
 
-/* Median ms of launching kernels [lo, hi) of ks in order (launch shapes for the current schedule). */
-static float time_kernels(evtc_cuda_device *dev, evtc_cuda_kernel *fn, evtc_kernel **ks, int lo, int hi,
-                          void ***params) {
+/* Kernel j and its finishing kernel when it has one (fin[j]). */
+static void launch(evtc_cuda_device *dev, evtc_cuda_kernel *fn, evtc_cuda_kernel *fin, evtc_kernel **ks, int j,
+                   void ***params) {
+  evtc_diag d = {0};
+  unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1}, smem = 0;
+  evtc_cuda_attention_launch(ks[j], true, &grid[0], &block[0], &smem);
+  TRY(evtc_cuda_launch(dev, &fn[j], grid, block, smem, params[j], &d));
+  evtc_cuda_attention_extra x = evtc_cuda_attention_extra_of(ks[j], true);
+  if (!x.fin_grid) return;
+  unsigned fgrid[3] = {x.fin_grid, 1, 1}, fblock[3] = {256, 1, 1};
+  TRY(evtc_cuda_launch(dev, &fin[j], fgrid, fblock, 0, params[j], &d));
+}
+
+/* Median ms of launching kernels js[0..n) of ks in order (launch shapes for the current schedule). */
+static float time_kernels(evtc_cuda_device *dev, evtc_cuda_kernel *fn, evtc_cuda_kernel *fin, evtc_kernel **ks,
+                          const int *js, int n, void ***params) {
   evtc_diag d = {0};
   CUevent e0, e1;
   TRY(evtc_cuda_event_new(dev, &e0, &d));
@@ -105,11 +129,7 @@ static float time_kernels(evtc_cuda_device *dev, evtc_cuda_kernel *fn, evtc_kern
   float ms[ITERS];
   for (int it = 0; it < WARM + ITERS; it++) {
     TRY(evtc_cuda_event_record(dev, e0, &d));
-    for (int j = lo; j < hi; j++) {
-      unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1}, smem = 0;
-      evtc_cuda_attention_launch(ks[j], true, &grid[0], &block[0], &smem);
-      TRY(evtc_cuda_launch(dev, &fn[j], grid, block, smem, params[j], &d));
-    }
+    for (int i = 0; i < n; i++) launch(dev, fn, fin, ks, js[i], params);
     TRY(evtc_cuda_event_record(dev, e1, &d));
     float t;
     TRY(evtc_cuda_event_ms(dev, e0, e1, &t, &d));
@@ -157,8 +177,14 @@ static void run_shape(evtc_cuda_device *dev, int si, int sys) {
   } pa[N_OPS];
   uint64_t step = 0;
   CUdeviceptr err = 0, scratch = 0;
+  evtc_cuda_attention_extra x = evtc_cuda_attention_extra_of(ks[ONE_PASS], true);     /* dq's sums, zeroed */
+  if (dev->drv->cuMemAlloc(&scratch, x.scratch_bytes) != 0) {
+    fprintf(stderr, "gpu_attention_bench: cuMemAlloc of %zu bytes of scratch failed\n", x.scratch_bytes);
+    exit(1);
+  }
+  TRY(evtc_cuda_fill32(dev, scratch, 0, x.scratch_bytes / 4, &d));
   void *pv[N_OPS][4], **pp[N_OPS];
-  evtc_cuda_kernel fn[N_OPS];
+  evtc_cuda_kernel fn[N_OPS], fin[N_OPS];
   for (int j = 0; j < N_OPS; j++) {
     memset(&pa[j], 0, sizeof pa[j]);
     for (int a = 0; a < ks[j]->n_args; a++) pa[j].a[a] = (void *)(uintptr_t)buf[ks[j]->args[a].node->id];
@@ -168,15 +194,43 @@ static void run_shape(evtc_cuda_device *dev, int si, int sys) {
     pv[j][3] = &scratch;
     pp[j] = pv[j];
     TRY(evtc_cuda_kernel_get(dev, mod, ks[j]->name, &fn[j], &d));
+    if (evtc_cuda_attention_extra_of(ks[j], true).fin_grid) {
+      char fname[80];
+      snprintf(fname, sizeof fname, "%s_fin", ks[j]->name);
+      TRY(evtc_cuda_kernel_get(dev, mod, fname, &fin[j], &d));
+    }
   }
+  /* dq both ways on the same inputs (out and lse written by the kernels before them) */
+  const evtc_node *dqn = evtc_graph_find(g, "dq");
+  int64_t ndq = evtc_type_numel(&dqn->type);
+  uint16_t *dq2 = malloc(sizeof *dq2 * (size_t)ndq), *dq1 = malloc(sizeof *dq1 * (size_t)ndq);
+  for (int j = 0; j < 3; j++) launch(dev, fn, fin, ks, j, pp);
+  TRY(evtc_cuda_copy_dtoh(dev, dq2, buf[dqn->id], sizeof *dq2 * (size_t)ndq, &d));
+  TRY(evtc_cuda_fill32(dev, buf[dqn->id], 0xFFFFFFFFu, (size_t)ndq / 2, &d));     /* NaN poison */
+  launch(dev, fn, fin, ks, ONE_PASS, pp);
+  TRY(evtc_cuda_copy_dtoh(dev, dq1, buf[dqn->id], sizeof *dq1 * (size_t)ndq, &d));
+  double num = 0, den = 0;
+  for (int64_t e = 0; e < ndq; e++) {
+    double a = evtc_bf16_to_double(dq1[e]), b = evtc_bf16_to_double(dq2[e]);
+    num += (a - b) * (a - b);
+    den += b * b;
+  }
+  double rel = isfinite(num) && den > 0 ? sqrt(num / den) : INFINITY;
+  free(dq1);
+  free(dq2);
   double flops = 4.0 * (double)(sh->b * sh->h * sh->s * sh->s * sh->d) * (sh->causal ? 0.5 : 1.0);
-  float fwd = time_kernels(dev, fn, ks, 0, 1, pp), all = time_kernels(dev, fn, ks, 0, N_OPS, pp);
+  static const int two[4] = {0, 1, 2, 3}, one[3] = {0, 1, ONE_PASS};
+  float fwd = time_kernels(dev, fn, fin, ks, two, 1, pp), all = time_kernels(dev, fn, fin, ks, two, 4, pp);
+  float all1 = time_kernels(dev, fn, fin, ks, one, 3, pp);
   float part[N_OPS];
-  for (int j = 0; j < N_OPS; j++) part[j] = time_kernels(dev, fn, ks, j, j + 1, pp);
-  printf("%s, evtc-%s: kernels out %.3f, lse %.3f, dq %.3f, dkv %.3f ms\n", sh->name, systems[sys], part[0], part[1],
-         part[2], part[3]);
+  for (int j = 0; j < N_OPS; j++) part[j] = time_kernels(dev, fn, fin, ks, &j, 1, pp);
+  printf("%s, evtc-%s: kernels out %.3f, lse %.3f, dq %.3f, dkv %.3f, dkv with dq (+ fin) %.3f ms; dq one pass against "
+         "two: rel rms %.2e\n", sh->name, systems[sys], part[0], part[1], part[2], part[3], part[4], rel);
   printf("RESULT evtc-%s %s fwd %.4f %.1f\n", systems[sys], sh->name, fwd, flops / fwd * 1e-9);
   printf("RESULT evtc-%s %s fwd+bwd %.4f %.1f\n", systems[sys], sh->name, all, 3.5 * flops / all * 1e-9);
+  printf("RESULT evtc-%s %s fwd+bwd1 %.4f %.1f %s\n", systems[sys], sh->name, all1, 3.5 * flops / all1 * 1e-9,
+         rel < 1e-2 ? "PASS" : "FAIL");
+  dev->drv->cuMemFree(scratch);
   for (int32_t i = 0; i < g->n_nodes; i++) dev->drv->cuMemFree(buf[i]);
   free(buf);
   evtc_cuda_module_unload(dev, mod);

@@ -29,9 +29,11 @@
  * backward reads it).
  *
  * The programs write the log-sum-exp from the forward kernel (a by-product,
- * program.c), which the check of their by-product count confirms, and,
- * run a third time with EVTC_ATTN_DQ=1, the gradients' dq from the kernel of
- * dk and dv (one pass over the scores, dq summed by atomics).  One more
+ * program.c), which the check of their by-product count confirms, and, run
+ * again with EVTC_ATTN_DQ=1 on each library, the gradients' dq from the
+ * kernel of dk and dv (one pass over the scores, dq summed by atomics; the
+ * wgmma one the default on the H200).  Without a GPU the kernels of dk and
+ * dv with dq of every case are compiled for the wgmma schedules.  One more
  * program splits the heads of a packed bf16 projection and merges them back,
  * forward and backward: the attention kernels read and write them in place
  * through views (program_views.c), 14 layout kernels fewer.
@@ -99,13 +101,14 @@ static evtc_graph *case_graph(const att_case *c) {
   return g;
 }
 
-/* The schedules every case runs in (EVTC_ATTN_WG, EVTC_ATTN_WARPS, EVTC_ATTN_DQ); the programs run the first
- * two again with dq in the pass of dk and dv (4 warps). */
+/* The schedules every case runs in (EVTC_ATTN_WG, EVTC_ATTN_WARPS, EVTC_ATTN_DQ); the programs run them again with
+ * dq in the pass of dk and dv (4 warps, or warpgroups: at head dim 128 the mma.sync library's one pass). */
 static const struct schedule {
   const char *name, *wg, *warps, *dq;
-} schedules[] = {{"mma_w4", "0", "4", "0"}, {"mma_w8", "0", "8", "0"}, {"wgmma_1", "1", "4", "0"},
-                 {"wgmma_2", "2", "4", "0"}, {"mma_w4_dq", "0", "4", "1"}};
-enum { N_SCHEDULES = 4, N_PROGRAM_SCHEDULES = 5 };
+} schedules[] = {{"mma_w4", "0", "4", "0"},    {"mma_w8", "0", "8", "0"},       {"wgmma_1", "1", "4", "0"},
+                 {"wgmma_2", "2", "4", "0"},   {"mma_w4_dq", "0", "4", "1"},    {"wgmma_1_dq", "1", "4", "1"},
+                 {"wgmma_2_dq", "2", "4", "1"}};
+enum { N_SCHEDULES = 4, N_PROGRAM_SCHEDULES = 7 };
 static void schedule_set(int w) {
   setenv("EVTC_ATTN_WG", schedules[w].wg, 1);
   setenv("EVTC_ATTN_WARPS", schedules[w].warps, 1);
@@ -120,7 +123,7 @@ static char *node_module(const evtc_graph *g, const char *name, const char *knam
   CHECK(k && k->kind == EVTC_ML_OPAQUE, "%s: kernel build: %s", name, d.msg);
   if (!k) return NULL;
   char why[200];
-  bool fits = evtc_cuda_attention_fits(k, why, sizeof why);
+  bool fits = evtc_cuda_attention_fits(k, true, why, sizeof why);
   CHECK(fits, "%s: the CUDA template refuses it: %s", name, why);
   if (!fits) {
     evtc_kernel_free(k);
@@ -142,23 +145,26 @@ static double *random_input(const evtc_node *n, double scale) {
   return x;
 }
 
-/* The forward kernel k writing the log-sum-exp too (a by-product, program.c): accepted, emitted and compiled
- * through NVRTC (on a GPU the programs run it: run_program). */
-static void compile_by_product(const evtc_graph *g, evtc_kernel *k, const char *kname, const char *what) {
+/* Kernel k writing node `by` too (a by-product, program.c): the forward with the log-sum-exp, or the kernel of dk
+ * and dv with dq (its sums in scratch, NAME_fin storing them): accepted, emitted and compiled through NVRTC (on a
+ * GPU the programs run them: run_program). */
+static void compile_by_product(const evtc_graph *g, evtc_kernel *k, const char *kname, const char *what, const char *by) {
   k->args = realloc(k->args, sizeof *k->args * ((size_t)k->n_args + 1));
-  k->args[k->n_args++] = (evtc_karg){.node = evtc_graph_find(g, "lse"), .output = true};
+  k->args[k->n_args++] = (evtc_karg){.node = evtc_graph_find(g, by), .output = true};
   char why[200] = "", name[sizeof k->name];
-  CHECK(evtc_cuda_attention_fits(k, why, sizeof why), "%s with its log-sum-exp: refused: %s", what, why);
-  snprintf(name, sizeof name, "%.40s_lse", kname);
+  CHECK(evtc_cuda_attention_fits(k, true, why, sizeof why), "%s with %s: refused: %s", what, by, why);
+  snprintf(name, sizeof name, "%.40s_%s", kname, by);
   snprintf(k->name, sizeof k->name, "%s", name);
   evtc_sb src = {0};
   evtc_cuda_emit_prelude(&src);
   evtc_cuda_emit_attention(&src, k, true);
-  CHECK(strstr(src.s, "(float *)P.a[") != NULL, "%s with its log-sum-exp: no lse pointer in the call", what);
+  CHECK(strstr(src.s, strcmp(by, "lse") == 0 ? "(float *)P.a[" : "(float *)scratch") != NULL &&
+            (strcmp(by, "dq") != 0 || strstr(src.s, "_fin(evtc_params") != NULL),
+        "%s with %s: no pointer to it in the call, or no finishing kernel", what, by);
   evtc_cuda_cubin cubin = {0};
   evtc_diag cd = {0};
   CHECK(evtc_cuda_compile(src.s, name, "sm_90a", nvrtc_opts, 3, &cubin, &cd) == EVTC_OK && cubin.size > 0,
-        "%s with its log-sum-exp: NVRTC: %s", what, cd.msg);
+        "%s with %s: NVRTC: %s", what, by, cd.msg);
   evtc_cuda_cubin_free(&cubin);
   free(src.s);
 }
@@ -297,7 +303,11 @@ static void run_case(gpu *G, int ci, bool nvrtc) {
         evtc_cuda_cubin_free(&cubin);
       }
       free(src);
-      if (j == 0 && k && !G->open && nvrtc) compile_by_product(g, k, kname, what);
+      if (j == 0 && k && !G->open && nvrtc) compile_by_product(g, k, kname, what, "lse");
+      if (j == 3 && k && !G->open && nvrtc && strcmp(schedules[w].wg, "0") != 0) {     /* wgmma's one pass */
+        setenv("EVTC_ATTN_DQ", "1", 1);
+        compile_by_product(g, k, kname, what, "dq");
+      }
       evtc_kernel_free(k);
     }
   if (it) evtc_interp_free(it);
@@ -320,14 +330,14 @@ static void check_refusals(void) {
     const evtc_node *o = evtc_graph_find(g, "o");
     evtc_kernel *k = evtc_kernel_build(g, &o->id, 1, &d);
     char why[200] = "";
-    CHECK(k && !evtc_cuda_attention_fits(k, why, sizeof why) && strstr(why, want[i]), "refusal %d: \"%s\"", i, why);
+    CHECK(k && !evtc_cuda_attention_fits(k, true, why, sizeof why) && strstr(why, want[i]), "refusal %d: \"%s\"", i, why);
     evtc_kernel_free(k);
     evtc_graph_free(g);
   }
 }
 
-/* Whether the programs take dq from the kernel of dk and dv: EVTC_ATTN_DQ=1 with blocks of 4 warps (the mma.sync
- * library: EVTC_ATTN_WG=0 or head dim 128). */
+/* Whether the programs take dq from the kernel of dk and dv: EVTC_ATTN_DQ=1 with blocks of 4 warps (taken by
+ * the wgmma library at head dim 64 and by the mma.sync one otherwise). */
 static bool one_pass_dq(void) {
   const char *dq = getenv("EVTC_ATTN_DQ"), *warps = getenv("EVTC_ATTN_WARPS");
   return dq && strcmp(dq, "1") == 0 && warps && strcmp(warps, "4") == 0;

@@ -26,13 +26,17 @@
  * needed.  Query blocks run in reverse order so that causal blocks with the
  * most keys start first.
  *
- * With EVTC_ATTN_DQ=1 the key-block kernel also gives dq where the program
- * asks for it (a by-product: FlashAttention-2's single backward pass, dq
- * summed in f32 by atomics).  Not by default: on the H200 at BERT-Large's
- * shape (32 x 16 heads, 512 x 512, D = 64) that kernel took 763 us where dq's
- * own kernel and the key-block kernel took 273 + 387 us (2026-11-29, the
- * whole step profiled both ways): the atomics and the extra pass through
- * shared memory cost more than the scores dq's kernel computes again.
+ * The key-block kernel also gives dq where the program asks for it (a
+ * by-product: FlashAttention-2's single backward pass, dq summed in f32 by
+ * atomics into scratch that NAME_fin stores and zeroes again), by default
+ * only on the wgmma library in blocks of one warpgroup (EVTC_ATTN_DQ=1 asks
+ * for it everywhere, 0 nowhere).  On the H200 (2026-11-30,
+ * bench/gpu_attention_bench.c) the wgmma kernel with dq and its NAME_fin took
+ * 0.403 ms against 0.173 + 0.261 for dq's own kernel and the key-block
+ * kernel at BERT-Large's shape (32 x 16 heads, 512 x 512, D = 64), 0.188
+ * against 0.088 + 0.127 at GPT-2's; here, on mma.sync, 0.739 against
+ * 0.252 + 0.369 (scalar atomics, a second pass through shared memory), and
+ * with two warpgroups 1.1 ms and more (spills).
  *
  * On an sm_90a device at D = 64 the kernels call the warpgroup-MMA library
  * of cuda_emit_attention_wg.c instead (same schedule, same tiles; blocks of
@@ -598,7 +602,17 @@ static bool layout_fits(const evtc_kernel *k, int a) {
   return true;
 }
 
-bool evtc_cuda_attention_fits(const evtc_kernel *k, char *why, size_t cap) {
+/* Whether attention_backward_kv kernel k may write dq too (the program asks: a by-product): EVTC_ATTN_DQ=1 or 0
+ * says; by default only in blocks of one warpgroup (nwg 1), where one pass beat dq's own kernel on the H200, and
+ * not on the mma.sync library or in blocks of two warpgroups, where it did not (see the top of the file). */
+static bool one_pass_dq(int nwg) {
+  const char *e = getenv("EVTC_ATTN_DQ");
+  if (e && strcmp(e, "1") == 0) return true;
+  if (e && strcmp(e, "0") == 0) return false;
+  return nwg == 1;
+}
+
+bool evtc_cuda_attention_fits(const evtc_kernel *k, bool sm90a, char *why, size_t cap) {
   if (k->kind != EVTC_ML_OPAQUE || !evtc_op_is_attention(k->main->op)) {
     snprintf(why, cap, "no CUDA template for %s", k->main ? evtc_op_get(k->main->op)->name : "this kernel");
     return false;
@@ -608,15 +622,15 @@ bool evtc_cuda_attention_fits(const evtc_kernel *k, char *why, size_t cap) {
     snprintf(why, cap, "%s with outputs other than its own and its log-sum-exp or dq", evtc_op_get(k->main->op)->name);
     return false;
   }
-  if (by >= 0 && k->main->op == EVTC_OP_ATTENTION_BACKWARD_KV && attention_warps() != 4) {
+  const int nwg = by >= 0 && k->main->op == EVTC_OP_ATTENTION_BACKWARD_KV ? evtc_cuda_attention_warpgroups(k, sm90a) : 0;
+  if (by >= 0 && k->main->op == EVTC_OP_ATTENTION_BACKWARD_KV && !nwg && attention_warps() != 4) {
     snprintf(why, cap, "attention_backward_kv with dq in blocks of %d warps (dq in the same pass takes 4)",
              attention_warps());
     return false;
   }
-  const char *one_pass = getenv("EVTC_ATTN_DQ");
-  if (by >= 0 && k->main->op == EVTC_OP_ATTENTION_BACKWARD_KV && !(one_pass && strcmp(one_pass, "1") == 0)) {
-    snprintf(why, cap, "attention_backward_kv with dq (slower than dq's own kernel on the H200; EVTC_ATTN_DQ=1 asks "
-                       "for it)");
+  if (by >= 0 && k->main->op == EVTC_OP_ATTENTION_BACKWARD_KV && !one_pass_dq(nwg)) {
+    snprintf(why, cap, "attention_backward_kv with dq (%s)",
+             nwg ? "EVTC_ATTN_DQ=0" : "slower than dq's own kernel on the mma.sync library; EVTC_ATTN_DQ=1 asks for it");
     return false;
   }
   for (int a = 0; a < k->n_args; a++)
@@ -652,12 +666,20 @@ static bool with_dq(const evtc_kernel *k) {
   return k->main->op == EVTC_OP_ATTENTION_BACKWARD_KV && by_product_arg(k) >= 0;
 }
 
-evtc_cuda_attention_extra evtc_cuda_attention_extra_of(const evtc_kernel *k) {
+/* Floats of dq's f32 sums: row-major [B H, S, D] on the mma.sync library, tiles of 64 whole rows (S rounded up)
+ * in the wgmma accumulators' order on the warpgroup one. */
+static int64_t dq_sums(const evtc_kernel *k, bool sm90a) {
+  const evtc_type *q = &k->main->inputs[0]->type;
+  if (!evtc_cuda_attention_warpgroups(k, sm90a)) return evtc_type_numel(q);
+  return q->shape[0] * q->shape[1] * ((q->shape[2] + 63) / 64) * 64 * q->shape[3];
+}
+
+evtc_cuda_attention_extra evtc_cuda_attention_extra_of(const evtc_kernel *k, bool sm90a) {
   evtc_cuda_attention_extra x = {0};
   if (!with_dq(k)) return x;
-  const evtc_type *q = &k->main->inputs[0]->type;
-  int64_t pairs = evtc_type_numel(q) / 2, blocks = (pairs + 255) / 256;
-  x.scratch_bytes = (size_t)evtc_type_numel(q) * sizeof(float);
+  const int per_thread = evtc_cuda_attention_warpgroups(k, sm90a) ? 4 : 2;     /* sums NAME_fin takes a thread */
+  int64_t sums = dq_sums(k, sm90a), blocks = (sums / per_thread + 255) / 256;
+  x.scratch_bytes = (size_t)sums * sizeof(float);
   x.fin_grid = (unsigned)(blocks < 65536 ? blocks : 65536);
   return x;
 }
@@ -668,7 +690,7 @@ enum { WG_FWD_KEYS = 128 };
 int evtc_cuda_attention_warpgroups(const evtc_kernel *k, bool sm90a) {
   const char *e = getenv("EVTC_ATTN_WG");
   /* scale > 0: the wgmma forward takes the row maxima of the unscaled scores */
-  if (!sm90a || k->main->inputs[0]->type.shape[3] != 64 || with_dq(k) || !(evtc_node_float(k->main, "scale") > 0) ||
+  if (!sm90a || k->main->inputs[0]->type.shape[3] != 64 || !(evtc_node_float(k->main, "scale") > 0) ||
       (e && strcmp(e, "0") == 0))
     return 0;
   return e && strcmp(e, "2") == 0 ? 2 : 1;
@@ -686,7 +708,8 @@ void evtc_cuda_attention_launch(const evtc_kernel *k, bool sm90a, unsigned *grid
   *block = (unsigned)(2 * br);
   if (nwg) {     /* a 1024-byte boundary, then (cuda_emit_attention_wg.c) */
     const unsigned tile = 64 * 64 * 2, rows_bytes = (unsigned)br * 64 * 2;
-    if (kv) *smem = 1024 + 2 * rows_bytes + 2 * 3 * tile + 4 * 64 * sizeof(float);   /* k, v; 2 x (q, dout, out); lse, Dd */
+    if (kv)     /* k, v; 2 x (q, dout, out); dS^T for dq; lse, Dd */
+      *smem = 1024 + 2 * rows_bytes + 2 * 3 * tile + (with_dq(k) ? rows_bytes : 0) + 4 * 64 * sizeof(float);
     else if (n->op == EVTC_OP_ATTENTION_BACKWARD_Q) *smem = 1024 + 2 * rows_bytes + 4 * tile;   /* q, dout; 2 x (k, v) */
     else *smem = 1024 + rows_bytes + 4 * tile * (WG_FWD_KEYS / 64);     /* q; 2 x (k, v) of WG_FWD_KEYS rows */
     return;
@@ -727,10 +750,13 @@ void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k, bool sm90a) {
   int nw = nwg ? 4 * nwg : attention_warps();
   /* The 4-warp key-block kernel at D = 64 asks for 3 blocks an SM (168 registers, a few spilled; their shared
      memory fits): on the H200, 0.363 ms against 0.384 with the default bounds at BERT-Large's shape, 0.177
-     against 0.197 at GPT-2's.  The others keep the default: a minimum of 1 block given explicitly made the
-     forward and dq slower. */
+     against 0.197 at GPT-2's.  So does the one-warpgroup key-block kernel with dq (168 registers and 60 bytes
+     spilled instead of 199, 2 blocks an SM): with its NAME_fin 0.403 ms against 0.444 at BERT-Large's shape, 0.188
+     against 0.200 at GPT-2's (2026-11-30).  The others keep the default: a minimum of 1 block given explicitly
+     made the forward and dq slower, and 2 warpgroups with dq asking for 2 or 3 blocks spill far more. */
   char bounds[32];
   if (n->op == EVTC_OP_ATTENTION_BACKWARD_KV && d == 64 && nw == 4 && !nwg) snprintf(bounds, sizeof bounds, "%d, 3", 32 * nw);
+  else if (nwg == 1 && with_dq(k)) snprintf(bounds, sizeof bounds, "%d, 3", 32 * nw);
   else snprintf(bounds, sizeof bounds, "%d", 32 * nw);
   evtc_sb_printf(b, "%s", attention_lib);
   if (nwg) evtc_cuda_emit_attention_wg_lib(b);
@@ -762,7 +788,8 @@ void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k, bool sm90a) {
     default: {
       bool kv = n->op == EVTC_OP_ATTENTION_BACKWARD_KV;
       if (nwg)
-        evtc_sb_printf(b, "  evtc_awg_bwd_%s<%d, %d, %d>(", kv ? "kv" : "q", bf, causal, nwg);
+        evtc_sb_printf(b, "  evtc_awg_bwd_%s<%d, %d, %d%s>(", kv ? "kv" : "q", bf, causal, nwg,
+                       !kv ? "" : with_dq(k) ? ", true" : ", false");
       else
         evtc_sb_printf(b, "  evtc_att_bwd_%s<%d, %d, %d, %d%s>(", kv ? "kv" : "q", bf, d, causal, nw,
                        !kv ? "" : with_dq(k) ? ", true" : ", false");
@@ -773,18 +800,33 @@ void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k, bool sm90a) {
                     evtc_kernel_input_arg(k, 3), evtc_kernel_input_arg(k, 4), evtc_kernel_output_arg(k)};
       for (int i = 0; i < 6; i++) {
         emit_layout(b, k, lay[i]);
-        evtc_sb_printf(b, i < 5 ? ", " : kv && !nwg ? ", %s);\n" : ");\n", with_dq(k) ? "(float *)scratch" : "nullptr");
+        evtc_sb_printf(b, i < 5 ? ", " : kv ? ", %s);\n" : ");\n", with_dq(k) ? "(float *)scratch" : "nullptr");
       }
       break;
     }
   }
   evtc_sb_printf(b, "}\n\n");
   if (!with_dq(k)) return;
-  /* NAME_fin: dq = scale * the f32 sums, through its layout, two columns a thread; the sums zeroed for the next run */
+  /* NAME_fin: dq = scale * the f32 sums, through its layout; the sums zeroed for the next run */
   int dq = by_product_arg(k);
   evtc_sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(256) %s_fin(evtc_params P, uint64_t step, int *err, "
                     "void *scratch) {\n  (void)step; (void)err;\n  const evtc_att_lay lg = ", k->name);
   emit_layout(b, k, dq);
+  if (nwg) {     /* 4 sums a thread: tile (bh, query tile), accumulator registers 4 j.. of thread t (evtc_awg_bwd_kv) */
+    evtc_sb_printf(b, ";\n  float4 *acc = (float4 *)scratch;\n"
+                      "  for (int64_t i = blockIdx.x * 256ll + threadIdx.x; i < %lldLL; i += (int64_t)gridDim.x * 256) {\n"
+                      "    const int64_t tile = i >> 10, bh = tile / %d;\n"
+                      "    const int t = (int)(i & 127), j = (int)(i >> 7) & 7, lane = t & 31;\n"
+                      "    const int r = (int)(tile %% %d) * 64 + (t >> 5) * 16 + (lane >> 2), c = 8 * j + 2 * (lane & 3);\n"
+                      "    const float4 v = acc[i];\n"
+                      "    uint16_t *o = (uint16_t *)P.a[%d] + evtc_att_base(lg, bh) + c;\n"
+                      "    if (r < %d) *(uint32_t *)(o + r * lg.sr) = evtc_att_pack<%d>(v.x * (float)%.17g, v.y * (float)%.17g);\n"
+                      "    if (r + 8 < %d) *(uint32_t *)(o + (r + 8) * lg.sr) = evtc_att_pack<%d>(v.z * (float)%.17g, v.w * (float)%.17g);\n"
+                      "    acc[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);\n  }\n}\n\n",
+                   (long long)(dq_sums(k, sm90a) / 4), (s + 63) / 64, (s + 63) / 64, dq, s, bf, scale, scale, s, bf, scale,
+                   scale);
+    return;
+  }
   evtc_sb_printf(b, ";\n  float2 *acc = (float2 *)scratch;\n"
                     "  for (int64_t i = blockIdx.x * 256ll + threadIdx.x; i < %lldLL; i += (int64_t)gridDim.x * 256) {\n"
                     "    const int64_t e = 2 * i, row = e / %d, bh = row / %d;\n"

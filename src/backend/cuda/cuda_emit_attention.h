@@ -7,13 +7,15 @@
 #include "backend/cuda/cuda_emit.h"
 
 /* Whether OPAQUE kernel k is an attention-family node the template runs
- * (f16 / bf16, head dims 64 or 128, equal); else why ("no CUDA template
- * for OP" for every other OPAQUE kernel). */
-bool evtc_cuda_attention_fits(const evtc_kernel *k, char *why, size_t cap);
+ * (f16 / bf16, head dims 64 or 128, equal) on a device with (sm90a) or
+ * without wgmma; else why ("no CUDA template for OP" for every other OPAQUE
+ * kernel).  attention_backward_kv writing dq too is taken on the wgmma
+ * library unless EVTC_ATTN_DQ=0, on the mma.sync one only with
+ * EVTC_ATTN_DQ=1. */
+bool evtc_cuda_attention_fits(const evtc_kernel *k, bool sm90a, char *why, size_t cap);
 /* Its schedule: on an sm_90a device (wgmma) at head dim 64 the warpgroup
  * library (cuda_emit_attention_wg.c; the scale positive), blocks of EVTC_ATTN_WG warpgroups (1
- * or 2, default 1; 0 asks for the mma.sync library), except for dq in the
- * pass of dk and dv; otherwise the mma.sync library, blocks of
+ * or 2, default 1; 0 asks for the mma.sync library); otherwise the mma.sync library, blocks of
  * EVTC_ATTN_WARPS warps (4 or 8, default 4).  Warpgroups per block, 0 for
  * the mma.sync library. */
 int evtc_cuda_attention_warpgroups(const evtc_kernel *k, bool sm90a);
@@ -23,13 +25,14 @@ int evtc_cuda_attention_warpgroups(const evtc_kernel *k, bool sm90a);
 void evtc_cuda_attention_launch(const evtc_kernel *k, bool sm90a, unsigned *grid, unsigned *block, unsigned *smem);
 /* What a kernel needs beyond its launch: attention_backward_kv writing dq too
  * (a by-product, program.c) sums dq in f32 scratch of scratch_bytes, zeroed
- * once, and its finishing kernel NAME_fin (fin_grid blocks of 256 threads)
- * stores dq and zeroes the sums again.  All zero for the other kernels. */
+ * before its first run, and its finishing kernel NAME_fin (fin_grid blocks
+ * of 256 threads) stores dq and zeroes the sums again, so kernels run one
+ * after another may share that scratch.  All zero for the other kernels. */
 typedef struct evtc_cuda_attention_extra {
   size_t scratch_bytes;
   unsigned fin_grid;
 } evtc_cuda_attention_extra;
-evtc_cuda_attention_extra evtc_cuda_attention_extra_of(const evtc_kernel *k);
+evtc_cuda_attention_extra evtc_cuda_attention_extra_of(const evtc_kernel *k, bool sm90a);
 /* Appends the device library (once per module) and the kernel k->name (and NAME_fin when it has one). */
 void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k, bool sm90a);
 /* The warpgroup library (cuda_emit_attention_wg.c), after the mma.sync one whose helpers it uses. */

@@ -91,6 +91,7 @@ typedef struct rows_ctx {
   bool xwarp_shfl;              /* EVTC_CUDA_XWARP=shfl: warps' values combined by a butterfly (else read by all) */
   bool tail;                    /* the row ends in a partial vector: columns past it skipped, FULL stores by column */
   int64_t cp;                   /* columns of a row rounded up to whole vectors (prefetch buffers) */
+  char sidx[48];                /* a thread's partial of column c = q V + e in shared memory: "e * (cp / V) + q" */
 } rows_ctx;
 
 /* A COL reduction finished by pass p (copies of another, alias >= 0, are not computed). */
@@ -390,7 +391,7 @@ static void emit_pass(const rows_ctx *x, int p) {
       if (v->cls == EVTC_VC_COL) evtc_sb_printf(b, "%sacc%d = %s<%d>(acc%d, (%s)v%d);\n", ind, i, comb, op, i, ct, a);
       else if (v->cls == EVTC_VC_SCALAR) evtc_sb_printf(b, "%spa%d = %s<%d>(pa%d, (%s)v%d);\n", ind, i, comb, op, i, ct, a);
       else {
-        const char *rt = row_type(x, i), *idx = pl->row_partials == 0 ? x->kidx : "c";
+        const char *rt = row_type(x, i), *idx = pl->row_partials == 0 ? x->kidx : pl->row_partials == 1 ? x->sidx : "c";
         f = strcmp(rt, "float") == 0;
         evtc_sb_printf(b, "%spr%d[%s] = %s<%d>(pr%d[%s], (%s)v%d);\n", ind, i, idx, f ? "evtc_combf" : "evtc_comb", op, i,
                        idx, rt, a);
@@ -581,14 +582,16 @@ static void emit_partials(const rows_ctx *x) {
       snprintf(stmt, sizeof stmt, "pr%d[%s] = %s;", i, x->kidx, red_init(v->op));
       if (pl->row_flush) {
         for_own_cols(x, stmt);
-        evtc_sb_printf(b, "  double *prd%d = (double *)(evtc_smem + %lld) + (int64_t)wib * CC;\n", i, (long long)smem_off);
-        smem_off += (int64_t)pl->rows_per_block * k->cols * 8;
-        snprintf(stmt, sizeof stmt, "prd%d[c] = %s;", i, red_init(v->op));
+        evtc_sb_printf(b, "  double *prd%d = (double *)(evtc_smem + %lld) + (int64_t)wib * %lld;\n", i, (long long)smem_off,
+                       (long long)x->cp);
+        smem_off += (int64_t)pl->rows_per_block * x->cp * 8;
+        snprintf(stmt, sizeof stmt, "prd%d[%s] = %s;", i, x->sidx, red_init(v->op));
       }
     } else if (pl->row_partials == 1) {
-      evtc_sb_printf(b, "  %s *pr%d = (%s *)(evtc_smem + %lld) + (int64_t)wib * CC;\n", x->pt, i, x->pt, (long long)smem_off);
-      smem_off += (int64_t)pl->rows_per_block * k->cols * (pl->row_acc_f32 ? 4 : 8);
-      snprintf(stmt, sizeof stmt, "pr%d[c] = %s;", i, red_init(v->op));
+      evtc_sb_printf(b, "  %s *pr%d = (%s *)(evtc_smem + %lld) + (int64_t)wib * %lld;\n", x->pt, i, x->pt, (long long)smem_off,
+                     (long long)x->cp);
+      smem_off += (int64_t)pl->rows_per_block * x->cp * (pl->row_acc_f32 ? 4 : 8);
+      snprintf(stmt, sizeof stmt, "pr%d[%s] = %s;", i, x->sidx, red_init(v->op));
     } else {
       evtc_sb_printf(b, "  double *pr%d = red + %lldLL + slot * CC;\n", i, off);
       snprintf(stmt, sizeof stmt, "pr%d[c] = %s;", i, red_init(v->op));
@@ -629,9 +632,9 @@ static void emit_partials_out(const rows_ctx *x) {
         if (k->v[j].kind == EVTC_V_STORE && k->v[j].args[0] == i) evtc_cpu_emit_store(&vx, j);
       evtc_sb_printf(b, "      }\n    }\n  }\n");
     } else if (v->cls == EVTC_VC_ROW && pl->row_partials != 2) {
-      if (pl->row_flush) snprintf(stmt, sizeof stmt, "red[%lldLL + slot * CC + c] = prd%d[c];", off, i);
+      if (pl->row_flush) snprintf(stmt, sizeof stmt, "red[%lldLL + slot * CC + c] = prd%d[%s];", off, i, x->sidx);
       else if (pl->row_partials == 0) snprintf(stmt, sizeof stmt, "red[%lldLL + slot * CC + c] = (double)pr%d[%s];", off, i, x->kidx);
-      else snprintf(stmt, sizeof stmt, "red[%lldLL + slot * CC + c] = (double)pr%d[c];", off, i);
+      else snprintf(stmt, sizeof stmt, "red[%lldLL + slot * CC + c] = (double)pr%d[%s];", off, i, x->sidx);
       for_own_cols(x, stmt);
     } else if (v->cls == EVTC_VC_SCALAR && x->block) {
       evtc_sb_printf(b, "  ps%d = evtc_block_reduce<%d>(ps%d, evtc_r1);\n  if (threadIdx.x == 0) red[%lldLL + blockIdx.x] = ps%d;\n",
@@ -662,6 +665,9 @@ void evtc_cuda_emit_rows(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_
   const long long nvec = (long long)((k->cols + pl->vec - 1) / pl->vec);
   x.tail = k->cols % pl->vec != 0;
   x.cp = (int64_t)nvec * pl->vec;
+  /* by e first: a warp's 32 lanes (consecutive q) touch consecutive slots, where by column (q V + e) they would
+     be V slots apart -- 16 lanes on one bank for f64 partials at V = 8 */
+  snprintf(x.sidx, sizeof x.sidx, "e * %lld + q", (long long)nvec);
   emit_helpers(b);
   evtc_sb_printf(b, "#undef CI\n#define CI %s\n", k->cols < (int64_t)1 << 30 ? "int" : "int64_t");   /* column indices */
   emit_head(b, k, pl);
@@ -733,9 +739,9 @@ void evtc_cuda_emit_rows(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_
     for (int i = 0; i < k->n_v; i++) {
       const evtc_vnode *v = &k->v[i];
       if (v->kind != EVTC_V_REDUCE || v->cls != EVTC_VC_ROW) continue;
-      char stmt[160];
-      snprintf(stmt, sizeof stmt, "prd%d[c] = evtc_comb<%d>(prd%d[c], (double)pr%d[%s]); pr%d[%s] = %s;", i, red_op(v->op), i, i,
-               x.kidx, i, x.kidx, red_init(v->op));
+      char stmt[256];
+      snprintf(stmt, sizeof stmt, "prd%d[%s] = evtc_comb<%d>(prd%d[%s], (double)pr%d[%s]); pr%d[%s] = %s;", i, x.sidx,
+               red_op(v->op), i, x.sidx, i, x.kidx, i, x.kidx, red_init(v->op));
       for_own_cols(&x, stmt);
     }
     evtc_sb_printf(b, "    }\n");

@@ -477,7 +477,7 @@ evtc_cuda_rows_plan evtc_cuda_rows_plan_of(const evtc_kernel *k, int sm_count, i
   else if ((rc && strcmp(rc, "none") == 0) || env_is("EVTC_CUDA_SMEM_ROWS", "0")) pl.cache = 0;
   else pl.cache = regs_fit ? 1 : smem_fits ? 2 : 0;
   /* partial rows of ROW reductions */
-  int64_t part_bytes = (int64_t)pl.rows_per_block * C * 8 * info.n_row;
+  int64_t part_bytes = (int64_t)pl.rows_per_block * cdiv(C, V) * V * 8 * info.n_row;     /* rows of whole vectors */
   const char *pe = getenv("EVTC_CUDA_ROW_PARTIALS");
   bool regs_ok = pl.unrolled && info.n_row > 0;
   bool smem_ok = info.n_row > 0 && pl.cluster == 1 && part_bytes + (pl.cache == 2 ? kept_smem(k, &info) : 0) <= smem_max - 4096;

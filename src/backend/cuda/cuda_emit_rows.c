@@ -493,7 +493,15 @@ static void for_own_cols(const rows_ctx *x, const char *stmt) {
   evtc_sb_printf(b, "    }\n  }\n");
 }
 
-/* NAME_fin: combines the ROW / SCALAR partial slots in order and stores them. */
+/* Whether reduction v's partials are combined by NAME_fin, as a column of ROW slots. */
+static bool fin_row(const evtc_vnode *v, const evtc_cuda_rows_plan *pl) {
+  return v->kind == EVTC_V_REDUCE && v->cls == EVTC_VC_ROW && !pl->row_direct;
+}
+
+/* NAME_fin: combines the ROW / SCALAR partial slots in order and stores them.  A ROW reduction's column is summed
+ * by FIN_SPLIT threads over every FIN_SPLIT-th slot in four partials (a fixed order), the loads of every ROW
+ * reduction of the kernel in one loop, so that all of them are in flight together (BERT-Large's layernorm
+ * gradient: three), then the threads' sums in order through shared memory. */
 static void emit_fin(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_plan *pl) {
   const int fc = EVTC_CUDA_FIN_COLS, fs = EVTC_CUDA_FIN_SPLIT;
   evtc_cuda_emit_head(b, k, "_fin", fc * fs);
@@ -503,25 +511,40 @@ static void emit_fin(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_plan
                     "  __shared__ double evtc_fin[%d][%d];\n",
                  (long long)k->cols, fc, fc, fc, fs, fc);
   evtc_cpu_vctx vx = {.k = k, .sb = b, .ind = "    "};
+  bool rows = false;
+  for (int i = 0; i < k->n_v; i++)
+    if (fin_row(&k->v[i], pl)) {
+      evtc_sb_printf(b, "  double f%d_0 = %s, f%d_1 = f%d_0, f%d_2 = f%d_0, f%d_3 = f%d_0;\n", i, red_init(k->v[i].op), i, i, i,
+                     i, i, i);
+      rows = true;
+    }
+  if (rows) {
+    const long long slots = (long long)pl->row_slots;
+    evtc_sb_printf(b, "  if (c < CC) {\n    int64_t s = g;\n    for (; s + %d < %lldLL; s += %d) {\n", 3 * fs, slots, 4 * fs);
+    for (int i = 0; i < k->n_v; i++) {
+      if (!fin_row(&k->v[i], pl)) continue;
+      int op = red_op(k->v[i].op);
+      long long off = (long long)evtc_cuda_reduce_offset(k, pl, i);
+      for (int u = 0; u < 4; u++)
+        evtc_sb_printf(b, "      f%d_%d = evtc_comb<%d>(f%d_%d, red[%lldLL + (s + %d) * CC + c]);\n", i, u, op, i, u, off, u * fs);
+    }
+    evtc_sb_printf(b, "    }\n    for (; s < %lldLL; s += %d) {\n", slots, fs);
+    for (int i = 0; i < k->n_v; i++)
+      if (fin_row(&k->v[i], pl))
+        evtc_sb_printf(b, "      f%d_0 = evtc_comb<%d>(f%d_0, red[%lldLL + s * CC + c]);\n", i, red_op(k->v[i].op), i,
+                       (long long)evtc_cuda_reduce_offset(k, pl, i));
+    evtc_sb_printf(b, "    }\n  }\n");
+  }
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
     if (v->kind != EVTC_V_REDUCE || v->cls == EVTC_VC_COL || (v->cls == EVTC_VC_ROW && pl->row_direct)) continue;
     int op = red_op(v->op);
     long long off = (long long)evtc_cuda_reduce_offset(k, pl, i);
     if (v->cls == EVTC_VC_ROW) {
-      /* four partials over every fourth of the thread's slots: four loads in flight, a fixed order */
-      evtc_sb_printf(b, "  {\n    double acc = %s, acc1 = acc, acc2 = acc, acc3 = acc;\n    if (c < CC) {\n"
-                        "      int64_t s = g;\n      for (; s + %d < %lldLL; s += %d) {\n"
-                        "        acc = evtc_comb<%d>(acc, red[%lldLL + s * CC + c]);\n"
-                        "        acc1 = evtc_comb<%d>(acc1, red[%lldLL + (s + %d) * CC + c]);\n"
-                        "        acc2 = evtc_comb<%d>(acc2, red[%lldLL + (s + %d) * CC + c]);\n"
-                        "        acc3 = evtc_comb<%d>(acc3, red[%lldLL + (s + %d) * CC + c]);\n      }\n"
-                        "      for (; s < %lldLL; s += %d) acc = evtc_comb<%d>(acc, red[%lldLL + s * CC + c]);\n"
-                        "      acc = evtc_comb<%d>(evtc_comb<%d>(acc, acc1), evtc_comb<%d>(acc2, acc3));\n    }\n"
+      evtc_sb_printf(b, "  {\n    double acc = evtc_comb<%d>(evtc_comb<%d>(f%d_0, f%d_1), evtc_comb<%d>(f%d_2, f%d_3));\n"
                         "    evtc_fin[g][threadIdx.x %% %d] = acc;\n    __syncthreads();\n    if (g == 0 && c < CC) {\n"
                         "      for (int h = 1; h < %d; h++) acc = evtc_comb<%d>(acc, evtc_fin[h][threadIdx.x]);\n",
-                     red_init(v->op), 3 * fs, (long long)pl->row_slots, 4 * fs, op, off, op, off, fs, op, off, 2 * fs, op, off,
-                     3 * fs, (long long)pl->row_slots, fs, op, off, op, op, op, fc, fs, op);
+                     op, op, i, i, op, i, i, fc, fs, op);
     } else {
       evtc_sb_printf(b, "  if (blockIdx.x == 0) {\n    double acc = %s;\n    for (int64_t s = threadIdx.x; s < %lldLL; s += %d)\n"
                         "      acc = evtc_comb<%d>(acc, red[%lldLL + s]);\n    acc = evtc_block_reduce<%d>(acc, evtc_red);\n"

@@ -44,10 +44,14 @@
  * Reductions over rows (ROW) and over everything (SCALAR) go to partial
  * slots in scratch, one per row group (a warp, a block, a cluster): ROW
  * partials are summed in f32 registers and added every 8 rows to f64
- * partial rows in shared memory, or kept in shared memory or scratch; a
- * second kernel NAME_fin combines the slots in a fixed order (8 columns x
- * 32 slot groups per block, four partials per thread so that four loads
- * are in flight) and stores the results, so runs are deterministic.  A
+ * partial rows in shared memory, or kept in shared memory or scratch (in
+ * shared memory a thread's partial of column q V + e sits at e * vectors +
+ * q, so a warp's lanes touch consecutive slots: by column, BERT-Large's
+ * layernorm gradient put 16 lanes on one bank, 99 us against 76 on the
+ * H200); a second kernel NAME_fin combines the slots in a fixed order (8
+ * columns x 32 slot groups per block, four partials per thread and every
+ * ROW reduction's loads in one loop, so that their loads are in flight
+ * together) and stores the results, so runs are deterministic.  A
  * cluster kernel ends on a cluster barrier: no block leaves while another
  * may still read its shared memory.
  */

@@ -36,7 +36,9 @@
  * dv with dq of every case are compiled for the wgmma schedules.  One more
  * program splits the heads of a packed bf16 projection and merges them back,
  * forward and backward: the attention kernels read and write them in place
- * through views (program_views.c), 14 layout kernels fewer.
+ * through views (program_views.c), 14 layout kernels fewer.  Two chained
+ * attention layers and their gradients run as two programs in turn: their
+ * one-pass kernels share the backend's scratch, which each leaves zeroed.
  *
  * Without a GPU each case's modules are emitted as on the GPU and compiled
  * through NVRTC for sm_90a (CUBINs into the usual disk cache, so a staged
@@ -408,6 +410,46 @@ static void run_joint_program(int ci) {
   evtc_graph_free(g);
 }
 
+/* Two attention layers, the second reading the first's output as its queries, and their gradients: both kernels of
+ * dk and dv (taking dq, one pass) add into the backend's one shared scratch in turn, so the second one's dq is right
+ * only if the first one's NAME_fin left the scratch zeroed; a second program on the same backend then starts from
+ * what the first left. */
+static void run_two_layer_program(void) {
+  char text[1536];
+  const char *dt = "bf16";
+  const long long b = 1, h = 2, s = 130, d = 64;
+  snprintf(text, sizeof text,
+           "graph two {\n  %%q = input() : %s[%lld,%lld,%lld,%lld]\n  %%k = input() : %s[%lld,%lld,%lld,%lld]\n"
+           "  %%v = input() : %s[%lld,%lld,%lld,%lld]\n  %%k2 = input() : %s[%lld,%lld,%lld,%lld]\n"
+           "  %%v2 = input() : %s[%lld,%lld,%lld,%lld]\n  %%c = input() : %s[%lld,%lld,%lld,%lld]\n"
+           "  %%o = attention(%%q, %%k, %%v) {scale=0.125, causal=0} : %s[%lld,%lld,%lld,%lld]\n"
+           "  %%o2 = attention(%%o, %%k2, %%v2) {scale=0.125, causal=1} : %s[%lld,%lld,%lld,%lld]\n"
+           "  %%m = mul(%%o2, %%c) : %s[%lld,%lld,%lld,%lld]\n  %%l = reduce_sum(%%m) : %s[]\n  output %%o2\n  loss %%l\n}\n",
+           dt, b, h, s, d, dt, b, h, s, d, dt, b, h, s, d, dt, b, h, s, d, dt, b, h, s, d, dt, b, h, s, d, dt, b, h, s, d, dt,
+           b, h, s, d, dt, b, h, s, d, dt);
+  evtc_graph *g = oracle_parse(text, "two layers");
+  evtc_diag d0 = {0};
+  static const char *const wrt[5] = {"q", "k", "v", "k2", "v2"};
+  evtc_graph *jg = g ? evtc_autodiff(g, wrt, 5, NULL, &d0) : NULL;
+  CHECK(jg != NULL, "two layers: autodiff: %s", d0.msg);
+  for (int run = 0; jg && run < 2; run++) {
+    char what[64];
+    snprintf(what, sizeof what, "two layers gradients, program %d", run + 1);
+    evtc_program *p = cpu_compare(jg, NULL, 0, 4.0 / 256, 0, what);
+    if (p) {
+      evtc_program_stats st = evtc_program_get_stats(p);
+      int want = one_pass_dq() ? 4 : 2;
+      CHECK(st.interpreted == 0 && st.by_products == want, "%s: %d kernels in the interpreter, %d by-products (want %d)",
+            what, st.interpreted, st.by_products, want);
+      printf("program %s (%s warps): %d kernels on the CUDA backend, %d by-products\n", what, getenv("EVTC_ATTN_WARPS"),
+             st.compiled, st.by_products);
+    }
+    evtc_program_free(p);
+  }
+  evtc_graph_free(jg);
+  evtc_graph_free(g);
+}
+
 /* Heads split from a packed bf16 projection and merged back, forward and backward, on the one-kernel-per-node
  * plan: the attention kernels read q, k, v and dout in place, write the merged output and their parts of the
  * concatenated gradient (dv apart from dk) through views (program_views.c), and the numbers match. */
@@ -481,6 +523,7 @@ int main(void) {
     run_joint_program(1);
     run_joint_program(2);
     run_views_program();
+    run_two_layer_program();
   }
   evtc_cuda_device_close(&G.dev);
   return check_summary();

@@ -629,8 +629,11 @@ bool evtc_cuda_attention_fits(const evtc_kernel *k, bool sm90a, char *why, size_
     return false;
   }
   if (by >= 0 && k->main->op == EVTC_OP_ATTENTION_BACKWARD_KV && !one_pass_dq(nwg)) {
+    const char *e = getenv("EVTC_ATTN_DQ");
     snprintf(why, cap, "attention_backward_kv with dq (%s)",
-             nwg ? "EVTC_ATTN_DQ=0" : "slower than dq's own kernel on the mma.sync library; EVTC_ATTN_DQ=1 asks for it");
+             e && strcmp(e, "0") == 0 ? "EVTC_ATTN_DQ=0"
+             : nwg ? "slower than dq's own kernel in blocks of two warpgroups; EVTC_ATTN_DQ=1 asks for it"
+                   : "slower than dq's own kernel on the mma.sync library; EVTC_ATTN_DQ=1 asks for it");
     return false;
   }
   for (int a = 0; a < k->n_args; a++)

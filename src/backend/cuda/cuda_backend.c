@@ -283,8 +283,9 @@ static evtc_status scratch_alloc(cuda_ctx *c, cuda_handle *h, size_t bytes, evtc
 }
 
 /* The context's zeroed scratch, at least `bytes` of it (grown and zeroed when a kernel needs more): kernels that
- * leave their scratch zeroed after each run, one after another on the stream, share one buffer instead of one
- * each (BERT-Large's 24 attention backwards with dq: 64 MiB instead of 1.5 GiB). */
+ * leave their scratch zeroed after each run (attention's dq sums, scatter_add's accumulators), one after another on
+ * the stream, share one buffer instead of one each (BERT-Large's 24 attention backwards with dq: 64 MiB instead of
+ * 1.5 GiB). */
 static evtc_status zeroed_scratch(cuda_ctx *c, size_t bytes, evtc_diag *d) {
   if (bytes <= c->zeroed_bytes) return EVTC_OK;
   if (c->zeroed) {     /* kernels still queued may be using it */
@@ -347,8 +348,8 @@ static evtc_status gemm_handle(cuda_ctx *c, cuda_module *m, const evtc_kernel *k
   return EVTC_OK;
 }
 
-/* A data-movement OPAQUE kernel (cuda_emit_opaque.c): its launch, NAME_fin, its scratch zeroed once, and the node
- * named with the kernel when its index check fails. */
+/* A data-movement OPAQUE kernel (cuda_emit_opaque.c): its launch, NAME_fin, the context's zeroed scratch (scatter_add's
+ * accumulators, which NAME_fin leaves zeroed), and the node named with the kernel when its index check fails. */
 static evtc_status opaque_handle(cuda_ctx *c, cuda_module *m, const evtc_kernel *k, cuda_handle *h, evtc_diag *d) {
   snprintf(c->err_names[h->err_slot], sizeof c->err_names[0], "%s (node %%%s)", k->name, k->main->name);
   evtc_cuda_opaque_launch L = evtc_cuda_opaque_launch_of(k, c->dev.sm_count);
@@ -357,9 +358,8 @@ static evtc_status opaque_handle(cuda_ctx *c, cuda_module *m, const evtc_kernel 
   h->has_fin = L.has_fin;
   h->fin_grid = L.fin_grid;
   if (h->has_fin && entry_get(c, m, h->fin_entry, h->fin_name, &h->fin, d)) return d->status;
-  if (L.scratch_bytes && (scratch_alloc(c, h, L.scratch_bytes, d) ||
-                          evtc_cuda_fill32(&c->dev, h->scratch, 0, L.scratch_bytes / 4, d)))
-    return d->status;
+  h->shared_scratch = L.scratch_bytes > 0;
+  if (h->shared_scratch && zeroed_scratch(c, L.scratch_bytes, d)) return d->status;
   return EVTC_OK;
 }
 

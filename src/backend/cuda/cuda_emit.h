@@ -151,8 +151,9 @@ void evtc_cuda_emit_rows(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_
 bool evtc_cuda_opaque_op(evtc_op op);
 /* Whether OPAQUE kernel k runs on them; else why. */
 bool evtc_cuda_opaque_fits(const evtc_kernel *k, char *why, size_t cap);
-/* Its launch on a device of sm_count SMs: the main kernel's grid, then (has_fin) NAME_fin's, and the scratch
- * the backend allocates per kernel and zeroes once (the kernels leave it zeroed after every run). */
+/* Its launch on a device of sm_count SMs: the main kernel's grid, then (has_fin) NAME_fin's, and the scratch it
+ * needs zeroed before its first run (the kernels leave it zeroed after every run, so kernels that run one after
+ * another may share it: the backend gives them its one zeroed scratch). */
 typedef struct evtc_cuda_opaque_launch {
   unsigned grid, block, fin_grid;
   bool has_fin;

@@ -541,10 +541,11 @@ static void emit_fin(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_plan
   }
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
-    if (v->kind != EVTC_V_REDUCE || v->cls == EVTC_VC_COL || (v->cls == EVTC_VC_ROW && pl->row_direct)) continue;
+    bool row = fin_row(v, pl);
+    if (!row && !(v->kind == EVTC_V_REDUCE && v->cls == EVTC_VC_SCALAR)) continue;
     int op = red_op(v->op);
     long long off = (long long)evtc_cuda_reduce_offset(k, pl, i);
-    if (v->cls == EVTC_VC_ROW) {
+    if (row) {
       evtc_sb_printf(b, "  {\n    double acc = evtc_comb<%d>(evtc_comb<%d>(f%d_0, f%d_1), evtc_comb<%d>(f%d_2, f%d_3));\n"
                         "    evtc_fin[g][threadIdx.x %% %d] = acc;\n    __syncthreads();\n    if (g == 0 && c < CC) {\n"
                         "      for (int h = 1; h < %d; h++) acc = evtc_comb<%d>(acc, evtc_fin[h][threadIdx.x]);\n",
@@ -559,7 +560,7 @@ static void emit_fin(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_plan
     emit_finish(b, "      ", v, i, "acc");
     for (int j = i + 1; j < k->n_v; j++)
       if (k->v[j].kind == EVTC_V_STORE && k->v[j].args[0] == i) evtc_cpu_emit_store(&vx, j);
-    evtc_sb_printf(b, v->cls == EVTC_VC_ROW ? "    }\n    __syncthreads();\n  }\n" : "    }\n  }\n");
+    evtc_sb_printf(b, row ? "    }\n    __syncthreads();\n  }\n" : "    }\n  }\n");
   }
   evtc_sb_printf(b, "}\n\n");
 }

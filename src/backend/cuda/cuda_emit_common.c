@@ -67,17 +67,22 @@ void evtc_cuda_emit_prelude(evtc_sb *b) {
     "  float e;\n  asm(\"ex2.approx.ftz.f32 %%0, %%1;\" : \"=f\"(e) : \"f\"(q));\n"
     "  return copysignf(t >= 1.0f ? 1.0f - e : t * p, x);\n"
     "}\n"
-    "/* the CPU visitor's vectorisable f32 exp: CUDA's own here (no vector units to feed) */\n"
-    "__device__ __forceinline__ float evtc_expf(float x) { return expf(x); }\n"
+    "/* e^x = 2^(x log2 e) on the hardware exp2 (MUFU.EX2): two instructions against CUDA's expf's eight,\n"
+    "   which bound the issue of softmax and cross-entropy rows and of GELU-gradient epilogues.  Error: the\n"
+    "   product's rounding, |x| 2^-24 relative, plus the exp2's 2 ulp, i.e. about 2 + |x| ulp (CUDA's\n"
+    "   __expf: 2 + 1.17 |x|); results below 2^-126 flush to zero (e^-87.3: far below any sum they join);\n"
+    "   x = +-inf gives inf / 0 and NaN stays NaN. */\n"
+    "__device__ __forceinline__ float evtc_expf(float x) {\n"
+    "  float r;\n  asm(\"ex2.approx.ftz.f32 %%0, %%1;\" : \"=f\"(r) : \"f\"(x * 1.44269504088896341f));\n  return r;\n}\n"
     "__device__ __forceinline__ float evtc_tanhf(float x) { return tanhf(x); }\n"
     "/* 1 / (1 + e^-x) with the approximate reciprocal (1 ulp; no IEEE division): a few ulp in all */\n"
     "__device__ __forceinline__ float evtc_rcpf(float x) {\n"
     "  float r;\n  asm(\"rcp.approx.f32 %%0, %%1;\" : \"=f\"(r) : \"f\"(x));\n  return r;\n}\n"
-    "__device__ __forceinline__ float evtc_sigmoidf(float x) { return evtc_rcpf(1.0f + expf(-x)); }\n"
+    "__device__ __forceinline__ float evtc_sigmoidf(float x) { return evtc_rcpf(1.0f + evtc_expf(-x)); }\n"
     "/* 0.5 x (1 + tanh(u)) = x sigmoid(2 u), u = sqrt(2 / pi) (x + 0.044715 x^3): one exp, one reciprocal */\n"
     "__device__ __forceinline__ float evtc_gelu_tanhf(float x) {\n"
     "  const float u2 = x * fmaf(0.071354816272922f, x * x, 1.5957691216057308f);\n"
-    "  return x * evtc_rcpf(1.0f + expf(-u2));\n"
+    "  return x * evtc_rcpf(1.0f + evtc_expf(-u2));\n"
     "}\n"
     "__device__ __forceinline__ int64_t evtc_f2i(double x, double lo, double hi) {\n"
     "  return x != x ? 0 : x <= lo ? (int64_t)lo : x >= hi ? (int64_t)hi : (int64_t)x;\n"
@@ -134,7 +139,12 @@ void evtc_cuda_emit_value(const evtc_cpu_vctx *x, int i) {
     const char *t = evtc_cpu_ctype(v->dtype);
     int a = v->args[0];
     const char *coord = v->dim < k->split ? "r" : "c";
-    evtc_sb_printf(x->sb, "%s%s v%d = (%s)((int64_t)v%d == %s);\n", x->ind, t, i, t, a, coord);
+    /* A checked label outside [0, depth) fails the run (*err), so where depth and the coordinate fit in 32 bits
+     * comparing their low words changes only results that are never delivered: one compare a column, not three */
+    if (v->check && v->depth <= INT32_MAX && k->dom[v->dim] <= INT32_MAX)
+      evtc_sb_printf(x->sb, "%s%s v%d = (%s)((int)v%d == (int)%s);\n", x->ind, t, i, t, a, coord);
+    else
+      evtc_sb_printf(x->sb, "%s%s v%d = (%s)((int64_t)v%d == %s);\n", x->ind, t, i, t, a, coord);
     /* a label per row is checked once per row by the rows template (evtc_cuda_emit_label_checks) */
     if (v->check && (x->flat || k->v[a].cls != EVTC_VC_COL))
       evtc_sb_printf(x->sb, "%sif (v%d < 0 || v%d >= %lld) *err = 1;\n", x->ind, a, a, (long long)v->depth);

@@ -263,7 +263,6 @@ static int red_op(evtc_op op) { return op == EVTC_OP_REDUCE_MAX ? 1 : op == EVTC
 typedef struct evt_ctx {
   const evtc_kernel *k;
   const evtc_cuda_evt_plan *pl;
-  int group;                    /* the hook loops' group of 8-column blocks (evtc_cuda_gemm_hook_group) */
 } evt_ctx;
 
 /* The partial's C type and its identity. */
@@ -349,11 +348,11 @@ static bool evt_storage(const evtc_cpu_vctx *x, int i, char *buf, size_t cap) {
   return true;
 }
 
-/* Pair loads go through registers pf<i> filled ahead of use (cuda_emit_gemm.h: prefetch), a window of G
- * 8-column blocks (the hook loops' group; the whole tile unrolled): block j in slot j % G (jj in the loops, a
- * constant there; the prefetch distance is below G, so block j + P never lands on a slot still to be read),
- * pf<i>[slot][atom][row half] for a view that moves along rows, pf<i>[slot] for a row-invariant one (a bias);
- * a pair of 2-byte values as one 32-bit word, a pair of floats as two. */
+/* Pair loads go through registers pf<i> filled ahead of use (cuda_emit_gemm.h: prefetch), a window of four
+ * 8-column blocks: block j in slot j & 3 (jj in the hook's loops, a constant there; the prefetch distance is
+ * at most 3, so block j + P never lands on a slot still to be read), pf<i>[slot][atom][row half] for a view
+ * that moves along rows, pf<i>[slot] for a row-invariant one (a bias); a pair of 2-byte values as one 32-bit
+ * word, a pair of floats as two. */
 static bool pair_f32(const evtc_vnode *v) { return v->dtype == EVTC_F32; }
 
 /* Registers per 8-column block that the pair loads take (the prefetch distance's budget). */
@@ -368,40 +367,11 @@ static int prefetch_regs(const evtc_kernel *k, int wm) {
 
 /* Blocks of loads in flight: as many as 24 registers hold, 1 to 3 (3 blocks of a long epilogue cover a
  * memory latency); 0 without pair loads. */
-static int prefetch_distance(const evtc_kernel *k, int wm, int group, int nj) {
-  const int regs = prefetch_regs(k, wm), cap = group < nj ? group - 1 : 3;
+static int prefetch_distance(const evtc_kernel *k, int wm) {
+  const int regs = prefetch_regs(k, wm);
   if (regs == 0) return 0;
   const int d = 24 / regs;
-  return d < 1 ? 1 : d > cap ? cap : d;
-}
-
-/* Instructions an element's visitor code takes, roughly (GELU's erf about 21, an exp on the hardware exp2 a
- * few, a pair store's conversion and share of a shuffle or a store 2). */
-static int element_weight(const evtc_kernel *k) {
-  int w = 0;
-  for (int i = 0; i < k->n_v; i++) {
-    const evtc_vnode *v = &k->v[i];
-    if (v->kind == EVTC_V_STORE) w += 2;
-    else if (v->kind != EVTC_V_COMPUTE) w += 1;
-    else if (v->op == EVTC_OP_ERF) w += 21;
-    else if (v->op == EVTC_OP_EXP || v->op == EVTC_OP_LOG || v->op == EVTC_OP_TANH || v->op == EVTC_OP_SIGMOID ||
-             v->op == EVTC_OP_GELU_TANH)
-      w += 4;
-    else w += 1;
-  }
-  return w;
-}
-
-/* The hook loops' group of 8-column blocks (cuda_emit_gemm.h: group_blocks): EVTC_GEMM_ROLL (0: unrolled, 4 or
- * 8) when set, else rolled in groups of 4 where the element code unrolled over the thread's elements would pass
- * ROLL_INSTRUCTIONS. */
-enum { ROLL_INSTRUCTIONS = 4500 };
-static int epilogue_group(const evtc_kernel *k, const evtc_cuda_evt_plan *pl) {
-  const int nj = pl->cfg.tile_n / 8, elements = 4 * nj * pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&pl->cfg));
-  const char *env = getenv("EVTC_GEMM_ROLL");
-  int g = env && *env ? atoi(env) : element_weight(k) * elements > ROLL_INSTRUCTIONS ? 4 : 0;
-  evtc_cuda_gemm_epilogue probe = {.group_blocks = g};
-  return evtc_cuda_gemm_hook_group(&pl->cfg, &probe);
+  return d < 1 ? 1 : d > 3 ? 3 : d;
 }
 
 static void evt_prefetch_begin(evtc_sb *b, const char *ind, void *ctx) {
@@ -412,8 +382,8 @@ static void evt_prefetch_begin(evtc_sb *b, const char *ind, void *ctx) {
     int64_t sr;
     if (!is_pair_load(k, &k->v[i], &sr)) continue;
     const char *t = pair_f32(&k->v[i]) ? "float" : "uint32_t", *pair = pair_f32(&k->v[i]) ? "[2]" : "";
-    if (sr) evtc_sb_printf(b, "%s%s pf%d[%d][%d][2]%s;\n", ind, t, i, e->group, wm, pair);
-    else evtc_sb_printf(b, "%s%s pf%d[%d]%s;\n", ind, t, i, e->group, pair);
+    if (sr) evtc_sb_printf(b, "%s%s pf%d[4][%d][2]%s;\n", ind, t, i, wm, pair);
+    else evtc_sb_printf(b, "%s%s pf%d[4]%s;\n", ind, t, i, pair);
   }
 }
 
@@ -442,7 +412,7 @@ static void evt_prefetch(evtc_sb *b, const char *ind, const char *j, void *ctx) 
     const char *st = evtc_cpu_storage_ctype(v->dtype);
     char dst[64];
     if (!sr) {
-      snprintf(dst, sizeof dst, "pf%d[(%s) %% %d]", i, j, e->group);
+      snprintf(dst, sizeof dst, "pf%d[(%s) & 3]", i, j);
       if (pair_f32(v)) evtc_sb_printf(b, "%s  %s[0] = %s[1] = 0;\n", ind, dst, dst);
       else evtc_sb_printf(b, "%s  %s = 0;\n", ind, dst);
       evtc_sb_printf(b, "%s  {\n%s    const %s *const p = a%d + (%lldLL + pc);\n", ind, ind, st, v->arg, (long long)v->offset);
@@ -452,7 +422,7 @@ static void evt_prefetch(evtc_sb *b, const char *ind, const char *j, void *ctx) 
       evtc_sb_printf(b, "%s  }\n", ind);
       continue;
     }
-    snprintf(dst, sizeof dst, "pf%d[(%s) %% %d][pi][ph]", i, j, e->group);
+    snprintf(dst, sizeof dst, "pf%d[(%s) & 3][pi][ph]", i, j);
     evtc_sb_printf(b, "%s#pragma unroll\n%s  for (int pi = 0; pi < %d; pi++)\n#pragma unroll\n%s    for (int ph = 0; ph < 2; ph++) {\n"
                       "%s      const long long pr = m0 + (cw * %d + pi) * 64 + warp * 16 + ph * 8 + (lane >> 2);\n",
                    ind, ind, wm, ind, ind, wm);
@@ -560,8 +530,8 @@ static void evt_pair_end(evtc_sb *b, const char *ind, void *ctx) {
       /* round s sends the lane's word of block q ^ s to lane q ^ s and gets that lane's word of block q */
       evtc_sb_printf(b,
         "%sif (EVTC_FULL_TILE) {\n"
-        "%s  sq%d[i][h][jj & 3] = (uint32_t)sv%d[0] | (uint32_t)sv%d[1] << 16;\n"
-        "%s  if ((jj & 3) == 3) {\n"
+        "%s  sq%d[i][h][jj] = (uint32_t)sv%d[0] | (uint32_t)sv%d[1] << 16;\n"
+        "%s  if (jj == 3) {\n"
         "%s    const int q = lane & 3;\n"
         "%s    const uint32_t x0 = sq%d[i][h][0], x1 = sq%d[i][h][1], x2 = sq%d[i][h][2], x3 = sq%d[i][h][3];\n"
         "%s    const uint32_t own = q == 0 ? x0 : q == 1 ? x1 : q == 2 ? x2 : x3;\n"
@@ -752,15 +722,13 @@ void evtc_cuda_emit_evt(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_evt_pl
     evtc_cuda_gemm_emit(b, k->name, &pl->cfg, &pl->var, NULL);
     return;
   }
-  const int wm = pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&pl->cfg)), nj = pl->cfg.tile_n / 8;
-  evt_ctx e = {.k = k, .pl = pl, .group = epilogue_group(k, pl)};
+  evt_ctx e = {.k = k, .pl = pl};
   evtc_cuda_gemm_epilogue epi = {.emit_params = evt_params, .emit_setup = evt_setup, .emit_element = evt_element,
                                  .ctx = &e, .emit_tile_begin = evt_tile_begin, .emit_col_begin = evt_col_begin,
                                  .emit_pair_begin = evt_pair_begin, .emit_pair_end = evt_pair_end,
                                  .emit_col_end = evt_col_end, .emit_tile_end = evt_tile_end,
                                  .emit_prefetch_begin = evt_prefetch_begin, .emit_prefetch = evt_prefetch,
-                                 .prefetch_blocks = prefetch_distance(k, wm, e.group, nj),
-                                 .group_blocks = e.group < nj ? e.group : 0};
+                                 .prefetch_blocks = prefetch_distance(k, pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&pl->cfg)))};
   evtc_cuda_gemm_emit(b, k->name, &pl->cfg, &pl->var, &epi);
   if (pl->has_fin) emit_fin(b, k, pl);
 }

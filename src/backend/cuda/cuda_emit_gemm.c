@@ -353,11 +353,6 @@ static void emit_producer(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc
     S);
 }
 
-int evtc_cuda_gemm_hook_group(const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_epilogue *epi) {
-  const int nj = c->tile_n / 8, g = epi ? epi->group_blocks : 0;
-  return g >= 4 && g < nj && nj % g == 0 ? g : nj;
-}
-
 /* Whether hook epi loads ahead of use (cuda_emit_gemm.h: prefetch_blocks). */
 static bool prefetches(const evtc_cuda_gemm_epilogue *epi) {
   return epi && epi->emit_element && epi->emit_prefetch && epi->emit_prefetch_begin && epi->prefetch_blocks > 0;
@@ -369,13 +364,14 @@ static bool prefetches(const evtc_cuda_gemm_epilogue *epi) {
  * around them: paired stores); every lane runs every iteration (warp shuffles in col_end / tile_end need
  * them all).  Bounds are tested through EVTC_IN_M(row) and EVTC_IN_N(column), defined by the caller. */
 static void emit_hook_loops(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_epilogue *epi) {
-  const int wm = atoms(c), nj = c->tile_n / 8, g = evtc_cuda_gemm_hook_group(c, epi);
-  /* blocks in groups of g in a loop that stays rolled (one group's code, not the tile's: cuda_emit_gemm.h);
-   * registers take no run-time index, so a group reads the first 4 g accumulators of every atom and then moves
-   * the rest down (a copy of the group instead costs its registers, and spilled) */
+  const int wm = atoms(c), nj = c->tile_n / 8;
+  /* groups of four 8-column blocks in a loop that stays rolled: one group's code, not the tile's, so the
+   * epilogue fits the instruction cache (unrolled over 128 x 128 elements, BERT-Large's GEMM with GELU and its
+   * gradient's coefficient spent a third of its epilogue's warp samples waiting for instructions: ncu,
+   * H200).  Registers take no run-time index, so a group reads the first 16 accumulators of every atom and
+   * then moves the rest down by 16 (a copy of the group instead costs 32 registers, and spills) */
   evtc_sb_printf(b, "#pragma unroll 1\n      for (int jg = 0; jg < %d; jg++) {\n"
-                    "#pragma unroll\n      for (int jj = 0; jj < %d; jj++) {\n        const int j = jg * %d + jj;\n",
-                 nj / g, g, g);
+                    "#pragma unroll\n      for (int jj = 0; jj < 4; jj++) {\n        const int j = jg * 4 + jj;\n", nj / 4);
   if (prefetches(epi) && epi->prefetch_blocks < nj) {
     char jx[32];
     snprintf(jx, sizeof jx, "j + %d", epi->prefetch_blocks);
@@ -405,11 +401,8 @@ static void emit_hook_loops(evtc_sb *b, const evtc_cuda_gemm_config *c, const ev
   if (epi->emit_pair_end) epi->emit_pair_end(b, "            ", epi->ctx);
   evtc_sb_printf(b, "          }\n        }\n");
   if (epi->emit_col_end) epi->emit_col_end(b, "        ", epi->ctx);
-  evtc_sb_printf(b, "      }\n");
-  if (g < nj)
-    evtc_sb_printf(b, "#pragma unroll\n      for (int i = 0; i < %d; i++)\n#pragma unroll\n"
-                      "        for (int q = 0; q < %d; q++) acc[i][q] = acc[i][q + %d];\n", wm, 4 * (nj - g), 4 * g);
-  evtc_sb_printf(b, "      }\n");
+  evtc_sb_printf(b, "      }\n#pragma unroll\n      for (int i = 0; i < %d; i++)\n#pragma unroll\n"
+                    "        for (int q = 0; q < %d; q++) acc[i][q] = acc[i][q + 16];\n      }\n", wm, 4 * nj - 16);
 }
 
 /* The epilogue hook on a tile: the loops twice, for a tile wholly inside the bounds (no tests: fewer

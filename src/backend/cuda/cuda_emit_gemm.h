@@ -79,10 +79,9 @@ typedef struct evtc_cuda_gemm_problem {
  * of the pair c0, c0 + 1 that c belongs to), `int bat` (batch index),
  * `int t` (the tile number), `int m0, n0` (the tile's first row and
  * column), `int i, h, j, e` (the accumulator fragment's atom, row half,
- * 8-column block and column: acc[i][4 j + 2 h + e], c = c0 + e; with
- * group_blocks G the blocks go in groups of G in a loop that is not
- * unrolled, so j is a run-time value and `int jj` = j % G the constant
- * within a group; unrolled, G is the tile's count and j = jj), `int cw`
+ * 8-column block and column: acc[i][4 j + 2 h + e], c = c0 + e; j is a
+ * run-time value: the blocks go in groups of four, jg, in a loop that is
+ * not unrolled, and `int jj` = j & 3 is the constant within a group), `int cw`
  * (the warpgroup's block of rows in the tile, < evtc_cuda_gemm_row_groups:
  * atom i covers rows m0 + (cw WM + i) 64 ...), `int warp, lane`, `const
  * evtc_gemm_dims dims` (M, N, K, batch, ldc, c_bstride
@@ -104,9 +103,9 @@ typedef struct evtc_cuda_gemm_problem {
  * Loads ahead of their use: with prefetch_blocks P > 0, emit_prefetch_begin
  * declares (per tile, after bat, m0, n0 are known, before the tile's main
  * loop) the registers that emit_prefetch(b, ind, J, ctx) fills with the
- * loads of 8-column block J (J a C expression whose J % G is a constant:
- * registers indexed by it need no run-time index; the distance P is below G;
- * the loads test bounds through EVTC_IN_M / EVTC_IN_N, defined
+ * loads of 8-column block J (J a C expression, a run-time value whose
+ * J & 3 is a constant: registers indexed by it need no run-time index; the
+ * distance P is at most 3; the loads test bounds through EVTC_IN_M / EVTC_IN_N, defined
  * around every call, the real tests before the main loop): blocks
  * 0 .. P - 1 are issued before the main loop (their latency hides under
  * it), block j + P at the start of block j, so a load meets its use P
@@ -130,14 +129,7 @@ typedef struct evtc_cuda_gemm_epilogue {
   void (*emit_prefetch_begin)(evtc_sb *b, const char *ind, void *ctx);
   void (*emit_prefetch)(evtc_sb *b, const char *ind, const char *j, void *ctx);
   int prefetch_blocks;
-  /* 8-column blocks per group of the rolled loop (a divisor of the tile's, at least 4: quad stores trade
-   * four blocks); 0: the loops unrolled over the whole tile.  A heavy element (GELU's erf and its gradient's
-   * coefficient: 40 instructions) unrolled over 128 x 128 elements outgrows the instruction cache (ncu:
-   * a third of the epilogue's warp samples waiting for instructions); a light one is faster unrolled. */
-  int group_blocks;
 } evtc_cuda_gemm_epilogue;
-/* The group size G the loops use (group_blocks when it fits the tile, else the tile's blocks). */
-int evtc_cuda_gemm_hook_group(const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_epilogue *epi);
 /* Bytes of shared memory per consumer warpgroup that an epilogue hook may use (the built-in store's two
  * staged-output subtiles, which a hook's kernel does not otherwise use). */
 enum { EVTC_CUDA_GEMM_HOOK_SMEM = 2 * 64 * 128 };

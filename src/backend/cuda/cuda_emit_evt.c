@@ -348,11 +348,9 @@ static bool evt_storage(const evtc_cpu_vctx *x, int i, char *buf, size_t cap) {
   return true;
 }
 
-/* Pair loads go through registers pf<i> filled ahead of use (cuda_emit_gemm.h: prefetch), a window of four
- * 8-column blocks: block j in slot j & 3 (jj in the hook's loops, a constant there; the prefetch distance is
- * at most 3, so block j + P never lands on a slot still to be read), pf<i>[slot][atom][row half] for a view
- * that moves along rows, pf<i>[slot] for a row-invariant one (a bias); a pair of 2-byte values as one 32-bit
- * word, a pair of floats as two. */
+/* Pair loads go through registers pf<i> filled ahead of use (cuda_emit_gemm.h: prefetch): per 8-column block j,
+ * pf<i>[j][atom][row half] for a view that moves along rows, pf<i>[j] for a row-invariant one (a bias); a pair of
+ * 2-byte values as one 32-bit word, a pair of floats as two. */
 static bool pair_f32(const evtc_vnode *v) { return v->dtype == EVTC_F32; }
 
 /* Registers per 8-column block that the pair loads take (the prefetch distance's budget). */
@@ -377,13 +375,13 @@ static int prefetch_distance(const evtc_kernel *k, int wm) {
 static void evt_prefetch_begin(evtc_sb *b, const char *ind, void *ctx) {
   const evt_ctx *e = ctx;
   const evtc_kernel *k = e->k;
-  const int wm = e->pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&e->pl->cfg));
+  const int wm = e->pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&e->pl->cfg)), nj = e->pl->cfg.tile_n / 8;
   for (int i = 0; i < k->n_v; i++) {
     int64_t sr;
     if (!is_pair_load(k, &k->v[i], &sr)) continue;
     const char *t = pair_f32(&k->v[i]) ? "float" : "uint32_t", *pair = pair_f32(&k->v[i]) ? "[2]" : "";
-    if (sr) evtc_sb_printf(b, "%s%s pf%d[4][%d][2]%s;\n", ind, t, i, wm, pair);
-    else evtc_sb_printf(b, "%s%s pf%d[4]%s;\n", ind, t, i, pair);
+    if (sr) evtc_sb_printf(b, "%s%s pf%d[%d][%d][2]%s;\n", ind, t, i, nj, wm, pair);
+    else evtc_sb_printf(b, "%s%s pf%d[%d]%s;\n", ind, t, i, nj, pair);
   }
 }
 
@@ -412,7 +410,7 @@ static void evt_prefetch(evtc_sb *b, const char *ind, const char *j, void *ctx) 
     const char *st = evtc_cpu_storage_ctype(v->dtype);
     char dst[64];
     if (!sr) {
-      snprintf(dst, sizeof dst, "pf%d[(%s) & 3]", i, j);
+      snprintf(dst, sizeof dst, "pf%d[%s]", i, j);
       if (pair_f32(v)) evtc_sb_printf(b, "%s  %s[0] = %s[1] = 0;\n", ind, dst, dst);
       else evtc_sb_printf(b, "%s  %s = 0;\n", ind, dst);
       evtc_sb_printf(b, "%s  {\n%s    const %s *const p = a%d + (%lldLL + pc);\n", ind, ind, st, v->arg, (long long)v->offset);
@@ -422,7 +420,7 @@ static void evt_prefetch(evtc_sb *b, const char *ind, const char *j, void *ctx) 
       evtc_sb_printf(b, "%s  }\n", ind);
       continue;
     }
-    snprintf(dst, sizeof dst, "pf%d[(%s) & 3][pi][ph]", i, j);
+    snprintf(dst, sizeof dst, "pf%d[%s][pi][ph]", i, j);
     evtc_sb_printf(b, "%s#pragma unroll\n%s  for (int pi = 0; pi < %d; pi++)\n#pragma unroll\n%s    for (int ph = 0; ph < 2; ph++) {\n"
                       "%s      const long long pr = m0 + (cw * %d + pi) * 64 + warp * 16 + ph * 8 + (lane >> 2);\n",
                    ind, ind, wm, ind, ind, wm);
@@ -455,7 +453,7 @@ static void evt_pair_begin(evtc_sb *b, const char *ind, void *ctx) {
     const evtc_vnode *v = &k->v[i];
     int64_t sr;
     if (is_pair_store(k, v)) evtc_sb_printf(b, "%s%s sv%d[2] = {0, 0};\n", ind, evtc_cpu_storage_ctype(v->dtype), i);
-    if (is_pair_load(k, v, &sr) && sr != 0) emit_pair_take(b, ind, v, i, "[jj][i][h]");
+    if (is_pair_load(k, v, &sr) && sr != 0) emit_pair_take(b, ind, v, i, "[j][i][h]");
   }
 }
 
@@ -489,7 +487,7 @@ static void evt_col_begin(evtc_sb *b, const char *ind, void *ctx) {
     int64_t sr;
     if (v->kind == EVTC_V_REDUCE && v->cls == EVTC_VC_ROW)
       evtc_sb_printf(b, "%s%s rp%d[2] = {%s, %s};\n", ind, part_type(k, v), i, part_init(v), part_init(v));
-    if (is_pair_load(k, v, &sr) && sr == 0) emit_pair_take(b, ind, v, i, "[jj]");
+    if (is_pair_load(k, v, &sr) && sr == 0) emit_pair_take(b, ind, v, i, "[j]");
     if (!rng_shared(k, v)) continue;
     const int wm = e->pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&e->pl->cfg));
     evtc_sb_printf(b, "%suint8_t kp%d[%d][2][2];\n#pragma unroll\n%sfor (int ii = 0; ii < %d; ii++) {\n", ind, i, wm, ind,
@@ -530,8 +528,8 @@ static void evt_pair_end(evtc_sb *b, const char *ind, void *ctx) {
       /* round s sends the lane's word of block q ^ s to lane q ^ s and gets that lane's word of block q */
       evtc_sb_printf(b,
         "%sif (EVTC_FULL_TILE) {\n"
-        "%s  sq%d[i][h][jj] = (uint32_t)sv%d[0] | (uint32_t)sv%d[1] << 16;\n"
-        "%s  if (jj == 3) {\n"
+        "%s  sq%d[i][h][j & 3] = (uint32_t)sv%d[0] | (uint32_t)sv%d[1] << 16;\n"
+        "%s  if ((j & 3) == 3) {\n"
         "%s    const int q = lane & 3;\n"
         "%s    const uint32_t x0 = sq%d[i][h][0], x1 = sq%d[i][h][1], x2 = sq%d[i][h][2], x3 = sq%d[i][h][3];\n"
         "%s    const uint32_t own = q == 0 ? x0 : q == 1 ? x1 : q == 2 ? x2 : x3;\n"

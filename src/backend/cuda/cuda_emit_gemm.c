@@ -365,13 +365,7 @@ static bool prefetches(const evtc_cuda_gemm_epilogue *epi) {
  * them all).  Bounds are tested through EVTC_IN_M(row) and EVTC_IN_N(column), defined by the caller. */
 static void emit_hook_loops(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_epilogue *epi) {
   const int wm = atoms(c), nj = c->tile_n / 8;
-  /* groups of four 8-column blocks in a loop that stays rolled: one group's code, not the tile's, so the
-   * epilogue fits the instruction cache (unrolled over 128 x 128 elements, BERT-Large's GEMM with GELU and its
-   * gradient's coefficient spent a third of its epilogue's warp samples waiting for instructions: ncu,
-   * H200).  Registers take no run-time index, so a group reads the first 16 accumulators of every atom and
-   * then moves the rest down by 16 (a copy of the group instead costs 32 registers, and spills) */
-  evtc_sb_printf(b, "#pragma unroll 1\n      for (int jg = 0; jg < %d; jg++) {\n"
-                    "#pragma unroll\n      for (int jj = 0; jj < 4; jj++) {\n        const int j = jg * 4 + jj;\n", nj / 4);
+  evtc_sb_printf(b, "#pragma unroll\n      for (int j = 0; j < %d; j++) {\n", nj);
   if (prefetches(epi) && epi->prefetch_blocks < nj) {
     char jx[32];
     snprintf(jx, sizeof jx, "j + %d", epi->prefetch_blocks);
@@ -395,14 +389,13 @@ static void emit_hook_loops(evtc_sb *b, const evtc_cuda_gemm_config *c, const ev
     "            for (int e = 0; e < 2; e++) {\n"
     "              const long long c = c0 + e;\n"
     "              if (EVTC_IN_M(r) && EVTC_IN_N(c)) {\n"
-    "                const float acc_v = acc[i][4 * jj + 2 * h + e];\n");
+    "                const float acc_v = acc[i][4 * j + 2 * h + e];\n");
   epi->emit_element(b, "                ", "acc_v", epi->ctx);
   evtc_sb_printf(b, "              }\n            }\n");
   if (epi->emit_pair_end) epi->emit_pair_end(b, "            ", epi->ctx);
   evtc_sb_printf(b, "          }\n        }\n");
   if (epi->emit_col_end) epi->emit_col_end(b, "        ", epi->ctx);
-  evtc_sb_printf(b, "      }\n#pragma unroll\n      for (int i = 0; i < %d; i++)\n#pragma unroll\n"
-                    "        for (int q = 0; q < %d; q++) acc[i][q] = acc[i][q + 16];\n      }\n", wm, 4 * nj - 16);
+  evtc_sb_printf(b, "      }\n");
 }
 
 /* The epilogue hook on a tile: the loops twice, for a tile wholly inside the bounds (no tests: fewer

@@ -79,9 +79,7 @@ typedef struct evtc_cuda_gemm_problem {
  * of the pair c0, c0 + 1 that c belongs to), `int bat` (batch index),
  * `int t` (the tile number), `int m0, n0` (the tile's first row and
  * column), `int i, h, j, e` (the accumulator fragment's atom, row half,
- * 8-column block and column: acc[i][4 j + 2 h + e], c = c0 + e; j is a
- * run-time value: the blocks go in groups of four, jg, in a loop that is
- * not unrolled, and `int jj` = j & 3 is the constant within a group), `int cw`
+ * 8-column block and column: acc[i][4 j + 2 h + e], c = c0 + e), `int cw`
  * (the warpgroup's block of rows in the tile, < evtc_cuda_gemm_row_groups:
  * atom i covers rows m0 + (cw WM + i) 64 ...), `int warp, lane`, `const
  * evtc_gemm_dims dims` (M, N, K, batch, ldc, c_bstride
@@ -103,9 +101,8 @@ typedef struct evtc_cuda_gemm_problem {
  * Loads ahead of their use: with prefetch_blocks P > 0, emit_prefetch_begin
  * declares (per tile, after bat, m0, n0 are known, before the tile's main
  * loop) the registers that emit_prefetch(b, ind, J, ctx) fills with the
- * loads of 8-column block J (J a C expression, a run-time value whose
- * J & 3 is a constant: registers indexed by it need no run-time index; the
- * distance P is at most 3; the loads test bounds through EVTC_IN_M / EVTC_IN_N, defined
+ * loads of 8-column block J (J a C expression, constant once the loops are
+ * unrolled; the loads test bounds through EVTC_IN_M / EVTC_IN_N, defined
  * around every call, the real tests before the main loop): blocks
  * 0 .. P - 1 are issued before the main loop (their latency hides under
  * it), block j + P at the start of block j, so a load meets its use P

@@ -11,6 +11,7 @@
 
 #include "cpu_oracle.h"
 #include "erf_check.h"
+#include "exp_check.h"
 #include "kernel/kernel.h"
 
 static const double TOL = 2e-5;
@@ -125,45 +126,6 @@ static void test_epilogue_fused(void) {
   evtc_graph_free(g);
 }
 
-/* The generated f32 exp against libm's exp over [-110, 90] (overflow,
- * underflow to subnormals and zero, infinities, NaN): at most 2 ulp. */
-static void test_exp_ulp(void) {
-  enum { N = 1 << 18 };
-  evtc_graph *g = oracle_parse("graph e {\n  %ex = input() : f32[262144]\n  %e = exp(%ex) : f32[262144]\n"
-                               "  output %e\n}\n", "exp");
-  if (!g) return;
-  evtc_diag d = {0};
-  evtc_program *p = evtc_program_new(g, NULL, 0, evtc_backend_cpu(), NULL, &d);
-  CHECK(p != NULL, "exp program: %s", d.msg);
-  double *ex = malloc(sizeof(double) * N), *e = malloc(sizeof(double) * N);
-  for (int i = 0; i < N; i++) ex[i] = (float)(-110.0 + 200.0 * i / (N - 1));
-  ex[0] = -INFINITY, ex[1] = INFINITY, ex[2] = NAN, ex[3] = 0.0, ex[4] = 88.72f, ex[5] = 88.73f, ex[6] = -87.33f;
-  if (p) {
-    evtc_program_set(p, evtc_graph_find(g, "ex"), ex);
-    evtc_program_poison(p);
-    CHECK(evtc_program_run(p, 0, &d) == EVTC_OK, "exp run: %s", d.msg);
-    evtc_program_get(p, evtc_graph_find(g, "e"), e);
-    double worst_exp = 0, worst_ex = 0;
-    int bad_exp = 0;
-    for (int i = 0; i < N; i++) {
-      double want = exp(ex[i]);
-      if (isnan(ex[i]) || isinf(ex[i]) || (float)want == INFINITY || (float)want == 0.0f) {
-        bad_exp += !(isnan(ex[i]) ? isnan(e[i]) : e[i] == (double)(float)want);
-        continue;
-      }
-      double ulp = nextafterf((float)want, INFINITY) - (float)want;
-      if (want < 0x1p-126) ulp = 0x1p-149;                /* subnormal results: absolute ulp */
-      if (fabs(e[i] - want) / ulp > worst_exp) worst_exp = fabs(e[i] - want) / ulp, worst_ex = ex[i];
-    }
-    CHECK(worst_exp <= 2.0 && !bad_exp, "exp: %.2f ulp at %.9g, %d special values wrong", worst_exp, worst_ex, bad_exp);
-    printf("exp: max %.2f ulp (at %.9g)\n", worst_exp, worst_ex);
-  }
-  evtc_program_free(p);
-  free(ex);
-  free(e);
-  evtc_graph_free(g);
-}
-
 int main(int argc, char **argv) {
   char dir[] = "/tmp/evtc-cpu-kernels-XXXXXX";
   if (!mkdtemp(dir)) return 1;
@@ -172,7 +134,7 @@ int main(int argc, char **argv) {
   both_plans(conv_text, "conv", 3, 0);
   both_plans(rows_text, "rows", 17, 0);
   test_epilogue_fused();
-  test_exp_ulp();
+  check_exp(evtc_backend_cpu(), "CPU exp", 2.0, 0.0, false);
   check_erf_gelu(evtc_backend_cpu(), "CPU erf and gelu");
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

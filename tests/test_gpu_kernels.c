@@ -15,8 +15,10 @@
  * epilogues; whole training steps (forward, backward, SGD / AdamW) of
  * examples/mlp.evt and a dropout + residual + layernorm block; a
  * cross-entropy's gradient written over its GEMM's logits under each row
- * scheme (in-place outputs); and the
- * run-time error flag (a label out of range) naming its kernel.  f16 and
+ * scheme (in-place outputs); the f32 erf, GELU and exp against libm's
+ * (erf_check.h, exp_check.h: the exp2-based exp within 2 + 1.25 |x|
+ * ulp); and the run-time error flag (a label out of range) naming its
+ * kernel.  f16 and
  * bf16 storage (f32 math): the exact checks of half_oracle.h (set/get,
  * every bit pattern, casts at ties), elementwise chains, rows kernels in
  * every row scheme, cross-entropy forward + backward on bf16 logits cast to
@@ -39,6 +41,7 @@
 #include "cpu_oracle.h"
 #include "gpu_session.h"
 #include "erf_check.h"
+#include "exp_check.h"
 #include "half_oracle.h"
 #include "kernel/kernel.h"
 
@@ -534,6 +537,7 @@ int main(int argc, char **argv) {
   compare_grads(sliced_views_text, "reshapes of sliced views");
   test_in_place_outputs();
   check_erf_gelu(oracle_be, "CUDA erf and gelu");
+  check_exp(oracle_be, "CUDA exp", 2.0, 1.25, true);
   test_error_flag();
   char path[1024], err[512];
   snprintf(path, sizeof path, "%s/examples/mlp.evt", argc > 1 ? argv[1] : ".");

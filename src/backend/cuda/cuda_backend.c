@@ -53,7 +53,7 @@ typedef struct cuda_ctx {
   evtc_diag sticky;                /* the first failure of a call that cannot return one */
   CUevent *marks;                  /* mark() timestamps, created as profiles ask for them */
   int n_marks;
-  CUdeviceptr zeroed;              /* scratch every user leaves zeroed after each run (attention's dq sums), shared */
+  CUdeviceptr zeroed;              /* scratch every user leaves zeroed after each run, shared (zeroed_scratch) */
   size_t zeroed_bytes;
 } cuda_ctx;
 

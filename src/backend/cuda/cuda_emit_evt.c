@@ -65,6 +65,11 @@ static int row_smem_offset(const evtc_kernel *k, const evtc_cuda_evt_plan *pl, i
   return off;
 }
 
+/* The quad stores' exchange in the hook's shared memory, after the ROW partials: per warp 8 quads of lanes x 4
+ * blocks x 4 words, a quad's 64 bytes at an 80-byte stride (a lane's four stores of one block hit 32 different
+ * banks; each quad's 16-byte loads stay aligned). */
+enum { QUAD_STRIDE = 80, QUAD_WARP = 8 * QUAD_STRIDE, QUAD_SMEM = 4 * QUAD_WARP };
+
 static int64_t round8(int64_t x) { return (x + 7) / 8 * 8; }
 
 /* The one batch stride of an operand with per-dim batch strides s (false when the dims do not collapse). */
@@ -233,8 +238,9 @@ bool evtc_cuda_evt_plan_of(const evtc_kernel *k, const struct evtc_cuda_device *
       if (blocks > fin_grid) fin_grid = blocks;
     }
   pl->fin_grid = (unsigned)fin_grid;
-  if (row_smem_offset(k, pl, k->n_v) > EVTC_CUDA_GEMM_HOOK_SMEM)
-    return fail(why, cap, "more sums over rows than the epilogue's shared memory holds (4 warps x tile_n partials each)");
+  if (row_smem_offset(k, pl, k->n_v) + QUAD_SMEM > EVTC_CUDA_GEMM_HOOK_SMEM)
+    return fail(why, cap, "more sums over rows than the epilogue's shared memory holds (4 warps x tile_n partials each, "
+                          "beside the quad stores' exchange)");
   return true;
 }
 
@@ -311,7 +317,10 @@ static bool is_pair_store(const evtc_kernel *k, const evtc_vnode *v) {
 
 /* A pair store of 2-byte values into rows of CC % 8 == 0 elements: on a full tile, the lanes of a quad trade
  * their pairs of four 8-column blocks (after every fourth block) so that each lane stores one block's 16
- * bytes, a quad 64 contiguous bytes of its row (whole sectors instead of 16 bytes per row). */
+ * bytes, a quad 64 contiguous bytes of its row (whole sectors instead of 16 bytes per row).  They trade through
+ * shared memory (QUAD_SMEM): four stores and a 16-byte load a lane, where three shuffles needed 24 selects of
+ * which word to send and where to put it (the fc GEMM with GELU and its coefficient: 16888 -> 15424 SASS
+ * instructions). */
 static bool is_quad_store(const evtc_kernel *k, const evtc_vnode *v) {
   return is_pair_store(k, v) && (v->dtype == EVTC_BF16 || v->dtype == EVTC_F16) && k->cols % 8 == 0;
 }
@@ -525,26 +534,26 @@ static void evt_pair_end(evtc_sb *b, const char *ind, void *ctx) {
     const char *st = evtc_cpu_storage_ctype(v->dtype);
     const bool half = v->dtype == EVTC_BF16 || v->dtype == EVTC_F16, f32 = v->dtype == EVTC_F32;
     if (is_quad_store(k, v)) {
-      /* round s sends the lane's word of block q ^ s to lane q ^ s and gets that lane's word of block q */
+      /* after every fourth block the quad trades its words through shared memory: lane q writes its word of
+       * block b at [quad][b][q], then reads [quad][q][0..3] -- the four lanes' words of block q, in column
+       * order -- and stores them as one 16-byte unit; the warp syncs before the read and after it (the next
+       * exchange rewrites the buffer) */
       evtc_sb_printf(b,
         "%sif (EVTC_FULL_TILE) {\n"
         "%s  sq%d[i][h][j & 3] = (uint32_t)sv%d[0] | (uint32_t)sv%d[1] << 16;\n"
         "%s  if ((j & 3) == 3) {\n"
         "%s    const int q = lane & 3;\n"
-        "%s    const uint32_t x0 = sq%d[i][h][0], x1 = sq%d[i][h][1], x2 = sq%d[i][h][2], x3 = sq%d[i][h][3];\n"
-        "%s    const uint32_t own = q == 0 ? x0 : q == 1 ? x1 : q == 2 ? x2 : x3;\n"
-        "%s    const uint32_t r1 = __shfl_xor_sync(0xffffffffu, q == 0 ? x1 : q == 1 ? x0 : q == 2 ? x3 : x2, 1);\n"
-        "%s    const uint32_t r2 = __shfl_xor_sync(0xffffffffu, q == 0 ? x2 : q == 1 ? x3 : q == 2 ? x0 : x1, 2);\n"
-        "%s    const uint32_t r3 = __shfl_xor_sync(0xffffffffu, q == 0 ? x3 : q == 1 ? x2 : q == 2 ? x1 : x0, 3);\n"
-        "%s    evtc_u32x4 o;   /* o.<k> = lane k's pair of block q: own when k == q, else r_(k ^ q) */\n"
-        "%s    o.x = q == 0 ? own : q == 1 ? r1 : q == 2 ? r2 : r3;\n"
-        "%s    o.y = q == 1 ? own : q == 0 ? r1 : q == 3 ? r2 : r3;\n"
-        "%s    o.z = q == 2 ? own : q == 3 ? r1 : q == 0 ? r2 : r3;\n"
-        "%s    o.w = q == 3 ? own : q == 2 ? r1 : q == 1 ? r2 : r3;\n"
+        "%s    unsigned char *const xq = hook_smem + %d + warp * %d + (lane >> 2) * %d;\n"
+        "#pragma unroll\n"
+        "%s    for (int bq = 0; bq < 4; bq++) *(uint32_t *)(xq + bq * 16 + q * 4) = sq%d[i][h][bq];\n"
+        "%s    __syncwarp();\n"
+        "%s    const evtc_u32x4 o = *(const evtc_u32x4 *)(xq + q * 16);\n"
+        "%s    __syncwarp();\n"
         "%s    *(evtc_u32x4 *)(a%d + rg * CC + n0 + (j - 3 + q) * 8) = o;\n"
         "%s  }\n"
         "%s} else ",
-        ind, ind, i, i, i, ind, ind, ind, i, i, i, i, ind, ind, ind, ind, ind, ind, ind, ind, ind, ind, v->arg, ind, ind);
+        ind, ind, i, i, i, ind, ind, ind, row_smem_offset(k, e->pl, k->n_v), QUAD_WARP, QUAD_STRIDE, ind, i, ind, ind,
+        ind, ind, v->arg, ind, ind);
     } else {
       evtc_sb_printf(b, "%s", ind);
     }

@@ -106,22 +106,24 @@ static int cmp_float(const void *a, const void *b) {
     }                                                                            \
   } while (0)
 
-/* Kernel j and its finishing kernel when it has one (fin[j]). */
-static void launch(evtc_cuda_device *dev, evtc_cuda_kernel *fn, evtc_cuda_kernel *fin, evtc_kernel **ks, int j,
-                   void ***params) {
+/* Kernel j with its preparing and finishing kernels when it has them (pre[j], fin[j]). */
+static void launch(evtc_cuda_device *dev, evtc_cuda_kernel *fn, evtc_cuda_kernel *pre, evtc_cuda_kernel *fin,
+                   evtc_kernel **ks, int j, void ***params) {
   evtc_diag d = {0};
   unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1}, smem = 0;
   evtc_cuda_attention_launch(ks[j], true, &grid[0], &block[0], &smem);
-  TRY(evtc_cuda_launch(dev, &fn[j], grid, block, smem, params[j], &d));
   evtc_cuda_attention_extra x = evtc_cuda_attention_extra_of(ks[j], true);
+  unsigned pgrid[3] = {x.pre_grid, 1, 1}, pblock[3] = {256, 1, 1};
+  if (x.pre_grid) TRY(evtc_cuda_launch(dev, &pre[j], pgrid, pblock, 0, params[j], &d));
+  TRY(evtc_cuda_launch(dev, &fn[j], grid, block, smem, params[j], &d));
   if (!x.fin_grid) return;
   unsigned fgrid[3] = {x.fin_grid, 1, 1}, fblock[3] = {256, 1, 1};
   TRY(evtc_cuda_launch(dev, &fin[j], fgrid, fblock, 0, params[j], &d));
 }
 
 /* Median ms of launching kernels js[0..n) of ks in order (launch shapes for the current schedule). */
-static float time_kernels(evtc_cuda_device *dev, evtc_cuda_kernel *fn, evtc_cuda_kernel *fin, evtc_kernel **ks,
-                          const int *js, int n, void ***params) {
+static float time_kernels(evtc_cuda_device *dev, evtc_cuda_kernel *fn, evtc_cuda_kernel *pre, evtc_cuda_kernel *fin,
+                          evtc_kernel **ks, const int *js, int n, void ***params) {
   evtc_diag d = {0};
   CUevent e0, e1;
   TRY(evtc_cuda_event_new(dev, &e0, &d));
@@ -129,7 +131,7 @@ static float time_kernels(evtc_cuda_device *dev, evtc_cuda_kernel *fn, evtc_cuda
   float ms[ITERS];
   for (int it = 0; it < WARM + ITERS; it++) {
     TRY(evtc_cuda_event_record(dev, e0, &d));
-    for (int i = 0; i < n; i++) launch(dev, fn, fin, ks, js[i], params);
+    for (int i = 0; i < n; i++) launch(dev, fn, pre, fin, ks, js[i], params);
     TRY(evtc_cuda_event_record(dev, e1, &d));
     float t;
     TRY(evtc_cuda_event_ms(dev, e0, e1, &t, &d));
@@ -184,7 +186,7 @@ static void run_shape(evtc_cuda_device *dev, int si, int sys) {
   }
   TRY(evtc_cuda_fill32(dev, scratch, 0, x.scratch_bytes / 4, &d));
   void *pv[N_OPS][4], **pp[N_OPS];
-  evtc_cuda_kernel fn[N_OPS], fin[N_OPS];
+  evtc_cuda_kernel fn[N_OPS], pre[N_OPS], fin[N_OPS];
   for (int j = 0; j < N_OPS; j++) {
     memset(&pa[j], 0, sizeof pa[j]);
     for (int a = 0; a < ks[j]->n_args; a++) pa[j].a[a] = (void *)(uintptr_t)buf[ks[j]->args[a].node->id];
@@ -194,20 +196,25 @@ static void run_shape(evtc_cuda_device *dev, int si, int sys) {
     pv[j][3] = &scratch;
     pp[j] = pv[j];
     TRY(evtc_cuda_kernel_get(dev, mod, ks[j]->name, &fn[j], &d));
-    if (evtc_cuda_attention_extra_of(ks[j], true).fin_grid) {
-      char fname[80];
+    evtc_cuda_attention_extra x = evtc_cuda_attention_extra_of(ks[j], true);
+    char fname[80];
+    if (x.fin_grid) {
       snprintf(fname, sizeof fname, "%s_fin", ks[j]->name);
       TRY(evtc_cuda_kernel_get(dev, mod, fname, &fin[j], &d));
+    }
+    if (x.pre_grid) {
+      snprintf(fname, sizeof fname, "%s_pre", ks[j]->name);
+      TRY(evtc_cuda_kernel_get(dev, mod, fname, &pre[j], &d));
     }
   }
   /* dq both ways on the same inputs (out and lse written by the kernels before them) */
   const evtc_node *dqn = evtc_graph_find(g, "dq");
   int64_t ndq = evtc_type_numel(&dqn->type);
   uint16_t *dq2 = malloc(sizeof *dq2 * (size_t)ndq), *dq1 = malloc(sizeof *dq1 * (size_t)ndq);
-  for (int j = 0; j < 3; j++) launch(dev, fn, fin, ks, j, pp);
+  for (int j = 0; j < 3; j++) launch(dev, fn, pre, fin, ks, j, pp);
   TRY(evtc_cuda_copy_dtoh(dev, dq2, buf[dqn->id], sizeof *dq2 * (size_t)ndq, &d));
   TRY(evtc_cuda_fill32(dev, buf[dqn->id], 0xFFFFFFFFu, (size_t)ndq / 2, &d));     /* NaN poison */
-  launch(dev, fn, fin, ks, ONE_PASS, pp);
+  launch(dev, fn, pre, fin, ks, ONE_PASS, pp);
   TRY(evtc_cuda_copy_dtoh(dev, dq1, buf[dqn->id], sizeof *dq1 * (size_t)ndq, &d));
   double num = 0, den = 0;
   for (int64_t e = 0; e < ndq; e++) {
@@ -220,10 +227,10 @@ static void run_shape(evtc_cuda_device *dev, int si, int sys) {
   free(dq2);
   double flops = 4.0 * (double)(sh->b * sh->h * sh->s * sh->s * sh->d) * (sh->causal ? 0.5 : 1.0);
   static const int two[4] = {0, 1, 2, 3}, one[3] = {0, 1, ONE_PASS};
-  float fwd = time_kernels(dev, fn, fin, ks, two, 1, pp), all = time_kernels(dev, fn, fin, ks, two, 4, pp);
-  float all1 = time_kernels(dev, fn, fin, ks, one, 3, pp);
+  float fwd = time_kernels(dev, fn, pre, fin, ks, two, 1, pp), all = time_kernels(dev, fn, pre, fin, ks, two, 4, pp);
+  float all1 = time_kernels(dev, fn, pre, fin, ks, one, 3, pp);
   float part[N_OPS];
-  for (int j = 0; j < N_OPS; j++) part[j] = time_kernels(dev, fn, fin, ks, &j, 1, pp);
+  for (int j = 0; j < N_OPS; j++) part[j] = time_kernels(dev, fn, pre, fin, ks, &j, 1, pp);
   printf("%s, evtc-%s: kernels out %.3f, lse %.3f, dq %.3f, dkv %.3f, dkv with dq (+ fin) %.3f ms; dq one pass against "
          "two: rel rms %.2e\n", sh->name, systems[sys], part[0], part[1], part[2], part[3], part[4], rel);
   printf("RESULT evtc-%s %s fwd %.4f %.1f\n", systems[sys], sh->name, fwd, flops / fwd * 1e-9);

@@ -233,8 +233,34 @@ static void run_node(gpu *G, const char *what, const evtc_kernel *k, const char 
     void *pv[] = {&params, &step, &err, &scratch};
     unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1}, smem = 0;
     evtc_cuda_attention_launch(k, true, &grid[0], &block[0], &smem);
+    /* the wgmma dk with dv reads Dd from its NAME_pre in zeroed scratch, which its NAME_fin zeroes again */
+    evtc_cuda_attention_extra x = evtc_cuda_attention_extra_of(k, true);
+    evtc_cuda_kernel pre = {0}, fin = {0};
+    char fname[sizeof k->name + 8];
+    if (x.scratch_bytes && d.status == EVTC_OK) {
+      if (G->dev.drv->cuMemAlloc(&scratch, x.scratch_bytes) != 0)
+        evtc_diag_set(&d, EVTC_ERR_RUNTIME, "cuMemAlloc of %zu bytes of scratch", x.scratch_bytes);
+      else
+        evtc_cuda_fill32(&G->dev, scratch, 0, x.scratch_bytes / 4, &d);
+    }
+    unsigned pgrid[3] = {x.pre_grid, 1, 1}, fgrid[3] = {x.fin_grid, 1, 1}, b256[3] = {256, 1, 1};
+    snprintf(fname, sizeof fname, "%s_pre", k->name);
+    if (x.pre_grid && d.status == EVTC_OK && evtc_cuda_kernel_get(&G->dev, mod, fname, &pre, &d) == EVTC_OK)
+      evtc_cuda_launch(&G->dev, &pre, pgrid, b256, 0, pv, &d);
     if (d.status == EVTC_OK) evtc_cuda_launch(&G->dev, &fn, grid, block, smem, pv, &d);
+    snprintf(fname, sizeof fname, "%s_fin", k->name);
+    if (x.fin_grid && d.status == EVTC_OK && evtc_cuda_kernel_get(&G->dev, mod, fname, &fin, &d) == EVTC_OK)
+      evtc_cuda_launch(&G->dev, &fin, fgrid, b256, 0, pv, &d);
     if (d.status == EVTC_OK) evtc_cuda_sync(&G->dev, what, &d);
+    if (scratch && d.status == EVTC_OK) {     /* NAME_fin left the scratch zeroed */
+      uint32_t *left = malloc(x.scratch_bytes);
+      size_t nonzero = 0;
+      evtc_cuda_copy_dtoh(&G->dev, left, scratch, x.scratch_bytes, &d);
+      for (size_t i = 0; d.status == EVTC_OK && i < x.scratch_bytes / 4; i++) nonzero += left[i] != 0;
+      CHECK(nonzero == 0, "%s: %zu words of scratch left nonzero after NAME_fin", what, nonzero);
+      free(left);
+    }
+    if (scratch) G->dev.drv->cuMemFree(scratch);
     CHECK(d.status == EVTC_OK, "%s: %s", what, d.msg);
     if (d.status == EVTC_OK && out >= 0) {
       const evtc_node *n = k->args[out].node;

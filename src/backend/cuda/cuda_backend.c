@@ -58,11 +58,11 @@ typedef struct cuda_ctx {
 } cuda_ctx;
 
 typedef struct cuda_handle {
-  char name[64], fin_name[72];    /* as messages name the kernel and its finishing pass */
-  char entry[64], fin_entry[72];  /* their entry points in the module */
-  evtc_cuda_kernel main, fin;      /* main: NULL fn for a direct GEMM; evt: the GEMM with its epilogue */
-  bool has_fin;
-  unsigned grid, block, smem, fin_grid;
+  char name[64], fin_name[72], pre_name[72];    /* as messages name the kernel, its finishing and preparing passes */
+  char entry[64], fin_entry[72], pre_entry[72]; /* their entry points in the module */
+  evtc_cuda_kernel main, fin, pre; /* main: NULL fn for a direct GEMM; evt: the GEMM with its epilogue */
+  bool has_fin, has_pre;           /* pre: attention's NAME_pre, launched before main */
+  unsigned grid, block, smem, fin_grid, pre_grid;
   int n_args;
   CUdeviceptr scratch;             /* rows: reduction partials; GEMM: the result for the epilogue */
   bool shared_scratch;             /* the context's zeroed scratch instead (zeroed_scratch) */
@@ -374,6 +374,8 @@ static void *cuda_kernel(const evtc_backend *be, void *module, const char *entry
   snprintf(h->fin_name, sizeof h->fin_name, "%s_fin", k->name);
   snprintf(h->entry, sizeof h->entry, "%s", entry);
   snprintf(h->fin_entry, sizeof h->fin_entry, "%s_fin", entry);
+  snprintf(h->pre_name, sizeof h->pre_name, "%s_pre", k->name);
+  snprintf(h->pre_entry, sizeof h->pre_entry, "%s_pre", entry);
   h->n_args = k->n_args;
   h->err_slot = c->next_err;
   c->next_err = (c->next_err + 1) % ERR_SLOTS;
@@ -389,6 +391,9 @@ static void *cuda_kernel(const evtc_backend *be, void *module, const char *entry
     h->has_fin = x.fin_grid > 0;
     h->fin_grid = x.fin_grid;
     if (h->has_fin && entry_get(c, m, h->fin_entry, h->fin_name, &h->fin, d)) return NULL;
+    h->has_pre = x.pre_grid > 0;
+    h->pre_grid = x.pre_grid;
+    if (h->has_pre && entry_get(c, m, h->pre_entry, h->pre_name, &h->pre, d)) return NULL;
     h->shared_scratch = x.scratch_bytes > 0;
     if (h->shared_scratch && zeroed_scratch(c, x.scratch_bytes, d)) return NULL;
     return h;
@@ -483,7 +488,8 @@ static evtc_status cuda_run(const evtc_backend *be, void *kernel, void *const *a
   launch_args la;
   launch_args_fill(c, h, args, step, &la);
   void *pv[] = {&la.params, &la.step, &la.err, scratch_of(c, h)};
-  unsigned grid[3] = {h->grid, 1, 1}, block[3] = {h->block, 1, 1};
+  unsigned grid[3] = {h->grid, 1, 1}, block[3] = {h->block, 1, 1}, pgrid[3] = {h->pre_grid, 1, 1}, pblock[3] = {256, 1, 1};
+  if (h->has_pre && evtc_cuda_launch(&c->dev, &h->pre, pgrid, pblock, 0, pv, d)) return d->status;
   if (evtc_cuda_launch(&c->dev, &h->main, grid, block, h->smem, pv, d)) return d->status;
   return launch_fin(c, h, &la, d);
 }

@@ -98,15 +98,24 @@ static const char attention_lib[] =
     "struct evtc_att_lay { int64_t off, sb, sh, sr, c2; int h; };\n"
     "__device__ __forceinline__ int64_t evtc_att_base(const evtc_att_lay &l, int64_t bh) { return l.off + bh / l.h * l.sb + bh % l.h * l.sh; }\n"
     "/* Rows [0, ROWS) of a [rows, D] tile at g (rows ld elements apart) into swizzled shared memory s by NT threads;\n"
-    "   rows >= valid are zero-filled. */\n"
+    "   rows >= valid are zero-filled.  Thread t copies 16-byte chunk t % CH of rows t / CH + RS i: a step of RS rows\n"
+    "   (a multiple of 8) keeps the chunk's swizzle, so each copy after the first is two additions from the last\n"
+    "   (a loop from threadIdx.x left nvcc a generic loop of about 30 instructions a copy). */\n"
     "template <int D, int ROWS, int NT> __device__ __forceinline__ void evtc_att_load(uint16_t *s, const uint16_t *g, int valid, int64_t ld) {\n"
-    "  constexpr int CH = D / 8;\n"
+    "  constexpr int CH = D / 8, RS = NT / CH, IT = (ROWS + RS - 1) / RS;\n"
+    "  static_assert(NT % CH == 0 && RS % 8 == 0, \"evtc_att_load: a step of whole swizzle periods\");\n"
+    "  const int row0 = (int)threadIdx.x / CH, ch = (int)threadIdx.x % CH;\n"
+    "  const uint16_t *src0 = g + (int64_t)row0 * ld + ch * 8;\n"
+    "  const uint32_t dst0 = evtc_att_saddr(s + evtc_att_sw<D>(row0, ch * 8));\n"
     "#pragma unroll\n"
-    "  for (int c = threadIdx.x; c < ROWS * CH; c += NT) {\n"
-    "    const int row = c / CH, ch = c % CH;\n"
-    "    const uint16_t *src = g + (row < valid ? (int64_t)row * ld + ch * 8 : 0);\n"
-    "    const uint32_t dst = evtc_att_saddr(s + evtc_att_sw<D>(row, ch * 8));\n"
-    "    asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\\n\" ::\"r\"(dst), \"l\"(src), \"r\"(row < valid ? 16 : 0));\n"
+    "  for (int i = 0; i < IT; i++) {\n"
+    "    const int row = row0 + RS * i;\n"
+    "    if (ROWS % RS == 0 || row < ROWS) {\n"
+    "      const bool in = row < valid;\n"
+    "      const uint32_t dst = dst0 + (uint32_t)(RS * i * D * 2);\n"
+    "      const uint16_t *src = in ? src0 + (int64_t)RS * i * ld : g;\n"
+    "      asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\\n\" ::\"r\"(dst), \"l\"(src), \"r\"(in ? 16 : 0));\n"
+    "    }\n"
     "  }\n"
     "}\n"
     "/* A fragments (16 x D, row major) of rows [r0, r0 + 16) of a swizzled tile. */\n"
@@ -677,13 +686,30 @@ static int64_t dq_sums(const evtc_kernel *k, bool sm90a) {
   return q->shape[0] * q->shape[1] * ((q->shape[2] + 63) / 64) * 64 * q->shape[3];
 }
 
+/* Floats of Dd from NAME_pre (the wgmma key-block kernel; else 0): [B H, S rounded up to 64]. */
+static int64_t dd_floats(const evtc_kernel *k, bool sm90a) {
+  const evtc_type *q = &k->main->inputs[0]->type;
+  if (k->main->op != EVTC_OP_ATTENTION_BACKWARD_KV || !evtc_cuda_attention_warpgroups(k, sm90a)) return 0;
+  return q->shape[0] * q->shape[1] * ((q->shape[2] + 63) / 64) * 64;
+}
+
+/* Blocks of 256 threads for n items, at most 65536 (the kernels loop over the rest). */
+static unsigned grid_for(int64_t n) {
+  int64_t blocks = (n + 255) / 256;
+  return (unsigned)(blocks < 65536 ? blocks : 65536);
+}
+
 evtc_cuda_attention_extra evtc_cuda_attention_extra_of(const evtc_kernel *k, bool sm90a) {
   evtc_cuda_attention_extra x = {0};
-  if (!with_dq(k)) return x;
+  const int64_t sums = with_dq(k) ? dq_sums(k, sm90a) : 0, dd = dd_floats(k, sm90a);
+  if (!sums && !dd) return x;
   const int per_thread = evtc_cuda_attention_warpgroups(k, sm90a) ? 4 : 2;     /* sums NAME_fin takes a thread */
-  int64_t sums = dq_sums(k, sm90a), blocks = (sums / per_thread + 255) / 256;
-  x.scratch_bytes = (size_t)sums * sizeof(float);
-  x.fin_grid = (unsigned)(blocks < 65536 ? blocks : 65536);
+  x.scratch_bytes = (size_t)(sums + dd) * sizeof(float);
+  x.fin_grid = grid_for((sums > dd ? sums : dd) / per_thread);
+  if (dd) {     /* 8 threads a row of q */
+    const evtc_type *q = &k->main->inputs[0]->type;
+    x.pre_grid = (unsigned)((q->shape[0] * q->shape[1] * q->shape[2] * 8 + 255) / 256);
+  }
   return x;
 }
 
@@ -711,8 +737,8 @@ void evtc_cuda_attention_launch(const evtc_kernel *k, bool sm90a, unsigned *grid
   *block = (unsigned)(2 * br);
   if (nwg) {     /* a 1024-byte boundary, then (cuda_emit_attention_wg.c) */
     const unsigned tile = 64 * 64 * 2, rows_bytes = (unsigned)br * 64 * 2;
-    if (kv)     /* k, v; 2 x (q, dout, out); dS^T for dq; lse, Dd */
-      *smem = 1024 + 2 * rows_bytes + 2 * 3 * tile + (with_dq(k) ? rows_bytes : 0) + 4 * 64 * sizeof(float);
+    if (kv)     /* k, v; 2 x (q, dout); dS^T for dq; 2 x (lse, Dd) */
+      *smem = 1024 + 2 * rows_bytes + 2 * 2 * tile + (with_dq(k) ? rows_bytes : 0) + 4 * 64 * sizeof(float);
     else if (n->op == EVTC_OP_ATTENTION_BACKWARD_Q) *smem = 1024 + 2 * rows_bytes + 4 * tile;   /* q, dout; 2 x (k, v) */
     else *smem = 1024 + rows_bytes + 4 * tile * (WG_FWD_KEYS / 64);     /* q; 2 x (k, v) of WG_FWD_KEYS rows */
     return;
@@ -789,19 +815,25 @@ void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k, bool sm90a) {
       break;
     }
     default: {
-      bool kv = n->op == EVTC_OP_ATTENTION_BACKWARD_KV;
+      bool kv = n->op == EVTC_OP_ATTENTION_BACKWARD_KV, pre = dd_floats(k, sm90a) > 0;
       if (nwg)
         evtc_sb_printf(b, "  evtc_awg_bwd_%s<%d, %d, %d%s>(", kv ? "kv" : "q", bf, causal, nwg,
                        !kv ? "" : with_dq(k) ? ", true" : ", false");
       else
         evtc_sb_printf(b, "  evtc_att_bwd_%s<%d, %d, %d, %d%s>(", kv ? "kv" : "q", bf, d, causal, nw,
                        !kv ? "" : with_dq(k) ? ", true" : ", false");
-      for (int j = 0; j < 5; j++) evtc_sb_printf(b, "%sP.a[%d], ", u, evtc_kernel_input_arg(k, j));
+      for (int j = 0; j < 5; j++) {
+        if (j == 3 && pre)     /* Dd from NAME_pre in place of out, after the dq sums */
+          evtc_sb_printf(b, "(const float *)scratch + %lld, ", (long long)(with_dq(k) ? dq_sums(k, sm90a) : 0));
+        else
+          evtc_sb_printf(b, "%sP.a[%d], ", u, evtc_kernel_input_arg(k, j));
+      }
       evtc_sb_printf(b, "(const float *)P.a[%d], (uint16_t *)P.a[%d], %d, %d, (float)%.17g,\n    ",
                      evtc_kernel_input_arg(k, 5), evtc_kernel_output_arg(k), s, t, scale);
       int lay[6] = {evtc_kernel_input_arg(k, 0), evtc_kernel_input_arg(k, 1), evtc_kernel_input_arg(k, 2),
                     evtc_kernel_input_arg(k, 3), evtc_kernel_input_arg(k, 4), evtc_kernel_output_arg(k)};
       for (int i = 0; i < 6; i++) {
+        if (i == 3 && pre) continue;     /* out's layout is NAME_pre's */
         emit_layout(b, k, lay[i]);
         evtc_sb_printf(b, i < 5 ? ", " : kv ? ", %s);\n" : ");\n", with_dq(k) ? "(float *)scratch" : "nullptr");
       }
@@ -809,11 +841,32 @@ void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k, bool sm90a) {
     }
   }
   evtc_sb_printf(b, "}\n\n");
-  if (!with_dq(k)) return;
-  /* NAME_fin: dq = scale * the f32 sums, through its layout; the sums zeroed for the next run */
-  int dq = by_product_arg(k);
+  const int64_t dd = dd_floats(k, sm90a), sums = with_dq(k) ? dq_sums(k, sm90a) : 0;
+  if (dd) {     /* NAME_pre: Dd of every query row into the scratch after the dq sums */
+    evtc_sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(256) %s_pre(evtc_params P, uint64_t step, int *err, "
+                      "void *scratch) {\n  (void)step; (void)err;\n  evtc_awg_dd<%d>(%sP.a[%d], %sP.a[%d], (float *)scratch + %lld, "
+                      "%d, %d, %lldLL,\n    ",
+                   k->name, bf, u, evtc_kernel_input_arg(k, 4), u, evtc_kernel_input_arg(k, 3), (long long)sums, s,
+                   (s + 63) / 64 * 64, (long long)(q->shape[0] * q->shape[1] * s));
+    emit_layout(b, k, evtc_kernel_input_arg(k, 4));
+    evtc_sb_printf(b, ", ");
+    emit_layout(b, k, evtc_kernel_input_arg(k, 3));
+    evtc_sb_printf(b, ");\n}\n\n");
+  }
+  if (!sums && !dd) return;
+  /* NAME_fin: dq = scale * the f32 sums, through its layout; the sums and Dd zeroed for the next run */
   evtc_sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(256) %s_fin(evtc_params P, uint64_t step, int *err, "
-                    "void *scratch) {\n  (void)step; (void)err;\n  const evtc_att_lay lg = ", k->name);
+                    "void *scratch) {\n  (void)step; (void)err;\n", k->name);
+  if (dd)
+    evtc_sb_printf(b, "  for (int64_t i = blockIdx.x * 256ll + threadIdx.x; i < %lldLL; i += (int64_t)gridDim.x * 256)\n"
+                      "    ((float4 *)scratch)[%lldLL + i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);\n",
+                   (long long)(dd / 4), (long long)(sums / 4));
+  if (!sums) {
+    evtc_sb_printf(b, "}\n\n");
+    return;
+  }
+  int dq = by_product_arg(k);
+  evtc_sb_printf(b, "  const evtc_att_lay lg = ");
   emit_layout(b, k, dq);
   if (nwg) {     /* 4 sums a thread: tile (bh, query tile), accumulator registers 4 j.. of thread t (evtc_awg_bwd_kv) */
     evtc_sb_printf(b, ";\n  float4 *acc = (float4 *)scratch;\n"

@@ -23,17 +23,23 @@ int evtc_cuda_attention_warpgroups(const evtc_kernel *k, bool sm90a);
  * (attention_backward_kv: key) rows of each batch-head pair, its threads
  * and the dynamic shared memory in bytes. */
 void evtc_cuda_attention_launch(const evtc_kernel *k, bool sm90a, unsigned *grid, unsigned *block, unsigned *smem);
-/* What a kernel needs beyond its launch: attention_backward_kv writing dq too
- * (a by-product, program.c) sums dq in f32 scratch of scratch_bytes, zeroed
- * before its first run, and its finishing kernel NAME_fin (fin_grid blocks
- * of 256 threads) stores dq and zeroes the sums again, so kernels run one
- * after another may share that scratch.  All zero for the other kernels. */
+/* What a kernel needs beyond its launch, in f32 scratch of scratch_bytes
+ * that is zeroed before its first run and that its finishing kernel
+ * NAME_fin (fin_grid blocks of 256 threads) leaves zeroed, so kernels run
+ * one after another may share it:
+ *   - attention_backward_kv writing dq too (a by-product, program.c) sums
+ *     dq there, and NAME_fin stores dq;
+ *   - the wgmma attention_backward_kv reads Dd = rowsum(dout * out) of each
+ *     query row from there (after the dq sums), written by its preparing
+ *     kernel NAME_pre (pre_grid blocks of 256 threads) launched before it.
+ * All zero for the other kernels. */
 typedef struct evtc_cuda_attention_extra {
   size_t scratch_bytes;
   unsigned fin_grid;
+  unsigned pre_grid;
 } evtc_cuda_attention_extra;
 evtc_cuda_attention_extra evtc_cuda_attention_extra_of(const evtc_kernel *k, bool sm90a);
-/* Appends the device library (once per module) and the kernel k->name (and NAME_fin when it has one). */
+/* Appends the device library (once per module) and the kernel k->name (and NAME_pre, NAME_fin when it has them). */
 void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k, bool sm90a);
 /* The warpgroup library (cuda_emit_attention_wg.c), after the mma.sync one whose helpers it uses. */
 void evtc_cuda_emit_attention_wg_lib(evtc_sb *b);

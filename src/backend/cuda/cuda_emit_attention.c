@@ -713,8 +713,9 @@ evtc_cuda_attention_extra evtc_cuda_attention_extra_of(const evtc_kernel *k, boo
   return x;
 }
 
-/* Key rows per tile of the wgmma forward (cuda_emit_attention_wg.c). */
-enum { WG_FWD_KEYS = 128 };
+/* Key rows per tile of the wgmma forward, query tiles in flight in the wgmma key-block kernel (cuda_emit_attention_wg.c;
+ * with 3, 3 blocks of one warpgroup and dq still fit an SM's shared memory). */
+enum { WG_FWD_KEYS = 128, WG_KV_STAGES = 3 };
 
 int evtc_cuda_attention_warpgroups(const evtc_kernel *k, bool sm90a) {
   const char *e = getenv("EVTC_ATTN_WG");
@@ -737,8 +738,8 @@ void evtc_cuda_attention_launch(const evtc_kernel *k, bool sm90a, unsigned *grid
   *block = (unsigned)(2 * br);
   if (nwg) {     /* a 1024-byte boundary, then (cuda_emit_attention_wg.c) */
     const unsigned tile = 64 * 64 * 2, rows_bytes = (unsigned)br * 64 * 2;
-    if (kv)     /* k, v; 2 x (q, dout); dS^T for dq; 2 x (lse, Dd) */
-      *smem = 1024 + 2 * rows_bytes + 2 * 2 * tile + (with_dq(k) ? rows_bytes : 0) + 4 * 64 * sizeof(float);
+    if (kv)     /* k, v; stages x (q, dout); dS^T for dq; stages x (lse, Dd) */
+      *smem = 1024 + 2 * rows_bytes + WG_KV_STAGES * (2 * tile + 2 * 64 * sizeof(float)) + (with_dq(k) ? rows_bytes : 0);
     else if (n->op == EVTC_OP_ATTENTION_BACKWARD_Q) *smem = 1024 + 2 * rows_bytes + 4 * tile;   /* q, dout; 2 x (k, v) */
     else *smem = 1024 + rows_bytes + 4 * tile * (WG_FWD_KEYS / 64);     /* q; 2 x (k, v) of WG_FWD_KEYS rows */
     return;
@@ -816,9 +817,11 @@ void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k, bool sm90a) {
     }
     default: {
       bool kv = n->op == EVTC_OP_ATTENTION_BACKWARD_KV, pre = dd_floats(k, sm90a) > 0;
-      if (nwg)
-        evtc_sb_printf(b, "  evtc_awg_bwd_%s<%d, %d, %d%s>(", kv ? "kv" : "q", bf, causal, nwg,
-                       !kv ? "" : with_dq(k) ? ", true" : ", false");
+      if (nwg && kv)
+        evtc_sb_printf(b, "  evtc_awg_bwd_kv<%d, %d, %d, %s, %d>(", bf, causal, nwg, with_dq(k) ? "true" : "false",
+                       WG_KV_STAGES);
+      else if (nwg)
+        evtc_sb_printf(b, "  evtc_awg_bwd_q<%d, %d, %d>(", bf, causal, nwg);
       else
         evtc_sb_printf(b, "  evtc_att_bwd_%s<%d, %d, %d, %d%s>(", kv ? "kv" : "q", bf, d, causal, nw,
                        !kv ? "" : with_dq(k) ? ", true" : ", false");

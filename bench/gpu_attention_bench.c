@@ -177,8 +177,12 @@ static void run_shape(evtc_cuda_device *dev, int si, int sys) {
   struct params {
     void *a[EVTC_CUDA_MAX_ARGS];
   } pa[N_OPS];
-  uint64_t step = 0;
-  CUdeviceptr err = 0, scratch = 0;
+  CUdeviceptr stepp = 0, err = 0, scratch = 0;     /* the step: a zeroed device word, as the backend's slot */
+  if (dev->drv->cuMemAlloc(&stepp, sizeof(uint64_t)) != 0) {
+    fprintf(stderr, "gpu_attention_bench: cuMemAlloc of the step failed\n");
+    exit(1);
+  }
+  TRY(evtc_cuda_fill32(dev, stepp, 0, 2, &d));
   evtc_cuda_attention_extra x = evtc_cuda_attention_extra_of(ks[ONE_PASS], true);     /* dq's sums, zeroed */
   if (dev->drv->cuMemAlloc(&scratch, x.scratch_bytes) != 0) {
     fprintf(stderr, "gpu_attention_bench: cuMemAlloc of %zu bytes of scratch failed\n", x.scratch_bytes);
@@ -191,7 +195,7 @@ static void run_shape(evtc_cuda_device *dev, int si, int sys) {
     memset(&pa[j], 0, sizeof pa[j]);
     for (int a = 0; a < ks[j]->n_args; a++) pa[j].a[a] = (void *)(uintptr_t)buf[ks[j]->args[a].node->id];
     pv[j][0] = &pa[j];
-    pv[j][1] = &step;
+    pv[j][1] = &stepp;
     pv[j][2] = &err;
     pv[j][3] = &scratch;
     pp[j] = pv[j];
@@ -238,6 +242,7 @@ static void run_shape(evtc_cuda_device *dev, int si, int sys) {
   printf("RESULT evtc-%s %s fwd+bwd1 %.4f %.1f %s\n", systems[sys], sh->name, all1, 3.5 * flops / all1 * 1e-9,
          rel < 1e-2 ? "PASS" : "FAIL");
   dev->drv->cuMemFree(scratch);
+  dev->drv->cuMemFree(stepp);
   for (int32_t i = 0; i < g->n_nodes; i++) dev->drv->cuMemFree(buf[i]);
   free(buf);
   evtc_cuda_module_unload(dev, mod);

@@ -228,9 +228,11 @@ static void run_node(gpu *G, const char *what, const evtc_kernel *k, const char 
       void *a[EVTC_CUDA_MAX_ARGS];
     } params = {{0}};
     for (int a = 0; a < k->n_args; a++) params.a[a] = (void *)(uintptr_t)ptr[a];
-    uint64_t step = 0;
-    CUdeviceptr err = 0, scratch = 0;
-    void *pv[] = {&params, &step, &err, &scratch};
+    CUdeviceptr stepp = 0, err = 0, scratch = 0;     /* the step: a zeroed device word, as the backend's slot */
+    if (d.status == EVTC_OK && G->dev.drv->cuMemAlloc(&stepp, sizeof(uint64_t)) != 0)
+      evtc_diag_set(&d, EVTC_ERR_RUNTIME, "cuMemAlloc of the step");
+    if (d.status == EVTC_OK) evtc_cuda_fill32(&G->dev, stepp, 0, 2, &d);
+    void *pv[] = {&params, &stepp, &err, &scratch};
     unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1}, smem = 0;
     evtc_cuda_attention_launch(k, true, &grid[0], &block[0], &smem);
     /* the wgmma dk with dv reads Dd from its NAME_pre in zeroed scratch, which its NAME_fin zeroes again */
@@ -284,6 +286,7 @@ static void run_node(gpu *G, const char *what, const evtc_kernel *k, const char 
       free(buf);
       free(got);
     }
+    if (stepp) G->dev.drv->cuMemFree(stepp);
   } else {
     CHECK(false, "%s: %s", what, d.msg);
   }

@@ -163,6 +163,7 @@ typedef struct gpu {
   evtc_cuda_device dev;
   bool open;
   CUdeviceptr err;             /* the error flag of the kernel under test */
+  CUdeviceptr step;            /* the step the kernels read (zero), as the backend's step slot */
 } gpu;
 
 /* One case loaded on the GPU: its module, entry points, argument buffers and scratch. */
@@ -227,8 +228,7 @@ static evtc_status launch(gpu *G, const evtc_kernel *k, loaded *l, evtc_diag *d)
     void *a[EVTC_CUDA_MAX_ARGS];
   } params = {{0}};
   for (int a = 0; a < k->n_args; a++) params.a[a] = (void *)(uintptr_t)l->ptr[a];
-  uint64_t step = 0;
-  void *pv[] = {&params, &step, &G->err, &l->scratch};
+  void *pv[] = {&params, &G->step, &G->err, &l->scratch};
   unsigned grid[3] = {l->L.grid, 1, 1}, block[3] = {l->L.block, 1, 1};
   if (evtc_cuda_launch(&G->dev, &l->main, grid, block, 0, pv, d)) return d->status;
   if (!l->L.has_fin) return EVTC_OK;
@@ -536,8 +536,9 @@ int main(void) {
   evtc_diag d = {0};
   bool nvrtc;
   G.open = gpu_open(&G.dev, &d, &nvrtc);
-  if (G.open && G.dev.drv->cuMemAlloc(&G.err, sizeof(int)) != 0) {
-    CHECK(false, "cuMemAlloc of the error flag");
+  if (G.open && (G.dev.drv->cuMemAlloc(&G.err, sizeof(int)) != 0 || G.dev.drv->cuMemAlloc(&G.step, sizeof(uint64_t)) != 0 ||
+                 evtc_cuda_fill32(&G.dev, G.step, 0, 2, &d) != EVTC_OK)) {
+    CHECK(false, "cuMemAlloc of the error flag and the step: %s", d.msg);
     return check_summary();
   }
   int n_cases = 0, n_run = 0;
@@ -559,6 +560,7 @@ int main(void) {
     program_errors();
   }
   G.dev.drv->cuMemFree(G.err);
+  G.dev.drv->cuMemFree(G.step);
   evtc_cuda_device_close(&G.dev);
   return check_summary();
 }

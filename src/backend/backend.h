@@ -10,10 +10,12 @@
  * parallel, so compile() must be thread-safe there).  Buffers come
  * from alloc/free/copy, so a device backend can keep them in its memory.
  *
- * Kernel calling convention (every backend): an entry point takes the
+ * Kernel calling convention (host backends): an entry point takes the
  * kernel's argument buffers in evtc_kernel.args order, the step (the
  * dropout offset) and an error flag the kernel sets to nonzero on a
- * run-time input error (an index out of range); see evtc_backend_fn.
+ * run-time input error (an index out of range); see evtc_backend_fn.  A
+ * device backend's kernels read the step from its own memory instead,
+ * where begin_run() puts it before a run's launches.
  */
 #ifndef EVTC_BACKEND_H
 #define EVTC_BACKEND_H
@@ -61,13 +63,15 @@ struct evtc_backend {
    * functions: kernel() replaces lookup() and gives an opaque launchable
    * handle for k, whose entry point in module is `entry` (the name k was
    * emitted under; k->name names it in messages), freed by unload of its
-   * module; run() queues one launch
+   * module; begin_run() queues the write of a run's step where the kernels
+   * read it (stream-ordered, before the run's launches); run() queues one launch
    * of it, upload()/download() move bytes between host and device memory
    * (complete on return), and finish() waits for queued work and reports
    * the first failure since the last finish -- a CUDA error, a failed copy,
    * or a kernel's raised error flag -- naming the kernel. */
   void *(*kernel)(const evtc_backend *be, void *module, const char *entry, const evtc_kernel *k, evtc_diag *d);
-  evtc_status (*run)(const evtc_backend *be, void *kernel, void *const *args, uint64_t step, evtc_diag *d);
+  evtc_status (*begin_run)(const evtc_backend *be, uint64_t step, evtc_diag *d);
+  evtc_status (*run)(const evtc_backend *be, void *kernel, void *const *args, evtc_diag *d);
   void (*upload)(const evtc_backend *be, void *dst, const void *src, size_t bytes);
   void (*download)(const evtc_backend *be, void *dst, const void *src, size_t bytes);
   evtc_status (*finish)(const evtc_backend *be, evtc_diag *d);

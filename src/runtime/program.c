@@ -704,7 +704,12 @@ static evtc_status run_fallback_on_host(evtc_program *p, prog_kernel *pk, uint64
   return EVTC_OK;
 }
 
-/* Runs (a device backend: queues) kernel t. */
+/* A device backend: queues the write of the run's step where its kernels read it, before the run's launches. */
+static evtc_status begin_run(evtc_program *p, uint64_t step, evtc_diag *d) {
+  return p->be->begin_run ? p->be->begin_run(p->be, step, d) : EVTC_OK;
+}
+
+/* Runs (a device backend: queues) kernel t; a device kernel reads the step begin_run gave. */
 static evtc_status run_kernel(evtc_program *p, int t, uint64_t step, evtc_diag *d) {
   prog_kernel *pk = &p->ks[t];
   if (pk->is_fallback) {
@@ -712,7 +717,7 @@ static evtc_status run_kernel(evtc_program *p, int t, uint64_t step, evtc_diag *
     if (p->device) return run_fallback_on_host(p, pk, step, d);
     return evtc_fallback_run(&pk->fb, pk->argv, pk->argv[n->n_inputs], step, d);
   }
-  if (pk->handle) return p->be->run(p->be, pk->handle, pk->argv, step, d);
+  if (pk->handle) return p->be->run(p->be, pk->handle, pk->argv, d);
   int err = 0;
   pk->fn(pk->argv, step, &err);
   if (err) {
@@ -733,6 +738,7 @@ static evtc_status wait_backend(evtc_program *p, evtc_diag *d) {
 }
 
 evtc_status evtc_program_run(evtc_program *p, uint64_t step, evtc_diag *d) {
+  if (begin_run(p, step, d) != EVTC_OK) return d->status;
   for (int t = 0; t < p->n_ks; t++)
     if (run_kernel(p, t, step, d) != EVTC_OK) return d->status;
   return wait_backend(p, d);
@@ -746,6 +752,7 @@ static double now_us(void) {
 
 /* One run timed on the device: a mark before every kernel and one after the last, no waits in between. */
 static evtc_status profile_run_marked(evtc_program *p, uint64_t step, double *run_us, evtc_diag *d) {
+  if (begin_run(p, step, d) != EVTC_OK) return d->status;
   for (int t = 0; t < p->n_ks; t++)
     if (p->be->mark(p->be, t, d) != EVTC_OK || run_kernel(p, t, step, d) != EVTC_OK) return d->status;
   if (p->be->mark(p->be, p->n_ks, d) != EVTC_OK || wait_backend(p, d) != EVTC_OK) return d->status;
@@ -763,6 +770,7 @@ evtc_status evtc_program_profile(evtc_program *p, int runs, uint64_t step, doubl
       for (int t = 0; t < p->n_ks; t++) us[t] += run_us[t] / runs;
       continue;
     }
+    if (begin_run(p, step + (uint64_t)r, d) != EVTC_OK) return d->status;
     for (int t = 0; t < p->n_ks; t++) {
       const double t0 = now_us();
       if (run_kernel(p, t, step + (uint64_t)r, d) != EVTC_OK || wait_backend(p, d) != EVTC_OK) return d->status;

@@ -19,8 +19,10 @@
  * device's exact architecture through the disk cache (cuda_compile.h);
  * load() loads the CUBIN; kernel() makes a launch handle per kernel (the
  * launch shape from the same plan the emitter used, reduction scratch,
- * cuBLASLt descriptors, an error flag slot); run() queues its launches on
- * the device stream; finish() waits and reports the first CUDA error,
+ * cuBLASLt descriptors, an error flag slot); begin_run() queues the write
+ * of the step into the context's step slot, which every kernel reads (so
+ * launches captured into a graph stay valid across steps); run() queues
+ * its launches on the device stream; finish() waits and reports the first CUDA error,
  * failed copy or raised error flag, naming the kernel; mark() and
  * mark_intervals() time kernels by CUDA events (explain --profile).
  *
@@ -48,6 +50,7 @@ typedef struct cuda_ctx {
   cublasLtHandle_t lt_handle;
   CUdeviceptr workspace;
   CUdeviceptr errs;                /* ERR_SLOTS ints: one error flag per kernel handle */
+  CUdeviceptr step;                /* the step of the run being queued (begin_run), read by every kernel */
   char err_names[ERR_SLOTS][128];     /* kernel names (and an OPAQUE kernel's node) */
   int next_err, max_err;
   evtc_diag sticky;                /* the first failure of a call that cannot return one */
@@ -415,34 +418,33 @@ static void *cuda_kernel(const evtc_backend *be, void *module, const char *entry
 }
 
 /* The parameters every emitted kernel (and NAME_fin) takes after any of its own: the argument pointers as
- * evtc_params P, the step, the kernel's error-flag slot and its scratch. */
+ * evtc_params P, the context's step slot, the kernel's error-flag slot and its scratch. */
 typedef struct launch_args {
   struct {
     void *a[EVTC_CUDA_MAX_ARGS];
   } params;
-  uint64_t step;
+  CUdeviceptr stepp;
   CUdeviceptr err;
 } launch_args;
 
-static void launch_args_fill(const cuda_ctx *c, const cuda_handle *h, void *const *args, uint64_t step,
-                             launch_args *la) {
+static void launch_args_fill(const cuda_ctx *c, const cuda_handle *h, void *const *args, launch_args *la) {
   memset(la, 0, sizeof *la);
   memcpy(la->params.a, args, sizeof(void *) * (size_t)h->n_args);
-  la->step = step;
+  la->stepp = c->step;
   la->err = c->errs + (CUdeviceptr)h->err_slot * sizeof(int);
 }
 
 /* h's finishing kernel NAME_fin (the reductions' partials combined), when it has one. */
 static evtc_status launch_fin(cuda_ctx *c, cuda_handle *h, launch_args *la, evtc_diag *d) {
   if (!h->has_fin) return EVTC_OK;
-  void *fv[] = {&la->params, &la->step, &la->err, scratch_of(c, h)};
+  void *fv[] = {&la->params, &la->stepp, &la->err, scratch_of(c, h)};
   unsigned fgrid[3] = {h->fin_grid, 1, 1}, fblock[3] = {256, 1, 1};
   return evtc_cuda_launch(&c->dev, &h->fin, fgrid, fblock, 0, fv, d);
 }
 
 /* evtc's GEMM with its epilogue: tensor maps for these operand pointers (kept while they stay), then the kernel
  * and, with reductions, NAME_fin. */
-static evtc_status run_evt(cuda_ctx *c, cuda_handle *h, void *const *args, uint64_t step, evtc_diag *d) {
+static evtc_status run_evt(cuda_ctx *c, cuda_handle *h, void *const *args, evtc_diag *d) {
   const evtc_cuda_evt_plan *pl = &h->evt_plan;
   void *a = args[h->a_arg], *b = args[h->b_arg], *out = pl->builtin_store ? args[pl->out_arg] : NULL;
   if (!h->L || h->L_a != a || h->L_b != b || h->L_out != out) {
@@ -467,17 +469,25 @@ static evtc_status run_evt(cuda_ctx *c, cuda_handle *h, void *const *args, uint6
   evtc_cuda_gemm_launch *L = h->L;
   if (pl->builtin_store) return evtc_cuda_launch(&c->dev, &h->main, L->grid, L->block, L->smem, L->params, d);
   launch_args la;
-  launch_args_fill(c, h, args, step, &la);
-  void *pv[] = {L->params[0], L->params[1], L->params[2], L->params[3], L->params[4], &la.params, &la.step, &la.err,
+  launch_args_fill(c, h, args, &la);
+  void *pv[] = {L->params[0], L->params[1], L->params[2], L->params[3], L->params[4], &la.params, &la.stepp, &la.err,
                 &h->scratch};
   if (evtc_cuda_launch(&c->dev, &h->main, L->grid, L->block, L->smem, pv, d)) return d->status;
   return launch_fin(c, h, &la, d);
 }
 
-static evtc_status cuda_run(const evtc_backend *be, void *kernel, void *const *args, uint64_t step, evtc_diag *d) {
+/* The step's two 32-bit words into the step slot by value (no host buffer to keep alive), queued before the
+ * run's launches. */
+static evtc_status cuda_begin_run(const evtc_backend *be, uint64_t step, evtc_diag *d) {
+  cuda_ctx *c = ctx_of(be);
+  if (evtc_cuda_fill32(&c->dev, c->step, (unsigned)step, 1, d)) return d->status;
+  return evtc_cuda_fill32(&c->dev, c->step + 4, (unsigned)(step >> 32), 1, d);
+}
+
+static evtc_status cuda_run(const evtc_backend *be, void *kernel, void *const *args, evtc_diag *d) {
   cuda_ctx *c = ctx_of(be);
   cuda_handle *h = kernel;
-  if (h->evt) return run_evt(c, h, args, step, d);
+  if (h->evt) return run_evt(c, h, args, d);
   if (h->gemm) {
     void *out = h->direct ? args[h->out_arg] : (void *)(uintptr_t)h->scratch;
     if (evtc_cuda_gemm_run(&h->g, c->lt_handle, args[h->a_arg], args[h->b_arg], out, (void *)(uintptr_t)c->workspace,
@@ -486,8 +496,8 @@ static evtc_status cuda_run(const evtc_backend *be, void *kernel, void *const *a
     if (h->direct) return EVTC_OK;
   }
   launch_args la;
-  launch_args_fill(c, h, args, step, &la);
-  void *pv[] = {&la.params, &la.step, &la.err, scratch_of(c, h)};
+  launch_args_fill(c, h, args, &la);
+  void *pv[] = {&la.params, &la.stepp, &la.err, scratch_of(c, h)};
   unsigned grid[3] = {h->grid, 1, 1}, block[3] = {h->block, 1, 1}, pgrid[3] = {h->pre_grid, 1, 1}, pblock[3] = {256, 1, 1};
   if (h->has_pre && evtc_cuda_launch(&c->dev, &h->pre, pgrid, pblock, 0, pv, d)) return d->status;
   if (evtc_cuda_launch(&c->dev, &h->main, grid, block, h->smem, pv, d)) return d->status;
@@ -598,6 +608,10 @@ static void open_backend(void) {
                      EVTC_ERR_RUNTIME, &open_diag))
     return;
   if (evtc_cuda_fill32(&c->dev, c->errs, 0, ERR_SLOTS, &open_diag) != EVTC_OK) return;
+  if (evtc_cuda_fail(c->dev.drv, c->dev.drv->cuMemAlloc(&c->step, sizeof(uint64_t)), "cuMemAlloc (the step slot)",
+                     EVTC_ERR_RUNTIME, &open_diag) ||
+      evtc_cuda_fill32(&c->dev, c->step, 0, 2, &open_diag))
+    return;
   the_backend = (evtc_backend){
       .name = "cuda",
       .ctx = c,
@@ -612,6 +626,7 @@ static void open_backend(void) {
       .copy = cuda_copy,
       .synchronize = cuda_synchronize,
       .kernel = cuda_kernel,
+      .begin_run = cuda_begin_run,
       .run = cuda_run,
       .upload = cuda_upload,
       .download = cuda_download,

@@ -11,10 +11,13 @@
  * visitor node means exactly the same on both backends.
  *
  * Every generated kernel has the signature
- *   extern "C" __global__ void NAME(evtc_params P, uint64_t step, int *err, void *scratch)
- * where P.a[i] is the device pointer of kernel argument i, err the
- * kernel's error flag and scratch its reduction partials (rows) or the
- * GEMM result (epilogues).  The launch shape comes from the same plan
+ *   extern "C" __global__ void NAME(evtc_params P, const uint64_t *stepp, int *err, void *scratch)
+ * where P.a[i] is the device pointer of kernel argument i, *stepp the step
+ * (the dropout offset; read from device memory, where the backend writes
+ * it before each run, so that a captured CUDA graph of the launches stays
+ * valid from step to step; the kernel loads it into `step`, which the
+ * visitor's statements name), err the kernel's error flag and scratch its
+ * reduction partials (rows) or the GEMM result (epilogues).  The launch shape comes from the same plan
  * function the emitter used (evtc_cuda_rows_plan), so they always agree.
  */
 #ifndef EVTC_CUDA_EMIT_H

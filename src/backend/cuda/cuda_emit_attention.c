@@ -790,8 +790,9 @@ void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k, bool sm90a) {
   else snprintf(bounds, sizeof bounds, "%d", 32 * nw);
   evtc_sb_printf(b, "%s", attention_lib);
   if (nwg) evtc_cuda_emit_attention_wg_lib(b);
-  evtc_sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(%s) %s(evtc_params P, uint64_t step, int *err, "
-                    "void *scratch) {\n  (void)step; (void)err; (void)scratch;\n", bounds, k->name);
+  evtc_sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(%s) %s(evtc_params P, const uint64_t *stepp, "
+                    "int *err, void *scratch) {\n  const uint64_t step = *stepp;\n  (void)step; (void)err; (void)scratch;\n",
+                 bounds, k->name);
   const char *u = "(const uint16_t *)";
   switch (n->op) {
     case EVTC_OP_ATTENTION:
@@ -846,9 +847,9 @@ void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k, bool sm90a) {
   evtc_sb_printf(b, "}\n\n");
   const int64_t dd = dd_floats(k, sm90a), sums = with_dq(k) ? dq_sums(k, sm90a) : 0;
   if (dd) {     /* NAME_pre: Dd of every query row into the scratch after the dq sums */
-    evtc_sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(256) %s_pre(evtc_params P, uint64_t step, int *err, "
-                      "void *scratch) {\n  (void)step; (void)err;\n  evtc_awg_dd<%d>(%sP.a[%d], %sP.a[%d], (float *)scratch + %lld, "
-                      "%d, %d, %lldLL,\n    ",
+    evtc_sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(256) %s_pre(evtc_params P, const uint64_t *stepp, "
+                      "int *err, void *scratch) {\n  const uint64_t step = *stepp;\n  (void)step; (void)err;\n"
+                      "  evtc_awg_dd<%d>(%sP.a[%d], %sP.a[%d], (float *)scratch + %lld, %d, %d, %lldLL,\n    ",
                    k->name, bf, u, evtc_kernel_input_arg(k, 4), u, evtc_kernel_input_arg(k, 3), (long long)sums, s,
                    (s + 63) / 64 * 64, (long long)(q->shape[0] * q->shape[1] * s));
     emit_layout(b, k, evtc_kernel_input_arg(k, 4));
@@ -858,8 +859,8 @@ void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k, bool sm90a) {
   }
   if (!sums && !dd) return;
   /* NAME_fin: dq = scale * the f32 sums, through its layout; the sums and Dd zeroed for the next run */
-  evtc_sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(256) %s_fin(evtc_params P, uint64_t step, int *err, "
-                    "void *scratch) {\n  (void)step; (void)err;\n", k->name);
+  evtc_sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(256) %s_fin(evtc_params P, const uint64_t *stepp, "
+                    "int *err, void *scratch) {\n  const uint64_t step = *stepp;\n  (void)step; (void)err;\n", k->name);
   if (dd)
     evtc_sb_printf(b, "  for (int64_t i = blockIdx.x * 256ll + threadIdx.x; i < %lldLL; i += (int64_t)gridDim.x * 256)\n"
                       "    ((float4 *)scratch)[%lldLL + i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);\n",

@@ -125,8 +125,9 @@ void evtc_cuda_emit_prelude(evtc_sb *b) {
 
 void evtc_cuda_emit_head(evtc_sb *b, const evtc_kernel *k, const char *suffix, int threads) {
   evtc_sb_printf(b,
-                 "extern \"C\" __global__ void __launch_bounds__(%d) %s%s(evtc_params P, uint64_t step, int *err, "
-                 "void *scratch) {\n  void *const *args = P.a;\n  (void)args; (void)step; (void)err; (void)scratch;\n",
+                 "extern \"C\" __global__ void __launch_bounds__(%d) %s%s(evtc_params P, const uint64_t *stepp, int *err, "
+                 "void *scratch) {\n  const uint64_t step = *stepp;\n  void *const *args = P.a;\n"
+                 "  (void)args; (void)step; (void)err; (void)scratch;\n",
                  threads, k->name, suffix);
   evtc_cpu_emit_args(b, k);
 }

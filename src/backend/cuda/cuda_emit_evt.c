@@ -299,12 +299,13 @@ static void emit_shuffles(evtc_sb *b, const char *ind, const evtc_vnode *v, cons
 
 static void evt_params(evtc_sb *b, void *ctx) {
   (void)ctx;
-  evtc_sb_printf(b, ",\n   const evtc_params P, const uint64_t step, int *const err, void *const scratch");
+  evtc_sb_printf(b, ",\n   const evtc_params P, const uint64_t *const stepp, int *const err, void *const scratch");
 }
 
 static void evt_setup(evtc_sb *b, const char *ind, void *ctx) {
   const evt_ctx *e = ctx;
-  evtc_sb_printf(b, "%svoid *const *args = P.a;\n%s(void)args; (void)step; (void)err;\n", ind, ind);
+  evtc_sb_printf(b, "%sconst uint64_t step = *stepp;\n%svoid *const *args = P.a;\n%s(void)args; (void)step; (void)err;\n",
+                 ind, ind, ind);
   evtc_cpu_emit_args(b, e->k);
   evtc_sb_printf(b, "%sconst int64_t CC = %lldLL;\n%s(void)CC;\n%sdouble *const red = (double *)scratch;\n%s(void)red;\n",
                  ind, (long long)e->k->cols, ind, ind, ind);

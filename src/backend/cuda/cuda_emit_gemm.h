@@ -241,8 +241,8 @@ bool evtc_cuda_evt_plan_of(const evtc_kernel *k, const struct evtc_cuda_device *
 /* Partial slots per result of a reduction of class cls. */
 int64_t evtc_cuda_evt_slots(const evtc_cuda_evt_plan *pl, evtc_vclass cls);
 /* Appends kernel k->name (the GEMM with the visitor epilogue; parameters:
- * the five fixed ones, then, unless builtin_store, evtc_params P, uint64_t
- * step, int *err, void *scratch) and, with reductions, k->name_fin (the backend's usual
+ * the five fixed ones, then, unless builtin_store, evtc_params P, const
+ * uint64_t *stepp, int *err, void *scratch) and, with reductions, k->name_fin (the backend's usual
  * signature) to b, which must hold the CUDA prelude (cuda_emit.h). */
 void evtc_cuda_emit_evt(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_evt_plan *pl);
 

@@ -255,8 +255,9 @@ static const char opaque_lib[] =
  * every count of the kernel fits (its geometry constants, declared as const I, then fold into 32-bit arithmetic). */
 static void emit_head(evtc_sb *b, const evtc_kernel *k, const char *suffix, bool wide) {
   evtc_sb_printf(b,
-                 "extern \"C\" __global__ void __launch_bounds__(%d) %s%s(evtc_params P, uint64_t step, int *err, "
-                 "void *scratch) {\n  (void)step; (void)err; (void)scratch;\n  typedef %s I;\n",
+                 "extern \"C\" __global__ void __launch_bounds__(%d) %s%s(evtc_params P, const uint64_t *stepp, int *err, "
+                 "void *scratch) {\n  const uint64_t step = *stepp;\n  (void)step; (void)err; (void)scratch;\n"
+                 "  typedef %s I;\n",
                  EVTC_CUDA_OPAQUE_THREADS, k->name, suffix, wide ? "long long" : "int");
 }
 

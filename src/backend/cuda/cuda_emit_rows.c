@@ -569,8 +569,9 @@ static void emit_fin(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_plan
 static void emit_head(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_plan *pl) {
   evtc_sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(%d, %d) ", pl->threads * pl->rows_per_block, pl->min_blocks);
   if (pl->cluster > 1) evtc_sb_printf(b, "__cluster_dims__(%d, 1, 1) ", pl->cluster);
-  evtc_sb_printf(b, "%s(evtc_params P, uint64_t step, int *err, void *scratch) {\n"
-                    "  void *const *args = P.a;\n  (void)args; (void)step; (void)err; (void)scratch;\n", k->name);
+  evtc_sb_printf(b, "%s(evtc_params P, const uint64_t *stepp, int *err, void *scratch) {\n"
+                    "  const uint64_t step = *stepp;\n  void *const *args = P.a;\n"
+                    "  (void)args; (void)step; (void)err; (void)scratch;\n", k->name);
   evtc_cpu_emit_args(b, k);
 }
 

@@ -80,6 +80,19 @@ struct evtc_backend {
    * us[i] (n - 1 values, microseconds), so a profile needs no wait between kernels. */
   evtc_status (*mark)(const evtc_backend *be, int i, evtc_diag *d);
   evtc_status (*mark_intervals)(const evtc_backend *be, int n, double *us, evtc_diag *d);
+  /* Device graphs (optional: all five or none): graph_begin() starts capturing the launches run() queues,
+   * which are then recorded instead of run; graph_end() ends the capture and gives them instantiated as one
+   * graph (an opaque handle), or NULL with the cause in d -- something between the two could not be captured,
+   * or the graph does not instantiate; the capture is over either way and nothing captured has run.
+   * graph_current() says whether a graph's launches still point at valid memory (the backend may move what
+   * they read, e.g. a scratch shared with kernels of later programs); graph_launch() queues one replay;
+   * graph_free() frees a graph (a queued replay completes first).  Only run() calls go between graph_begin and
+   * graph_end: no begin_run, copy, alloc, free, finish or mark. */
+  evtc_status (*graph_begin)(const evtc_backend *be, evtc_diag *d);
+  void *(*graph_end)(const evtc_backend *be, evtc_diag *d);
+  bool (*graph_current)(const evtc_backend *be, const void *graph);
+  evtc_status (*graph_launch)(const evtc_backend *be, void *graph, evtc_diag *d);
+  void (*graph_free)(const evtc_backend *be, void *graph);
 };
 
 /* The CPU backend (backend/cpu): C compiled with the system compiler. */

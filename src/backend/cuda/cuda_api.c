@@ -59,6 +59,12 @@ static const sym_spec driver_syms[] = {
     DRV(cuEventSynchronize, "cuEventSynchronize", NULL),
     DRV(cuEventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime"),
     DRV(cuEventDestroy, "cuEventDestroy_v2", NULL),
+    DRV(cuStreamBeginCapture, "cuStreamBeginCapture_v2", NULL),
+    DRV(cuStreamEndCapture, "cuStreamEndCapture", NULL),
+    DRV(cuGraphInstantiate, "cuGraphInstantiateWithFlags", NULL),    /* not the older cuGraphInstantiate's 5 arguments */
+    DRV(cuGraphLaunch, "cuGraphLaunch", NULL),
+    DRV(cuGraphExecDestroy, "cuGraphExecDestroy", NULL),
+    DRV(cuGraphDestroy, "cuGraphDestroy", NULL),
     DRV(cuGetErrorName, "cuGetErrorName", NULL),
     DRV(cuGetErrorString, "cuGetErrorString", NULL),
     DRV(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled", NULL),

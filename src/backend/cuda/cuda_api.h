@@ -28,6 +28,8 @@ typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphExec_st *CUgraphExec;
 
 enum {
   EVTC_CUDA_SUCCESS = 0,
@@ -51,6 +53,8 @@ enum {
 enum { EVTC_CU_FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8 };
 enum { EVTC_CU_STREAM_NON_BLOCKING = 1 };
 enum { EVTC_CU_EVENT_DEFAULT = 0 };
+/* CUstreamCaptureMode: only this thread is kept from calls that are unsafe while its stream captures. */
+enum { EVTC_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1 };
 
 /* The driver entry points evtc calls (symbol resolved in parentheses). */
 typedef struct evtc_cuda_driver {
@@ -84,6 +88,13 @@ typedef struct evtc_cuda_driver {
   CUresult (*cuEventSynchronize)(CUevent e);
   CUresult (*cuEventElapsedTime)(float *ms, CUevent start, CUevent end);      /* _v2, else unversioned */
   CUresult (*cuEventDestroy)(CUevent e);                                      /* _v2 */
+  /* CUDA graphs: a stream's launches captured, instantiated, replayed */
+  CUresult (*cuStreamBeginCapture)(CUstream s, int mode);                     /* _v2 */
+  CUresult (*cuStreamEndCapture)(CUstream s, CUgraph *graph);
+  CUresult (*cuGraphInstantiate)(CUgraphExec *exec, CUgraph graph, unsigned long long flags); /* WithFlags */
+  CUresult (*cuGraphLaunch)(CUgraphExec exec, CUstream s);
+  CUresult (*cuGraphExecDestroy)(CUgraphExec exec);
+  CUresult (*cuGraphDestroy)(CUgraph graph);
   CUresult (*cuGetErrorName)(CUresult r, const char **name);
   CUresult (*cuGetErrorString)(CUresult r, const char **text);
   /* TMA descriptors (CUDA 12+): enum arguments as int; the map is 128 opaque bytes, 64-byte aligned */

@@ -24,7 +24,10 @@
  * launches captured into a graph stay valid across steps); run() queues
  * its launches on the device stream; finish() waits and reports the first CUDA error,
  * failed copy or raised error flag, naming the kernel; mark() and
- * mark_intervals() time kernels by CUDA events (explain --profile).
+ * mark_intervals() time kernels by CUDA events (explain --profile);
+ * graph_begin() .. graph_end() capture the launches of a run into a CUDA
+ * graph that graph_launch() replays (not offered under
+ * EVTC_CUDA_LAUNCH_BLOCKING=1, whose waits a capture cannot hold).
  *
  * Buffers are device memory (cuMemAlloc, zeroed); device pointers travel
  * through the program as void *.
@@ -597,6 +600,45 @@ static evtc_status cuda_mark_intervals(const evtc_backend *be, int n, double *us
   return EVTC_OK;
 }
 
+/* A run's launches as an instantiated CUDA graph, and the shared zeroed scratch they were captured with. */
+typedef struct cuda_graph {
+  CUgraphExec exec;
+  CUdeviceptr zeroed;
+} cuda_graph;
+
+static evtc_status cuda_graph_begin(const evtc_backend *be, evtc_diag *d) {
+  return evtc_cuda_capture_begin(&ctx_of(be)->dev, d);
+}
+
+static void *cuda_graph_end(const evtc_backend *be, evtc_diag *d) {
+  cuda_ctx *c = ctx_of(be);
+  cuda_graph *g = calloc(1, sizeof *g);
+  g->zeroed = c->zeroed;
+  if (evtc_cuda_capture_end(&c->dev, &g->exec, d) != EVTC_OK) {
+    free(g);
+    return NULL;
+  }
+  return g;
+}
+
+/* Every other pointer a launch holds (arguments, a kernel's own scratch, the step slot, the error flags, the
+ * cuBLASLt workspace) stays put for the life of its program; the shared zeroed scratch moves when a later
+ * program's kernel needs more of it (zeroed_scratch). */
+static bool cuda_graph_current(const evtc_backend *be, const void *graph) {
+  return ((const cuda_graph *)graph)->zeroed == ctx_of(be)->zeroed;
+}
+
+static evtc_status cuda_graph_launch(const evtc_backend *be, void *graph, evtc_diag *d) {
+  return evtc_cuda_graph_launch(&ctx_of(be)->dev, ((cuda_graph *)graph)->exec, d);
+}
+
+static void cuda_graph_free(const evtc_backend *be, void *graph) {
+  cuda_graph *g = graph;
+  if (!g) return;
+  evtc_cuda_graph_free(&ctx_of(be)->dev, g->exec);
+  free(g);
+}
+
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static evtc_diag open_diag;
 
@@ -634,6 +676,13 @@ static void open_backend(void) {
       .mark = cuda_mark,
       .mark_intervals = cuda_mark_intervals,
   };
+  if (!c->dev.launch_blocking) {
+    the_backend.graph_begin = cuda_graph_begin;
+    the_backend.graph_end = cuda_graph_end;
+    the_backend.graph_current = cuda_graph_current;
+    the_backend.graph_launch = cuda_graph_launch;
+    the_backend.graph_free = cuda_graph_free;
+  }
 }
 
 const evtc_backend *evtc_backend_cuda(evtc_diag *d) {

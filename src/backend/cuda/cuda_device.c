@@ -1,5 +1,6 @@
-/* cuda_device.c -- the device context, arena, copies, modules, launches
- * and events of cuda_device.h, each a thin checked layer over the driver.
+/* cuda_device.c -- the device context, arena, copies, modules, launches,
+ * CUDA graphs and events of cuda_device.h, each a thin checked layer over
+ * the driver.
  */
 #include "backend/cuda/cuda_device.h"
 
@@ -195,6 +196,38 @@ evtc_status evtc_cuda_launch(evtc_cuda_device *dev, evtc_cuda_kernel *k, const u
     if (r != EVTC_CUDA_SUCCESS) return evtc_cuda_fail(dev->drv, r, where, EVTC_ERR_RUNTIME, d);
   }
   return EVTC_OK;
+}
+
+/* ---- CUDA graphs ---- */
+
+evtc_status evtc_cuda_capture_begin(evtc_cuda_device *dev, evtc_diag *d) {
+  CU_TRY(dev, dev->drv->cuStreamBeginCapture(dev->stream, EVTC_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+         "cuStreamBeginCapture", d);
+  return EVTC_OK;
+}
+
+evtc_status evtc_cuda_capture_end(evtc_cuda_device *dev, CUgraphExec *exec, evtc_diag *d) {
+  *exec = NULL;
+  CUgraph graph = NULL;
+  CUresult r = dev->drv->cuStreamEndCapture(dev->stream, &graph);
+  if (r != EVTC_CUDA_SUCCESS) {
+    if (graph) dev->drv->cuGraphDestroy(graph);
+    return evtc_cuda_fail(dev->drv, r, "cuStreamEndCapture", EVTC_ERR_RUNTIME, d);
+  }
+  r = dev->drv->cuGraphInstantiate(exec, graph, 0);
+  dev->drv->cuGraphDestroy(graph);
+  if (r != EVTC_CUDA_SUCCESS) *exec = NULL;
+  return evtc_cuda_fail(dev->drv, r, "cuGraphInstantiateWithFlags", EVTC_ERR_RUNTIME, d);
+}
+
+evtc_status evtc_cuda_graph_launch(evtc_cuda_device *dev, CUgraphExec exec, evtc_diag *d) {
+  dev->last_kernel = "a replayed CUDA graph (EVTC_CUDA_GRAPH=0 launches its kernels one by one, so a fault names one)";
+  CU_TRY(dev, dev->drv->cuGraphLaunch(exec, dev->stream), "cuGraphLaunch", d);
+  return EVTC_OK;
+}
+
+void evtc_cuda_graph_free(evtc_cuda_device *dev, CUgraphExec exec) {
+  if (exec) dev->drv->cuGraphExecDestroy(exec);
 }
 
 /* ---- events ---- */

@@ -1,5 +1,5 @@
 /* cuda_device.h -- one GPU as evtc uses it: context, properties, a device
- * arena, a stream, events, modules and kernel launches.
+ * arena, a stream, events, modules, kernel launches and CUDA graphs of them.
  *
  * A device holds the primary context of one GPU and one non-blocking
  * stream; all copies and launches go to that stream in order.  Device
@@ -97,6 +97,19 @@ evtc_status evtc_cuda_kernel_get(evtc_cuda_device *dev, CUmodule mod, const char
  * kernel's parameters as an array of pointers to each value. */
 evtc_status evtc_cuda_launch(evtc_cuda_device *dev, evtc_cuda_kernel *k, const unsigned grid[3],
                              const unsigned block[3], unsigned smem, void **params, evtc_diag *d);
+
+/* ---- CUDA graphs: the stream's launches captured once, replayed as one ---- */
+/* Starts capturing the stream (thread-local mode: only this thread is kept from calls unsafe during a capture):
+ * launches queued on it from now on are recorded, not run. */
+evtc_status evtc_cuda_capture_begin(evtc_cuda_device *dev, evtc_diag *d);
+/* Ends the capture and instantiates what it recorded into *exec.  On failure -- something queued could not be
+ * recorded, or the graph does not instantiate -- the capture is over all the same, *exec is NULL, and nothing
+ * that was queued during it has run. */
+evtc_status evtc_cuda_capture_end(evtc_cuda_device *dev, CUgraphExec *exec, evtc_diag *d);
+/* Queues one replay of exec on the stream; a fault inside it names the graph, not one of its kernels. */
+evtc_status evtc_cuda_graph_launch(evtc_cuda_device *dev, CUgraphExec exec, evtc_diag *d);
+/* Frees exec (a replay still queued completes first). */
+void evtc_cuda_graph_free(evtc_cuda_device *dev, CUgraphExec exec);
 
 /* ---- events (for timing) ---- */
 evtc_status evtc_cuda_event_new(evtc_cuda_device *dev, CUevent *e, evtc_diag *d);

@@ -30,7 +30,10 @@
  * template knows which arguments share a buffer.
  * Running:
  * launch the kernels in order with their argument pointers; a raised
- * error flag becomes a message naming the kernel.
+ * error flag becomes a message naming the kernel.  On a backend with
+ * graphs the runs after the first replay one captured graph of the
+ * launches instead (program_replay.c); profile runs always launch one by
+ * one, with marks between the kernels.
  *
  * Device backends (backend.h: upload != NULL) keep every buffer and the
  * arena in device memory; set/get/poison go through host staging copies
@@ -78,6 +81,7 @@ struct evtc_program {
   bool device;              /* buffers live in the backend's device memory */
   unsigned char *staging;   /* a device program's host copy of the last batch fed (evtc_program_set_rows) */
   size_t staging_bytes;
+  evtc_replay replay;       /* whether runs replay a captured graph of their launches, and the graph */
   evtc_program_stats stats;
 };
 
@@ -584,11 +588,13 @@ evtc_program *evtc_program_new(const evtc_graph *g, const int32_t *kernel_of_nod
     fputc('\n', warn);
   }
   place_buffers(p);
+  evtc_replay_init(&p->replay, be, p->stats.interpreted);
   return p;
 }
 
 void evtc_program_free(evtc_program *p) {
   if (!p) return;
+  evtc_replay_free(&p->replay);
   for (int t = 0; t < p->n_ks; t++) {
     if (p->ks[t].is_fallback) evtc_fallback_free(&p->ks[t].fb);
     evtc_kernel_free(p->ks[t].k);
@@ -737,10 +743,22 @@ static evtc_status wait_backend(evtc_program *p, evtc_diag *d) {
   return EVTC_OK;
 }
 
+typedef struct run_ctx {
+  evtc_program *p;
+  uint64_t step;
+} run_ctx;
+
+/* Runs (queues) every kernel of a run in order: evtc_replay_run's launch_all. */
+static evtc_status run_kernels(void *ctx, evtc_diag *d) {
+  const run_ctx *r = ctx;
+  for (int t = 0; t < r->p->n_ks; t++)
+    if (run_kernel(r->p, t, r->step, d) != EVTC_OK) return d->status;
+  return EVTC_OK;
+}
+
 evtc_status evtc_program_run(evtc_program *p, uint64_t step, evtc_diag *d) {
-  if (begin_run(p, step, d) != EVTC_OK) return d->status;
-  for (int t = 0; t < p->n_ks; t++)
-    if (run_kernel(p, t, step, d) != EVTC_OK) return d->status;
+  run_ctx r = {p, step};
+  if (begin_run(p, step, d) != EVTC_OK || evtc_replay_run(&p->replay, run_kernels, &r, d) != EVTC_OK) return d->status;
   return wait_backend(p, d);
 }
 
@@ -818,7 +836,13 @@ void evtc_program_update(evtc_program *p) {
   }
 }
 
-evtc_program_stats evtc_program_get_stats(const evtc_program *p) { return p->stats; }
+evtc_program_stats evtc_program_get_stats(const evtc_program *p) {
+  evtc_program_stats st = p->stats;
+  st.graph = p->replay.on;
+  st.graph_captures = p->replay.captures;
+  snprintf(st.no_graph, sizeof st.no_graph, "%s", p->replay.on ? "" : p->replay.off);
+  return st;
+}
 
 typedef struct sized_value {
   int32_t id;

@@ -63,7 +63,11 @@ void evtc_program_set_rows(evtc_program *p, const evtc_node *leaf, const evtc_ro
 bool evtc_program_get(const evtc_program *p, const evtc_node *n, double *out);
 /* Runs every kernel once; step is the dropout offset.  A kernel's run-time
  * error (label or index out of range, integer division by zero) gives
- * EVTC_ERR_RUNTIME naming the kernel and its nodes. */
+ * EVTC_ERR_RUNTIME naming the kernel and its nodes.  On a backend with
+ * graphs (CUDA), the first run launches the kernels one by one, the second
+ * captures its launches as a graph and launches that, and later runs
+ * replay it (stats.graph says whether they do, no_graph why not; a failed
+ * capture warns on stderr and the runs go on launching one by one). */
 evtc_status evtc_program_run(evtc_program *p, uint64_t step, evtc_diag *d);
 /* Fills every buffer that is not a leaf -- the planned arena and the
  * graph outputs -- with 0xff bytes (NaN for floats), so a test sees any
@@ -87,6 +91,9 @@ typedef struct evtc_program_stats {
   size_t arena_bytes;       /* peak bytes of the planned intermediate arena */
   size_t unplanned_bytes;   /* the bytes the same values would take without reuse */
   size_t owned_bytes;       /* the buffers of their own: leaves (parameters, state, inputs, constants) and outputs */
+  bool graph;               /* runs after the first replay one captured graph of their launches (a CUDA graph) */
+  int graph_captures;       /* graphs captured so far (more than one when the backend moved memory they read) */
+  char no_graph[160];       /* when not graph: why (no graphs on the backend, EVTC_CUDA_GRAPH=0, ...) */
 } evtc_program_stats;
 
 evtc_program_stats evtc_program_get_stats(const evtc_program *p);

@@ -3,7 +3,8 @@
  * program.c builds and runs programs; program_fallback.c runs a node that
  * no backend template covers through the float64 interpreter, converting
  * its buffers to doubles and back; program_views.c finds the layout copies
- * that attention kernels make unnecessary.
+ * that attention kernels make unnecessary; program_replay.c replays a
+ * run's launches as one captured device graph.
  */
 #ifndef EVTC_PROGRAM_INTERNAL_H
 #define EVTC_PROGRAM_INTERNAL_H
@@ -49,5 +50,29 @@ typedef struct evtc_value_view {
  * buffer.  Returns how many kernels it drops. */
 int evtc_program_plan_views(const evtc_graph *g, const int32_t *kernel_of_node, int n_kernels, const evtc_backend *be,
                             unsigned char *skip, evtc_value_view *views);
+
+/* How a program's runs reach a device (program_replay.c): launched kernel by kernel, or the first plainly, the
+ * second captured as a graph of the backend (backend.h: graph_begin ..) and launched, every later one replayed. */
+typedef struct evtc_replay {
+  const evtc_backend *be;
+  bool on;                  /* runs may replay a graph */
+  bool ran_plain;           /* a run queued its launches plainly: the backend's lazy state is made */
+  void *graph;              /* the backend's graph of a run's launches, or NULL */
+  int captures;             /* graphs captured so far (again after the backend moved memory they read) */
+  char off[160];            /* when not on: why */
+} evtc_replay;
+
+/* Queues every launch of one run (the backend's run() calls only); EVTC_OK or the first failure in d. */
+typedef evtc_status (*evtc_replay_launch_fn)(void *ctx, evtc_diag *d);
+
+/* Replay on when backend be offers graphs, no kernel of the program runs in the interpreter (`interpreted`
+ * of them: their host copies cannot be captured) and the environment has no EVTC_CUDA_GRAPH=0; else r->off
+ * says why. */
+void evtc_replay_init(evtc_replay *r, const evtc_backend *be, int interpreted);
+/* Queues one run's launches: launch_all(ctx) plainly, or captured and launched, or the graph replayed (see
+ * above).  A capture that fails warns once on stderr, turns replay off and runs launch_all plainly. */
+evtc_status evtc_replay_run(evtc_replay *r, evtc_replay_launch_fn launch_all, void *ctx, evtc_diag *d);
+/* Frees the graph (before the program's modules go). */
+void evtc_replay_free(evtc_replay *r);
 
 #endif

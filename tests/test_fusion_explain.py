@@ -6,8 +6,9 @@ tests/fusion/: the summary lines have the documented form, the ILP is never
 slower than greedy, the text is byte-identical between runs (solver timings
 masked) and between a solved and a cached run, dot/svg/html are well formed,
 a tiny --time-limit falls back loudly (stderr and the text), --profile
-prints one row per plan kernel whose times add up to its totals, bad usage
-exits 2.  Caches go to a temporary EVTC_CACHE_DIR.
+prints one row per plan kernel whose times add up to its totals and says
+whether whole runs replay a CUDA graph (never on the CPU; on a GPU they
+do), bad usage exits 2.  Caches go to a temporary EVTC_CACHE_DIR.
 """
 import glob
 import os
@@ -103,6 +104,8 @@ with tempfile.TemporaryDirectory() as tmp:
     check(mem is not None and float(mem.group(3)) > 0 and
           abs(float(mem.group(1)) - float(mem.group(2)) - float(mem.group(3))) < 0.2,
           "--profile: the memory line adds up")
+    check(re.search(r"^launches: kernel by kernel \(the cpu backend offers no graphs\)$", out, re.M) is not None,
+          "--profile: the launches line says the CPU backend replays no graph")
     peak = re.search(r"^memory peak: ([0-9.]+) MiB of (\d+) values live in program kernel (\d+) \(%\S+\); the largest:((?: %\S+ [0-9.]+)+)$",
                      out, re.M)
     sizes = [float(x) for x in re.findall(r" %\S+ ([0-9.]+)", peak.group(4))] if peak else []
@@ -119,6 +122,9 @@ with tempfile.TemporaryDirectory() as tmp:
         check(measured == sorted(measured, reverse=True), "--profile: the slowest kernel first")
     # h200 profiles on the CUDA backend: without a GPU that is said at once, before any planning
     rc, out, err = explain(mlp, "--target", "h200", "--profile", "1")
+    check(rc != 0 or re.search(r"^launches: whole runs replay one captured graph of the program's launches "
+                               r"\(captured 1 time\); kernel by kernel when profiled$", out, re.M) is not None,
+          f"--target h200 --profile: the runs after the first replay a CUDA graph: {out[-600:]}")
     check(rc == 0 or (rc == 2 and err.startswith("evtc: explain --profile: target h200 needs its backend:")
                       and out == ""), f"--target h200 --profile: exit {rc}: {err}")
     rc, out, err = explain(mlp, "--profile", "0")

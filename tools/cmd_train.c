@@ -44,8 +44,9 @@ static double now_seconds(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* The timing and memory lines of the summary. */
-static void print_costs(const evtc_train_report *r, double import_seconds, bool program) {
+/* The timing and memory lines of the summary (and, on a backend with graphs, whether the steps replayed one). */
+static void print_costs(const evtc_train_report *r, double import_seconds, const evtc_backend *be) {
+  const bool program = be != NULL;
   printf("time to first step: %.3f s (import %.3f s, setup %.3f s, first step %.3f s)\n",
          import_seconds + r->setup_seconds + r->first_step_seconds, import_seconds, r->setup_seconds,
          r->first_step_seconds);
@@ -56,6 +57,10 @@ static void print_costs(const evtc_train_report *r, double import_seconds, bool 
     printf("buffer memory: %.1f MiB (arena %.1f MiB, leaves and outputs %.1f MiB)\n",
            (double)(r->arena_bytes + r->owned_bytes) / 1048576.0, (double)r->arena_bytes / 1048576.0,
            (double)r->owned_bytes / 1048576.0);
+  if (be && be->graph_begin) {
+    if (r->graph) printf("launches: the steps after the first replayed one captured %s graph of their launches\n", be->name);
+    else printf("launches: kernel by kernel (%s)\n", r->no_graph);
+  }
 }
 
 /* Parses argv; false after printing why. */
@@ -157,7 +162,7 @@ int evtc_cmd_train(int argc, char **argv) {
            "%.1f steps/s\n", o.backend->name, r.kernels, r.interpreted_kernels, r.split_kernels,
            o.partitioner ? o.partitioner : "ilp", r.seconds > 0 ? (double)r.steps / r.seconds : 0.0);
   else printf("backend interp: float64 interpreter, %.1f steps/s\n", r.seconds > 0 ? (double)r.steps / r.seconds : 0.0);
-  print_costs(&r, import_seconds, o.backend != NULL);
+  print_costs(&r, import_seconds, o.backend);
   if (r.test_samples > 0) {
     printf("test loss: %.4f (%lld samples)\n", r.test_loss, (long long)r.test_samples);
     if (r.test_accuracy >= 0) printf("test accuracy: %.4f\n", r.test_accuracy);

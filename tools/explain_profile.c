@@ -5,7 +5,7 @@
  * backend, which needs a GPU, for h200), on random leaves (floats uniform in [-1, 1]; integers that
  * index a gather, embedding, scatter_add, one_hot or cross-entropy uniform over the smallest range those
  * readers allow, so that a scatter's atomics spread as they do on real ids; other integers and bools 0),
- * once to warm up, N times as a whole
+ * twice to warm up (on a GPU the second run captures the CUDA graph the later runs replay), N times as a whole
  * (the mean time of a run), then N times kernel by kernel
  * (evtc_program_profile: on a GPU CUDA events between the kernels, no
  * waits; on the CPU a wait after every kernel), and prints each plan kernel's modelled time next
@@ -106,15 +106,16 @@ int evtc_explain_profile(const evtc_partition *part, const evtc_backend *be, int
   int rc = EVTC_EXIT_OK, n_rows = 0;
   if (!prog) goto failed;
   fill_leaves(prog, g);
-  if (evtc_program_run(prog, 0, &d) != EVTC_OK) goto failed;
+  for (uint64_t w = 0; w < 2; w++)
+    if (evtc_program_run(prog, w, &d) != EVTC_OK) goto failed;
   const double t0 = now_us();
   for (int r = 0; r < runs; r++)
-    if (evtc_program_run(prog, 1 + (uint64_t)r, &d) != EVTC_OK) goto failed;
+    if (evtc_program_run(prog, 2 + (uint64_t)r, &d) != EVTC_OK) goto failed;
   const double whole_us = (now_us() - t0) / runs;
   const int n = evtc_program_kernel_count(prog);
   us = malloc(sizeof(double) * (size_t)(n + 1));
   bool device_clock = false;
-  if (evtc_program_profile(prog, runs, 1 + (uint64_t)runs, us, &device_clock, &d) != EVTC_OK) goto failed;
+  if (evtc_program_profile(prog, runs, 2 + (uint64_t)runs, us, &device_clock, &d) != EVTC_OK) goto failed;
   /* one row per plan kernel (+ one per scalar-chain kernel), in first-node order */
   rows = calloc((size_t)(part->n_kernels + n + 1), sizeof *rows);
   int *row_of = malloc(sizeof(int) * (size_t)(part->n_kernels + 1));
@@ -181,6 +182,11 @@ int evtc_explain_profile(const evtc_partition *part, const evtc_backend *be, int
                "%.3f us, measured %.3f us kernel by kernel (%s), %.3f us as a whole run\n",
           part->n_kernels, n, st.compiled, st.interpreted, st.splits, st.aliases, st.views, st.by_products, st.in_place, st.in_place_outputs,
           part->time_us, measured, device_clock ? "device clock" : "with waits", whole_us);
+  if (st.graph)
+    fprintf(out, "launches: whole runs replay one captured graph of the program's launches (captured %d time%s); "
+                 "kernel by kernel when profiled\n", st.graph_captures, st.graph_captures == 1 ? "" : "s");
+  else
+    fprintf(out, "launches: kernel by kernel (%s)\n", st.no_graph);
   fprintf(out, "memory: %.1f MiB of program buffers (arena %.1f MiB, leaves and outputs %.1f MiB)\n",
           (double)(st.arena_bytes + st.owned_bytes) / (1 << 20), (double)st.arena_bytes / (1 << 20),
           (double)st.owned_bytes / (1 << 20));

@@ -312,6 +312,11 @@ evtc_status evtc_train(const evtc_graph *model, const char *data_dir, const evtc
     r->owned_bytes = ps.owned_bytes;
   }
   evtc_status looped = trainer_loop(&t, o, r, d);
+  if (t.prog) {     /* after the steps: a failed capture turns graphs off */
+    evtc_program_stats ps = evtc_program_get_stats(t.prog);
+    r->graph = ps.graph;
+    memcpy(r->no_graph, ps.no_graph, sizeof r->no_graph);
+  }
   for (int32_t i = 0; t.prog && i < t.joint->n_nodes; i++)   /* trained values back for evaluation and saving */
     if (t.joint->nodes[i]->op == EVTC_OP_PARAM || t.joint->nodes[i]->op == EVTC_OP_STATE)
       evtc_program_get(t.prog, t.joint->nodes[i], t.values.data[i]);

@@ -51,6 +51,9 @@ typedef struct evtc_train_report {
   double step_seconds;            /* median time of the steps after the first (the first 2^20 of them); NAN for one step */
   int64_t timed_steps;            /* how many steps that median covers */
   size_t arena_bytes, owned_bytes; /* with a backend: the program's buffers (evtc_program_stats) */
+  bool graph;                     /* with a backend: the steps after the first replayed one captured graph of their
+                                   * launches (evtc_program_stats.graph); else why not in no_graph */
+  char no_graph[160];
 } evtc_train_report;
 
 /* Trains `model` (not modified) and fills *r.  Bad data or options give one

@@ -30,7 +30,8 @@ void evtc_replay_init(evtc_replay *r, const evtc_backend *be, int interpreted) {
   const char *env = getenv("EVTC_CUDA_GRAPH");
   if (!be->graph_begin) snprintf(r->off, sizeof r->off, "the %s backend offers no graphs", be->name);
   else if (env && strcmp(env, "0") == 0) snprintf(r->off, sizeof r->off, "EVTC_CUDA_GRAPH=0");
-  else if (interpreted) snprintf(r->off, sizeof r->off, "%d kernels run in the interpreter", interpreted);
+  else if (interpreted)
+    snprintf(r->off, sizeof r->off, "%d kernel%s in the interpreter", interpreted, interpreted == 1 ? " runs" : "s run");
   else r->on = true;
 }
 

@@ -1,6 +1,6 @@
 /* replay_check.h -- runs replayed as a captured graph against the same runs launched kernel by kernel (tests only).
  *
- * replay_compare(g, be, steps, tol, int_hi, what) builds the program of g
+ * replay_compare(g, be, steps, tol, between, int_hi, what) builds the program of g
  * twice on backend be -- with EVTC_CUDA_GRAPH=1 (graph replay: the first
  * run plain, the second captured, the rest replayed) and with
  * EVTC_CUDA_GRAPH=0 (every run kernel by kernel) -- feeds both and the
@@ -8,10 +8,12 @@
  * `steps` steps with distinct step numbers, so that dropout masks change
  * from step to step and a graph that kept its capture's step would differ.
  * Every step, every graph output must agree bit for bit between the two
- * programs and the loss (if g has one) with the interpreter's within tol;
- * updates are copied back as a training loop does.  After the steps every
- * PARAM and STATE must agree bit for bit, and with the interpreter within
- * tol.  The graph program must have replayed (stats.graph, one capture
+ * programs (between = 0; else within `between`, for programs whose float
+ * atomics -- scatter_add, attention's one-pass dq -- sum in a different
+ * order on every run) and the loss (if g has one) with the interpreter's
+ * within tol; updates are copied back as a training loop does.  After the
+ * steps every PARAM and STATE must agree between the programs the same
+ * way, and with the interpreter within tol.  The graph program must have replayed (stats.graph, one capture
  * unless recaptures are expected) and the plain one not.  Returns the
  * graph program (caller frees) for more runs, or NULL.  Include after
  * cpu_oracle.h.
@@ -40,15 +42,18 @@ static inline evtc_program *replay_program(const evtc_graph *g, const evtc_backe
   return p;
 }
 
-/* Whether value n agrees bit for bit between programs a and b (the first differing element printed). */
-static inline bool replay_same(const evtc_program *a, const evtc_program *b, const evtc_node *n, const char *what,
-                               int step) {
+/* Whether value n agrees between programs a and b: bit for bit (between = 0) or within `between` (oracle_near); the
+ * first differing element printed. */
+static inline bool replay_same(const evtc_program *a, const evtc_program *b, const evtc_node *n, double between,
+                               const char *what, int step) {
   int64_t numel = evtc_type_numel(&n->type);
   size_t bytes = sizeof(double) * (size_t)(numel > 0 ? numel : 1);
   double *x = malloc(bytes), *y = malloc(bytes);
-  bool got = evtc_program_get(a, n, x) && evtc_program_get(b, n, y), same = got && memcmp(x, y, bytes) == 0;
+  bool got = evtc_program_get(a, n, x) && evtc_program_get(b, n, y), same = got;
+  for (int64_t e = 0; got && e < numel && same; e++)
+    same = between > 0 ? oracle_near(x[e], y[e], between) : memcmp(&x[e], &y[e], sizeof x[e]) == 0;
   for (int64_t e = 0; got && !same && e < numel; e++)
-    if (memcmp(&x[e], &y[e], sizeof x[e]) != 0) {
+    if (between > 0 ? !oracle_near(x[e], y[e], between) : memcmp(&x[e], &y[e], sizeof x[e]) != 0) {
       fprintf(stderr, "  %s: step %d: %%%s[%lld]: replayed %.17g, launched one by one %.17g\n", what, step, n->name,
               (long long)e, x[e], y[e]);
       break;
@@ -59,7 +64,7 @@ static inline bool replay_same(const evtc_program *a, const evtc_program *b, con
 }
 
 static inline evtc_program *replay_compare(const evtc_graph *g, const evtc_backend *be, int steps, double tol,
-                                           int64_t int_hi, const char *what) {
+                                           double between, int64_t int_hi, const char *what) {
   evtc_program *rp = replay_program(g, be, "1", what), *pp = replay_program(g, be, "0", what);
   oracle_vals o = oracle_fill(g, int_hi);
   evtc_interp *it = evtc_interp_new(g);
@@ -78,7 +83,7 @@ static inline evtc_program *replay_compare(const evtc_graph *g, const evtc_backe
     CHECK(evtc_interp_run(it, replay_step_of(s), &di) == EVTC_OK, "%s: interpreter: %s", what, di.msg);
     CHECK(evtc_program_run(rp, replay_step_of(s), &dr) == EVTC_OK, "%s: step %d replayed: %s", what, s, dr.msg);
     CHECK(evtc_program_run(pp, replay_step_of(s), &dp) == EVTC_OK, "%s: step %d one by one: %s", what, s, dp.msg);
-    for (int k = 0; k < g->n_outputs; k++) differ += !replay_same(rp, pp, g->outputs[k].node, what, s);
+    for (int k = 0; k < g->n_outputs; k++) differ += !replay_same(rp, pp, g->outputs[k].node, between, what, s);
     if (g->loss) {
       double loss = NAN;
       evtc_program_get(rp, g->loss, &loss);
@@ -99,7 +104,7 @@ static inline evtc_program *replay_compare(const evtc_graph *g, const evtc_backe
   for (int32_t i = 0; i < g->n_nodes; i++) {
     const evtc_node *n = g->nodes[i];
     if (n->op != EVTC_OP_PARAM && n->op != EVTC_OP_STATE) continue;
-    leaves_differ += !replay_same(rp, pp, n, what, steps);
+    leaves_differ += !replay_same(rp, pp, n, between, what, steps);
     int64_t numel = evtc_type_numel(&n->type);
     double *got = malloc(sizeof(double) * (size_t)(numel > 0 ? numel : 1));
     evtc_program_get(rp, n, got);

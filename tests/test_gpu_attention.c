@@ -39,6 +39,9 @@
  * through views (program_views.c), 14 layout kernels fewer.  Two chained
  * attention layers and their gradients run as two programs in turn: their
  * one-pass kernels share the backend's scratch, which each leaves zeroed.
+ * The two layers with dropout between them run 4 steps replayed from one
+ * captured CUDA graph against launched kernel by kernel (replay_check.h):
+ * bit for bit, or within the bf16 tolerance where dq is summed by atomics.
  *
  * Without a GPU each case's modules are emitted as on the GPU and compiled
  * through NVRTC for sm_90a (CUBINs into the usual disk cache, so a staged
@@ -56,6 +59,7 @@
 #include "backend/cuda/cuda_emit_attention.h"
 #include "cpu_oracle.h"
 #include "gpu_session.h"
+#include "replay_check.h"
 #include "kernel/kernel.h"
 #include "runtime/elements.h"
 #include "runtime/interp.h"
@@ -532,6 +536,35 @@ static void run_views_program(void) {
   evtc_graph_free(g);
 }
 
+/* The two layers with dropout on the first one's output, as training steps replayed from one CUDA graph and
+ * launched one by one (program_replay.c): bit for bit unless dq is summed by atomics in the pass of dk and dv
+ * (EVTC_ATTN_DQ=1), whose order varies from run to run. */
+static void run_replay_program(const struct schedule *w) {
+  char text[1536], what[96];
+  const char *dt = "bf16";
+  const long long b = 1, h = 2, s = 130, d = 64;
+  snprintf(text, sizeof text,
+           "graph two {\n  %%q = input() : %s[%lld,%lld,%lld,%lld]\n  %%k = input() : %s[%lld,%lld,%lld,%lld]\n"
+           "  %%v = input() : %s[%lld,%lld,%lld,%lld]\n  %%k2 = input() : %s[%lld,%lld,%lld,%lld]\n"
+           "  %%v2 = input() : %s[%lld,%lld,%lld,%lld]\n  %%c = input() : %s[%lld,%lld,%lld,%lld]\n"
+           "  %%o = attention(%%q, %%k, %%v) {scale=0.125, causal=0} : %s[%lld,%lld,%lld,%lld]\n"
+           "  %%od = dropout(%%o) {p=0.1, seed=3} : %s[%lld,%lld,%lld,%lld]\n"
+           "  %%o2 = attention(%%od, %%k2, %%v2) {scale=0.125, causal=1} : %s[%lld,%lld,%lld,%lld]\n"
+           "  %%m = mul(%%o2, %%c) : %s[%lld,%lld,%lld,%lld]\n  %%l = reduce_sum(%%m) : %s[]\n  output %%o2\n  loss %%l\n}\n",
+           dt, b, h, s, d, dt, b, h, s, d, dt, b, h, s, d, dt, b, h, s, d, dt, b, h, s, d, dt, b, h, s, d, dt, b, h, s, d, dt,
+           b, h, s, d, dt, b, h, s, d, dt, b, h, s, d, dt);
+  snprintf(what, sizeof what, "graph replay: two layers with dropout (%s)", w->name);
+  evtc_graph *g = oracle_parse(text, what);
+  evtc_diag d0 = {0};
+  static const char *const wrt[5] = {"q", "k", "v", "k2", "v2"};
+  evtc_graph *jg = g ? evtc_autodiff(g, wrt, 5, NULL, &d0) : NULL;
+  CHECK(jg != NULL, "%s: autodiff: %s", what, d0.msg);
+  const bool atomics = strcmp(w->dq, "1") == 0;
+  if (jg) evtc_program_free(replay_compare(jg, oracle_be, 4, 4.0 / 256, atomics ? 4.0 / 256 : 0, 0, what));
+  evtc_graph_free(jg);
+  evtc_graph_free(g);
+}
+
 int main(void) {
   check_rng = 0xF1A5A77Eull;
   check_refusals();
@@ -553,6 +586,7 @@ int main(void) {
     run_joint_program(2);
     run_views_program();
     run_two_layer_program();
+    run_replay_program(&schedules[w]);
   }
   evtc_cuda_device_close(&G.dev);
   return check_summary();

@@ -18,7 +18,14 @@
  * scheme (in-place outputs); the f32 erf, GELU and exp against libm's
  * (erf_check.h, exp_check.h: the exp2-based exp within 2 + 1.25 |x|
  * ulp); and the run-time error flag (a label out of range) naming its
- * kernel.  f16 and
+ * kernel (also from a replayed CUDA graph).  Graph replay (program_replay.c): training
+ * steps with dropout -- the f32 block with AdamW (cuBLASLt), a bf16 MLP with SGD
+ * (evtc's GEMM on sm_90a, GELU and dropout in its epilogue) -- replayed
+ * from one captured CUDA graph agree bit for bit with the same program
+ * launching kernel by kernel (EVTC_CUDA_GRAPH=0) and with the interpreter
+ * (replay_check.h); an embedding's scatter_add (f32 atomics: within the
+ * bf16 tolerance) keeps agreeing after a later program grows the
+ * backend's shared scratch under the captured graph.  f16 and
  * bf16 storage (f32 math): the exact checks of half_oracle.h (set/get,
  * every bit pattern, casts at ties), elementwise chains, rows kernels in
  * every row scheme, cross-entropy forward + backward on bf16 logits cast to
@@ -44,6 +51,7 @@
 #include "exp_check.h"
 #include "half_oracle.h"
 #include "kernel/kernel.h"
+#include "replay_check.h"
 
 static const double TOL = 2e-5;
 /* about four roundings of bf16 (2^-8 relative each) and of f16 (2^-11) */
@@ -252,6 +260,39 @@ static void compile_only(evtc_graph *g, const char *name) {
   evtc_graph_free(g);
 }
 
+/* A bf16 MLP: on sm_90a evtc's GEMM with GELU and dropout in its epilogue (the backward's kernels draw the mask
+ * again), cuBLASLt elsewhere. */
+static const char bf16_mlp_text[] =
+    "graph bmlp {\n  %x = input() : bf16[128,256]\n  %w1 = param() : bf16[256,256]\n"
+    "  %h = matmul(%x, %w1) : bf16[128,256]\n  %a = gelu(%h) : bf16[128,256]\n"
+    "  %dp = dropout(%a) {p=0.2, seed=4} : bf16[128,256]\n  %w2 = param() : bf16[256,64]\n"
+    "  %z = matmul(%dp, %w2) : bf16[128,64]\n  %y = input() : i64[128]\n"
+    "  %loss = cross_entropy(%z, %y) : bf16[]\n  output %loss\n  loss %loss\n}\n";
+
+/* An embedding in front: its gradient is a scatter_add into the backend's shared zeroed scratch (f32 atomics). */
+static const char embed_text[] =
+    "graph emb {\n  %ids = input() : i64[128]\n  %tab = param() : bf16[64,256]\n"
+    "  %e = embedding(%tab, %ids) : bf16[128,256]\n  %dp = dropout(%e) {p=0.25, seed=6} : bf16[128,256]\n"
+    "  %w = param() : bf16[256,64]\n  %z = matmul(%dp, %w) : bf16[128,64]\n  %y = input() : i64[128]\n"
+    "  %loss = cross_entropy(%z, %y) : bf16[]\n  output %loss\n  loss %loss\n}\n";
+
+/* A larger embedding's gradient: its scatter_add needs 16 MiB of the shared zeroed scratch. */
+static const char big_embed_text[] =
+    "graph big {\n  %x = input() : f32[16384,256]\n  %i = input() : i64[512]\n"
+    "  %e = embedding(%x, %i) : f32[512,256]\n  %c = input() : f32[512,256]\n  %m = mul(%e, %c) : f32[512,256]\n"
+    "  %l = reduce_sum(%m) : f32[]\n  output %l\n  loss %l\n}\n";
+
+static evtc_graph *joint_of(const char *text, const char *name, evtc_optimizer kind) {
+  evtc_graph *fwd = oracle_parse(text, name);
+  if (!fwd) return NULL;
+  evtc_optim_config opt = evtc_optim_default(kind);
+  evtc_diag d = {0};
+  evtc_graph *joint = evtc_autodiff(fwd, NULL, 0, &opt, &d);
+  CHECK(joint != NULL, "%s: autodiff: %s", name, d.msg);
+  evtc_graph_free(fwd);
+  return joint;
+}
+
 static void half_compile_only(void) {
   evtc_diag d = {0};
   if (!evtc_cuda_nvrtc_get(&d)) {
@@ -273,6 +314,9 @@ static void half_compile_only(void) {
   compile_only(oracle_parse(col_tiles_tail_text, "column tiles tail"), "column tiles 6x3001");
   compile_only(oracle_parse(ce_vocab_text, "cross-entropy vocab"), "cross-entropy 38x50257 through a padded view");
   compile_only(oracle_parse(half_gemm_text, "half gemm"), "bf16 / f16 gemm epilogues");
+  compile_only(joint_of(block_text, "block", EVTC_OPTIM_ADAMW), "graph replay: dropout block with adamw");
+  compile_only(joint_of(bf16_mlp_text, "bf16 mlp", EVTC_OPTIM_SGD), "graph replay: bf16 mlp with sgd (cuBLASLt epilogues)");
+  compile_only(joint_of(embed_text, "embedding", EVTC_OPTIM_SGD), "graph replay: embedding with sgd");
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
@@ -488,7 +532,69 @@ static void train(evtc_graph *fwd, evtc_optimizer kind, int64_t int_hi, const ch
   evtc_graph_free(joint);
 }
 
-/* A label out of range raises the kernel's error flag; the message names the kernel. */
+/* The embedding model replayed and launched one by one, step after step; after step 2 a program whose scatter_add
+ * needs more shared scratch is built (the backend frees and reallocates it, so the graph captured at step 1 would
+ * write freed memory: program_replay.c captures again), and the steps after must still agree. */
+static void test_graph_after_scratch_moves(evtc_graph *g) {
+  const char *what = "graph replay: embedding, the shared scratch grown under it";
+  evtc_program *rp = replay_program(g, oracle_be, "1", what), *pp = replay_program(g, oracle_be, "0", what);
+  oracle_vals o = oracle_fill(g, 64);
+  if (!rp || !pp) goto out;
+  for (int32_t i = 0; i < g->n_nodes; i++)
+    if (o.v[i]) {
+      evtc_program_set(rp, g->nodes[i], o.v[i]);
+      evtc_program_set(pp, g->nodes[i], o.v[i]);
+    }
+  int differ = 0;
+  for (int s = 0; s < 6; s++) {
+    if (s == 3) {
+      evtc_graph *big = differentiate(big_embed_text, "big embedding", "x");
+      evtc_diag d = {0};
+      evtc_program *bp = big ? evtc_program_new(big, NULL, 0, oracle_be, NULL, &d) : NULL;
+      CHECK(bp != NULL, "%s: the big program: %s", what, d.msg);
+      evtc_program_free(bp);
+      evtc_graph_free(big);
+    }
+    evtc_diag dr = {0}, dp = {0};
+    evtc_program_poison(rp);
+    evtc_program_poison(pp);
+    CHECK(evtc_program_run(rp, replay_step_of(s), &dr) == EVTC_OK, "%s: step %d replayed: %s", what, s, dr.msg);
+    CHECK(evtc_program_run(pp, replay_step_of(s), &dp) == EVTC_OK, "%s: step %d one by one: %s", what, s, dp.msg);
+    for (int k = 0; k < g->n_outputs; k++) differ += !replay_same(rp, pp, g->outputs[k].node, TOL_BF16, what, s);
+    evtc_program_update(rp);
+    evtc_program_update(pp);
+  }
+  CHECK(differ == 0, "%s: %d outputs differ", what, differ);
+  evtc_program_stats st = evtc_program_get_stats(rp);
+  CHECK(st.graph && st.graph_captures >= 1, "%s: replayed (%s)", what, st.graph ? "yes" : st.no_graph);
+  printf("%s: %d captures (2 when the scratch moved to another address)\n", what, st.graph_captures);
+out:
+  evtc_program_free(rp);
+  evtc_program_free(pp);
+  oracle_free(g, &o);
+}
+
+static void test_graph_replay(void) {
+  evtc_graph *g = joint_of(block_text, "block", EVTC_OPTIM_ADAMW);
+  if (g) evtc_program_free(replay_compare(g, oracle_be, 5, 1e-4, 0, 10, "graph replay: dropout block with adamw"));
+  evtc_graph_free(g);
+  g = joint_of(bf16_mlp_text, "bf16 mlp", EVTC_OPTIM_SGD);
+  if (g) {
+    evtc_program *p = replay_compare(g, oracle_be, 4, TOL_BF16, 0, 64, "graph replay: bf16 mlp with sgd");
+    if (p) CHECK(evtc_program_get_stats(p).interpreted == 0, "graph replay: bf16 mlp: every kernel on the GPU");
+    evtc_program_free(p);
+  }
+  evtc_graph_free(g);
+  g = joint_of(embed_text, "embedding", EVTC_OPTIM_SGD);
+  if (g) {
+    evtc_program_free(replay_compare(g, oracle_be, 4, TOL_BF16, TOL_BF16, 64, "graph replay: embedding with sgd"));
+    test_graph_after_scratch_moves(g);
+  }
+  evtc_graph_free(g);
+}
+
+/* A label out of range raises the kernel's error flag; the message names the kernel -- also when the run replays a
+ * captured CUDA graph (the runs after the second). */
 static void test_error_flag(void) {
   evtc_graph *g = oracle_parse(ROWS_TEXT(8, 40), "bad-label");
   if (!g) return;
@@ -505,6 +611,19 @@ static void test_error_flag(void) {
     labels[7] = 7;
     evtc_program_set(p, evtc_graph_find(g, "lab"), labels);
     CHECK(evtc_program_run(p, 0, &d2) == EVTC_OK, "bad-label: the flag is cleared: %s", d2.msg);
+    CHECK(evtc_program_run(p, 1, &d2) == EVTC_OK, "bad-label: a replayed run: %s", d2.msg);
+    labels[7] = 400;
+    evtc_program_set(p, evtc_graph_find(g, "lab"), labels);
+    evtc_diag d3 = {0};
+    s = evtc_program_run(p, 2, &d3);
+    CHECK(s == EVTC_ERR_RUNTIME && strstr(d3.msg, "kernel k") && strstr(d3.msg, "out of range"),
+          "bad-label from a replayed graph: status %d: %s", s, d3.msg);
+    labels[7] = 7;
+    evtc_program_set(p, evtc_graph_find(g, "lab"), labels);
+    evtc_diag d4 = {0};
+    CHECK(evtc_program_run(p, 3, &d4) == EVTC_OK, "bad-label: the flag is cleared after a replay: %s", d4.msg);
+    evtc_program_stats st = evtc_program_get_stats(p);
+    CHECK(st.graph && st.graph_captures == 1, "bad-label: the runs replayed a graph (%s)", st.no_graph);
   }
   evtc_program_free(p);
   evtc_graph_free(g);
@@ -539,6 +658,7 @@ int main(int argc, char **argv) {
   check_erf_gelu(oracle_be, "CUDA erf and gelu");
   check_exp(oracle_be, "CUDA exp", 2.0, 1.25, true);
   test_error_flag();
+  test_graph_replay();
   char path[1024], err[512];
   snprintf(path, sizeof path, "%s/examples/mlp.evt", argc > 1 ? argv[1] : ".");
   evtc_graph *mlp = evtc_graph_parse_file(path, err, sizeof err);

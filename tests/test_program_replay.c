@@ -252,7 +252,7 @@ static void test_failed_capture(const evtc_graph *g, bool in_launch) {
     run_at(p, replay_step_of(s), what);
     run_at(q, replay_step_of(s), what);
     M.fail_end = M.fail_run_in_capture = false;
-    for (int k = 0; k < g->n_outputs; k++) differ += !replay_same(p, q, g->outputs[k].node, what, s);
+    for (int k = 0; k < g->n_outputs; k++) differ += !replay_same(p, q, g->outputs[k].node, 0, what, s);
     evtc_program_update(p);
     evtc_program_update(q);
   }
@@ -295,7 +295,7 @@ int main(void) {
   mock_init();
   evtc_graph *g = joint_block();
   if (g) {
-    evtc_program *p = replay_compare(g, &mock_be, 5, 1e-4, 10, "dropout block with adamw, mock graphs");
+    evtc_program *p = replay_compare(g, &mock_be, 5, 1e-4, 0, 10, "dropout block with adamw, mock graphs");
     evtc_program_free(p);
     evtc_program_stats cs = {0};
     evtc_diag d = {0};

@@ -538,7 +538,9 @@ static void run_views_program(void) {
 
 /* The two layers with dropout on the first one's output, as training steps replayed from one CUDA graph and
  * launched one by one (program_replay.c): bit for bit unless dq is summed by atomics in the pass of dk and dv
- * (EVTC_ATTN_DQ=1), whose order varies from run to run. */
+ * (EVTC_ATTN_DQ=1), whose order varies from run to run.  The loss sums squares: a sum of products with a random
+ * input cancels to a few hundredths of its terms' size, below what 16640 bf16 roundings let one compare with the
+ * interpreter (on the H200: 0.154 against 0.126). */
 static void run_replay_program(const struct schedule *w) {
   char text[1536], what[96];
   const char *dt = "bf16";
@@ -546,13 +548,13 @@ static void run_replay_program(const struct schedule *w) {
   snprintf(text, sizeof text,
            "graph two {\n  %%q = input() : %s[%lld,%lld,%lld,%lld]\n  %%k = input() : %s[%lld,%lld,%lld,%lld]\n"
            "  %%v = input() : %s[%lld,%lld,%lld,%lld]\n  %%k2 = input() : %s[%lld,%lld,%lld,%lld]\n"
-           "  %%v2 = input() : %s[%lld,%lld,%lld,%lld]\n  %%c = input() : %s[%lld,%lld,%lld,%lld]\n"
+           "  %%v2 = input() : %s[%lld,%lld,%lld,%lld]\n"
            "  %%o = attention(%%q, %%k, %%v) {scale=0.125, causal=0} : %s[%lld,%lld,%lld,%lld]\n"
            "  %%od = dropout(%%o) {p=0.1, seed=3} : %s[%lld,%lld,%lld,%lld]\n"
            "  %%o2 = attention(%%od, %%k2, %%v2) {scale=0.125, causal=1} : %s[%lld,%lld,%lld,%lld]\n"
-           "  %%m = mul(%%o2, %%c) : %s[%lld,%lld,%lld,%lld]\n  %%l = reduce_sum(%%m) : %s[]\n  output %%o2\n  loss %%l\n}\n",
+           "  %%m = mul(%%o2, %%o2) : %s[%lld,%lld,%lld,%lld]\n  %%l = reduce_sum(%%m) : %s[]\n  output %%o2\n  loss %%l\n}\n",
            dt, b, h, s, d, dt, b, h, s, d, dt, b, h, s, d, dt, b, h, s, d, dt, b, h, s, d, dt, b, h, s, d, dt, b, h, s, d, dt,
-           b, h, s, d, dt, b, h, s, d, dt, b, h, s, d, dt);
+           b, h, s, d, dt, b, h, s, d, dt);
   snprintf(what, sizeof what, "graph replay: two layers with dropout (%s)", w->name);
   evtc_graph *g = oracle_parse(text, what);
   evtc_diag d0 = {0};

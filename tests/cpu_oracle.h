@@ -131,6 +131,25 @@ static int oracle_check_value(const char *what, const evtc_node *n, const double
   return bad;
 }
 
+/* Program p's loss after step s against the interpreter's. */
+static inline void oracle_check_loss(const evtc_graph *g, evtc_program *p, const evtc_interp *it, double tol,
+                                     const char *what, int s) {
+  double loss = NAN;
+  evtc_program_get(p, g->loss, &loss);
+  double want = evtc_interp_value(it, g->loss)[0];
+  CHECK(oracle_near(loss, want, tol), "%s: step %d loss %.9g, interpreter %.9g", what, s, loss, want);
+}
+
+/* The interpreter's updated parameters and states into o, the next step's values, as the training loop does. */
+static inline void oracle_take_updates(const evtc_graph *g, const evtc_interp *it, oracle_vals *o) {
+  for (int k = 0; k < g->n_outputs; k++) {
+    const evtc_output *out = &g->outputs[k];
+    if (out->updates)
+      memcpy(o->v[out->updates->id], evtc_interp_value(it, out->node),
+             sizeof(double) * (size_t)evtc_type_numel(&out->node->type));
+  }
+}
+
 /* Runs g once both ways; returns the program (caller frees) for extra checks, or NULL. */
 static inline evtc_program *cpu_compare(const evtc_graph *g, const int32_t *plan, int n_kernels, double tol, int64_t int_hi,
                                  const char *what) {
@@ -188,16 +207,8 @@ static inline void cpu_train_compare_plan(const evtc_graph *g, const int32_t *pl
     evtc_program_poison(p);
     CHECK(evtc_interp_run(it, (uint64_t)s, &di) == EVTC_OK, "%s: interpreter: %s", what, di.msg);
     CHECK(evtc_program_run(p, (uint64_t)s, &d) == EVTC_OK, "%s: program: %s", what, d.msg);
-    double loss = NAN;
-    evtc_program_get(p, g->loss, &loss);
-    double want = evtc_interp_value(it, g->loss)[0];
-    CHECK(oracle_near(loss, want, tol), "%s: step %d loss %.9g, interpreter %.9g", what, s, loss, want);
-    for (int k = 0; k < g->n_outputs; k++) {      /* the interpreter's updates, as the training loop does */
-      const evtc_output *out = &g->outputs[k];
-      if (out->updates)
-        memcpy(o.v[out->updates->id], evtc_interp_value(it, out->node),
-               sizeof(double) * (size_t)evtc_type_numel(&out->node->type));
-    }
+    oracle_check_loss(g, p, it, tol, what, s);
+    oracle_take_updates(g, it, &o);
     evtc_program_update(p);
   }
   for (int32_t i = 0; i < g->n_nodes; i++) {

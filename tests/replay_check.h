@@ -84,18 +84,8 @@ static inline evtc_program *replay_compare(const evtc_graph *g, const evtc_backe
     CHECK(evtc_program_run(rp, replay_step_of(s), &dr) == EVTC_OK, "%s: step %d replayed: %s", what, s, dr.msg);
     CHECK(evtc_program_run(pp, replay_step_of(s), &dp) == EVTC_OK, "%s: step %d one by one: %s", what, s, dp.msg);
     for (int k = 0; k < g->n_outputs; k++) differ += !replay_same(rp, pp, g->outputs[k].node, between, what, s);
-    if (g->loss) {
-      double loss = NAN;
-      evtc_program_get(rp, g->loss, &loss);
-      double want = evtc_interp_value(it, g->loss)[0];
-      CHECK(oracle_near(loss, want, tol), "%s: step %d loss %.9g, interpreter %.9g", what, s, loss, want);
-    }
-    for (int k = 0; k < g->n_outputs; k++) {      /* the interpreter's updates, as the training loop does */
-      const evtc_output *out = &g->outputs[k];
-      if (out->updates)
-        memcpy(o.v[out->updates->id], evtc_interp_value(it, out->node),
-               sizeof(double) * (size_t)evtc_type_numel(&out->node->type));
-    }
+    if (g->loss) oracle_check_loss(g, rp, it, tol, what, s);
+    oracle_take_updates(g, it, &o);
     evtc_program_update(rp);
     evtc_program_update(pp);
   }

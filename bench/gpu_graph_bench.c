@@ -27,6 +27,8 @@
 #include "kernel/kernel.h"
 #include "runtime/program.h"
 
+#include "../tests/dropout_block.h"     /* the training block test_gpu_kernels.c checks */
+
 enum { WARM = 3, TIMED = 50 };
 
 static double now_ms(void) {
@@ -52,16 +54,6 @@ static char *chain_text(int n) {
   snprintf(t + len, cap - len, "  output %%x%d\n}\n", n);
   return t;
 }
-
-static const char block_text[] =
-    "graph block {\n"
-    "  %x = input() : f32[64,1024]\n  %res = input() : f32[64,1024]\n"
-    "  %g = param() {init=\"ones\"} : f32[1024]\n  %b = param() {init=\"zeros\"} : f32[1024]\n"
-    "  %w = param() : f32[1024,10]\n  %y = input() : i64[64]\n"
-    "  %d = dropout(%x) {p=0.1, seed=9} : f32[64,1024]\n  %r = add(%d, %res) : f32[64,1024]\n"
-    "  %ln = layernorm(%r, %g, %b) : f32[64,1024]\n  %z = matmul(%ln, %w) : f32[64,10]\n"
-    "  %loss = cross_entropy(%z, %y) : f32[]\n  output %loss\n  loss %loss\n"
-    "}\n";
 
 /* The program of g (plan: NULL for the greedy one) with EVTC_CUDA_GRAPH=value, or NULL after a message. */
 static evtc_program *build(const evtc_graph *g, const int32_t *plan, int nk, const evtc_backend *be, const char *value) {

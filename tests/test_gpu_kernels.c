@@ -46,6 +46,7 @@
 #include "backend/cuda/cuda_emit.h"
 #include "backend/cuda/cuda_gemm.h"
 #include "cpu_oracle.h"
+#include "dropout_block.h"
 #include "gpu_session.h"
 #include "erf_check.h"
 #include "exp_check.h"
@@ -95,16 +96,6 @@ static const char gemm_text[] =
     "  %p = input() : f32[2,1,5,7]\n  %q = input() : f32[3,7,9]\n  %pq = batch_matmul(%p, %q) : f32[2,3,5,9]\n"
     "  %d1 = input() : f64[17,67]\n  %d2 = input() : f64[67,17]\n  %dm = matmul(%d1, %d2) : f64[17,17]\n"
     "  output %hr\n  output %plain\n  output %m2\n  output %bt\n  output %pq\n  output %dm\n"
-    "}\n";
-
-static const char block_text[] =
-    "graph block {\n"
-    "  %x = input() : f32[64,1024]\n  %res = input() : f32[64,1024]\n"
-    "  %g = param() {init=\"ones\"} : f32[1024]\n  %b = param() {init=\"zeros\"} : f32[1024]\n"
-    "  %w = param() : f32[1024,10]\n  %y = input() : i64[64]\n"
-    "  %d = dropout(%x) {p=0.1, seed=9} : f32[64,1024]\n  %r = add(%d, %res) : f32[64,1024]\n"
-    "  %ln = layernorm(%r, %g, %b) : f32[64,1024]\n  %z = matmul(%ln, %w) : f32[64,10]\n"
-    "  %loss = cross_entropy(%z, %y) : f32[]\n  output %loss\n  loss %loss\n"
     "}\n";
 
 /* f16 / bf16 storage: elementwise with broadcasts, views, casts both ways (f64 and i64 included), where.

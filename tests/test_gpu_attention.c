@@ -443,28 +443,34 @@ static void run_joint_program(int ci) {
   evtc_graph_free(g);
 }
 
-/* Two attention layers, the second reading the first's output as its queries, and their gradients: both kernels of
- * dk and dv (taking dq, one pass) add into the backend's one shared scratch in turn, so the second one's dq is right
- * only if the first one's NAME_fin left the scratch zeroed; a second program on the same backend then starts from
- * what the first left. */
-static void run_two_layer_program(void) {
-  char text[1536];
-  const char *dt = "bf16";
-  const long long b = 1, h = 2, s = 130, d = 64;
+/* Two attention layers over bf16 [1, 2, 130, 64], the second reading the first's output as its queries (through a
+ * dropout when `dropout`), differentiated for q, k, v, k2 and v2; NULL after a failed check.  The loss sums the
+ * second's squared output: a sum of products with a random input cancels to a few hundredths of its terms' size,
+ * below what 16640 bf16 roundings let one compare with the interpreter (on the H200: 0.154 against 0.126). */
+#define TWO_T "bf16[1,2,130,64]"
+static evtc_graph *two_layers(bool dropout, const char *what) {
+  char text[1024];
   snprintf(text, sizeof text,
-           "graph two {\n  %%q = input() : %s[%lld,%lld,%lld,%lld]\n  %%k = input() : %s[%lld,%lld,%lld,%lld]\n"
-           "  %%v = input() : %s[%lld,%lld,%lld,%lld]\n  %%k2 = input() : %s[%lld,%lld,%lld,%lld]\n"
-           "  %%v2 = input() : %s[%lld,%lld,%lld,%lld]\n  %%c = input() : %s[%lld,%lld,%lld,%lld]\n"
-           "  %%o = attention(%%q, %%k, %%v) {scale=0.125, causal=0} : %s[%lld,%lld,%lld,%lld]\n"
-           "  %%o2 = attention(%%o, %%k2, %%v2) {scale=0.125, causal=1} : %s[%lld,%lld,%lld,%lld]\n"
-           "  %%m = mul(%%o2, %%c) : %s[%lld,%lld,%lld,%lld]\n  %%l = reduce_sum(%%m) : %s[]\n  output %%o2\n  loss %%l\n}\n",
-           dt, b, h, s, d, dt, b, h, s, d, dt, b, h, s, d, dt, b, h, s, d, dt, b, h, s, d, dt, b, h, s, d, dt, b, h, s, d, dt,
-           b, h, s, d, dt, b, h, s, d, dt);
-  evtc_graph *g = oracle_parse(text, "two layers");
-  evtc_diag d0 = {0};
+           "graph two {\n  %%q = input() : " TWO_T "\n  %%k = input() : " TWO_T "\n  %%v = input() : " TWO_T "\n"
+           "  %%k2 = input() : " TWO_T "\n  %%v2 = input() : " TWO_T "\n"
+           "  %%o = attention(%%q, %%k, %%v) {scale=0.125, causal=0} : " TWO_T "\n%s"
+           "  %%o2 = attention(%%%s, %%k2, %%v2) {scale=0.125, causal=1} : " TWO_T "\n"
+           "  %%m = mul(%%o2, %%o2) : " TWO_T "\n  %%l = reduce_sum(%%m) : bf16[]\n  output %%o2\n  loss %%l\n}\n",
+           dropout ? "  %od = dropout(%o) {p=0.1, seed=3} : " TWO_T "\n" : "", dropout ? "od" : "o");
+  evtc_graph *g = oracle_parse(text, what);
+  evtc_diag d = {0};
   static const char *const wrt[5] = {"q", "k", "v", "k2", "v2"};
-  evtc_graph *jg = g ? evtc_autodiff(g, wrt, 5, NULL, &d0) : NULL;
-  CHECK(jg != NULL, "two layers: autodiff: %s", d0.msg);
+  evtc_graph *jg = g ? evtc_autodiff(g, wrt, 5, NULL, &d) : NULL;
+  CHECK(jg != NULL, "%s: autodiff: %s", what, d.msg);
+  evtc_graph_free(g);
+  return jg;
+}
+
+/* The two layers without dropout and their gradients: both kernels of dk and dv (taking dq, one pass) add into the
+ * backend's one shared scratch in turn, so the second one's dq is right only if the first one's NAME_fin left the
+ * scratch zeroed; a second program on the same backend then starts from what the first left. */
+static void run_two_layer_program(void) {
+  evtc_graph *jg = two_layers(false, "two layers");
   for (int run = 0; jg && run < 2; run++) {
     char what[64];
     snprintf(what, sizeof what, "two layers gradients, program %d", run + 1);
@@ -480,7 +486,6 @@ static void run_two_layer_program(void) {
     evtc_program_free(p);
   }
   evtc_graph_free(jg);
-  evtc_graph_free(g);
 }
 
 /* Heads split from a packed bf16 projection and merged back, forward and backward, on the one-kernel-per-node
@@ -538,33 +543,14 @@ static void run_views_program(void) {
 
 /* The two layers with dropout on the first one's output, as training steps replayed from one CUDA graph and
  * launched one by one (program_replay.c): bit for bit unless dq is summed by atomics in the pass of dk and dv
- * (EVTC_ATTN_DQ=1), whose order varies from run to run.  The loss sums squares: a sum of products with a random
- * input cancels to a few hundredths of its terms' size, below what 16640 bf16 roundings let one compare with the
- * interpreter (on the H200: 0.154 against 0.126). */
+ * (EVTC_ATTN_DQ=1), whose order varies from run to run. */
 static void run_replay_program(const struct schedule *w) {
-  char text[1536], what[96];
-  const char *dt = "bf16";
-  const long long b = 1, h = 2, s = 130, d = 64;
-  snprintf(text, sizeof text,
-           "graph two {\n  %%q = input() : %s[%lld,%lld,%lld,%lld]\n  %%k = input() : %s[%lld,%lld,%lld,%lld]\n"
-           "  %%v = input() : %s[%lld,%lld,%lld,%lld]\n  %%k2 = input() : %s[%lld,%lld,%lld,%lld]\n"
-           "  %%v2 = input() : %s[%lld,%lld,%lld,%lld]\n"
-           "  %%o = attention(%%q, %%k, %%v) {scale=0.125, causal=0} : %s[%lld,%lld,%lld,%lld]\n"
-           "  %%od = dropout(%%o) {p=0.1, seed=3} : %s[%lld,%lld,%lld,%lld]\n"
-           "  %%o2 = attention(%%od, %%k2, %%v2) {scale=0.125, causal=1} : %s[%lld,%lld,%lld,%lld]\n"
-           "  %%m = mul(%%o2, %%o2) : %s[%lld,%lld,%lld,%lld]\n  %%l = reduce_sum(%%m) : %s[]\n  output %%o2\n  loss %%l\n}\n",
-           dt, b, h, s, d, dt, b, h, s, d, dt, b, h, s, d, dt, b, h, s, d, dt, b, h, s, d, dt, b, h, s, d, dt, b, h, s, d, dt,
-           b, h, s, d, dt, b, h, s, d, dt);
+  char what[96];
   snprintf(what, sizeof what, "graph replay: two layers with dropout (%s)", w->name);
-  evtc_graph *g = oracle_parse(text, what);
-  evtc_diag d0 = {0};
-  static const char *const wrt[5] = {"q", "k", "v", "k2", "v2"};
-  evtc_graph *jg = g ? evtc_autodiff(g, wrt, 5, NULL, &d0) : NULL;
-  CHECK(jg != NULL, "%s: autodiff: %s", what, d0.msg);
+  evtc_graph *jg = two_layers(true, what);
   const bool atomics = strcmp(w->dq, "1") == 0;
   if (jg) evtc_program_free(replay_compare(jg, oracle_be, 4, 4.0 / 256, atomics ? 4.0 / 256 : 0, 0, what));
   evtc_graph_free(jg);
-  evtc_graph_free(g);
 }
 
 int main(void) {

@@ -181,13 +181,14 @@ static const char ce_vocab_text[] =
     "  %sc = const() {value=0.0263671875} : bf16[]\n  %grad = mul(%t2, %sc) : bf16[38,50257]\n"
     "  output %psum\n  output %grad\n}\n";
 
-/* The joint graph of text differentiated wrt `wrt` (no optimizer), or NULL (a failed check). */
-static evtc_graph *differentiate(const char *text, const char *name, const char *wrt) {
+/* The joint graph of text differentiated wrt input `wrt` (NULL: every parameter) with optimizer `kind`, or NULL (a
+ * failed check). */
+static evtc_graph *differentiate(const char *text, const char *name, const char *wrt, evtc_optimizer kind) {
   evtc_graph *fwd = oracle_parse(text, name);
   if (!fwd) return NULL;
-  evtc_optim_config none = evtc_optim_default(EVTC_OPTIM_NONE);
+  evtc_optim_config opt = evtc_optim_default(kind);
   evtc_diag d = {0};
-  evtc_graph *g = evtc_autodiff(fwd, &wrt, 1, &none, &d);
+  evtc_graph *g = evtc_autodiff(fwd, wrt ? &wrt : NULL, wrt ? 1 : 0, &opt, &d);
   CHECK(g != NULL, "%s: autodiff: %s", name, d.msg);
   evtc_graph_free(fwd);
   return g;
@@ -273,17 +274,6 @@ static const char big_embed_text[] =
     "  %e = embedding(%x, %i) : f32[512,256]\n  %c = input() : f32[512,256]\n  %m = mul(%e, %c) : f32[512,256]\n"
     "  %l = reduce_sum(%m) : f32[]\n  output %l\n  loss %l\n}\n";
 
-static evtc_graph *joint_of(const char *text, const char *name, evtc_optimizer kind) {
-  evtc_graph *fwd = oracle_parse(text, name);
-  if (!fwd) return NULL;
-  evtc_optim_config opt = evtc_optim_default(kind);
-  evtc_diag d = {0};
-  evtc_graph *joint = evtc_autodiff(fwd, NULL, 0, &opt, &d);
-  CHECK(joint != NULL, "%s: autodiff: %s", name, d.msg);
-  evtc_graph_free(fwd);
-  return joint;
-}
-
 static void half_compile_only(void) {
   evtc_diag d = {0};
   if (!evtc_cuda_nvrtc_get(&d)) {
@@ -299,15 +289,17 @@ static void half_compile_only(void) {
   compile_only(oracle_parse(HALF_ROWS_TEXT("bf16", 29, 3000), "bf16 rows"), "bf16 rows-block-3000");
   compile_only(oracle_parse(HALF_ROWS_TEXT("bf16", 5, 20000), "bf16 rows"), "bf16 rows-block-20000");
   compile_only(oracle_parse(HALF_ROWS_TEXT("f16", 3, 70000), "f16 rows"), "f16 rows-block-70000");
-  compile_only(differentiate(half_ce_text, "bf16 cross-entropy", "x"), "bf16 cross-entropy fwd+bwd");
-  compile_only(differentiate(sliced_views_text, "sliced views", "x"), "reshapes of sliced views fwd+bwd");
+  compile_only(differentiate(half_ce_text, "bf16 cross-entropy", "x", EVTC_OPTIM_NONE), "bf16 cross-entropy fwd+bwd");
+  compile_only(differentiate(sliced_views_text, "sliced views", "x", EVTC_OPTIM_NONE),
+               "reshapes of sliced views fwd+bwd");
   compile_only(oracle_parse(COL_TILES_TEXT("bf16", 8, 64), "column tiles"), "column tiles bf16 8x64x768");
   compile_only(oracle_parse(col_tiles_tail_text, "column tiles tail"), "column tiles 6x3001");
   compile_only(oracle_parse(ce_vocab_text, "cross-entropy vocab"), "cross-entropy 38x50257 through a padded view");
   compile_only(oracle_parse(half_gemm_text, "half gemm"), "bf16 / f16 gemm epilogues");
-  compile_only(joint_of(block_text, "block", EVTC_OPTIM_ADAMW), "graph replay: dropout block with adamw");
-  compile_only(joint_of(bf16_mlp_text, "bf16 mlp", EVTC_OPTIM_SGD), "graph replay: bf16 mlp with sgd (cuBLASLt epilogues)");
-  compile_only(joint_of(embed_text, "embedding", EVTC_OPTIM_SGD), "graph replay: embedding with sgd");
+  compile_only(differentiate(block_text, "block", NULL, EVTC_OPTIM_ADAMW), "graph replay: dropout block with adamw");
+  compile_only(differentiate(bf16_mlp_text, "bf16 mlp", NULL, EVTC_OPTIM_SGD),
+               "graph replay: bf16 mlp with sgd (cuBLASLt epilogues)");
+  compile_only(differentiate(embed_text, "embedding", NULL, EVTC_OPTIM_SGD), "graph replay: embedding with sgd");
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
@@ -315,7 +307,7 @@ static void half_compile_only(void) {
 
 /* The gradient wrt %x of bf16 graph `text` on the GPU vs the interpreter, every kernel on the GPU. */
 static void compare_grads(const char *text, const char *name) {
-  evtc_graph *g = differentiate(text, name, "x");
+  evtc_graph *g = differentiate(text, name, "x", EVTC_OPTIM_NONE);
   if (!g) return;
   char what[128];
   snprintf(what, sizeof what, "%s fwd+bwd", name);
@@ -501,7 +493,7 @@ static void test_in_place_outputs(void) {
              env[i][0] ? env[i][0] : "", env[i][0] ? "=" : "", env[i][0] ? env[i][1] : "");
     if (env[i][0]) snprintf(what + strlen(what), sizeof what - strlen(what), ")");
     if (env[i][0]) setenv(env[i][0], env[i][1], 1);
-    evtc_graph *g = differentiate(lm_text, "lm", "w");
+    evtc_graph *g = differentiate(lm_text, "lm", "w", EVTC_OPTIM_NONE);
     evtc_program *p = g ? cpu_compare(g, NULL, 0, TOL_BF16, 8192, what) : NULL;
     if (p) {
       evtc_program_stats st = evtc_program_get_stats(p);
@@ -539,7 +531,7 @@ static void test_graph_after_scratch_moves(evtc_graph *g) {
   int differ = 0;
   for (int s = 0; s < 6; s++) {
     if (s == 3) {
-      evtc_graph *big = differentiate(big_embed_text, "big embedding", "x");
+      evtc_graph *big = differentiate(big_embed_text, "big embedding", "x", EVTC_OPTIM_NONE);
       evtc_diag d = {0};
       evtc_program *bp = big ? evtc_program_new(big, NULL, 0, oracle_be, NULL, &d) : NULL;
       CHECK(bp != NULL, "%s: the big program: %s", what, d.msg);
@@ -566,10 +558,10 @@ out:
 }
 
 static void test_graph_replay(void) {
-  evtc_graph *g = joint_of(block_text, "block", EVTC_OPTIM_ADAMW);
+  evtc_graph *g = differentiate(block_text, "block", NULL, EVTC_OPTIM_ADAMW);
   if (g) evtc_program_free(replay_compare(g, oracle_be, 5, 1e-4, 0, 10, "graph replay: dropout block with adamw"));
   evtc_graph_free(g);
-  g = joint_of(bf16_mlp_text, "bf16 mlp", EVTC_OPTIM_SGD);
+  g = differentiate(bf16_mlp_text, "bf16 mlp", NULL, EVTC_OPTIM_SGD);
   if (g) {
     /* against the interpreter at twice the bf16 tolerance: each side's parameters and momenta come from its own
        updates, so 4 steps compound (on the H200 one momentum of 16384 was 0.1001 against 0.1201 at TOL_BF16);
@@ -579,7 +571,7 @@ static void test_graph_replay(void) {
     evtc_program_free(p);
   }
   evtc_graph_free(g);
-  g = joint_of(embed_text, "embedding", EVTC_OPTIM_SGD);
+  g = differentiate(embed_text, "embedding", NULL, EVTC_OPTIM_SGD);
   if (g) {
     evtc_program_free(replay_compare(g, oracle_be, 4, TOL_BF16, TOL_BF16, 64, "graph replay: embedding with sgd"));
     test_graph_after_scratch_moves(g);

@@ -9,6 +9,7 @@
 #   bench/train.sh run [--models gpt2,bert_large,vit_b16] [--steps N]
 #                      [--modes eager,compile,max-autotune] [--scale full|small]
 #                      [--lr X] [--backend cuda|cpu] [--deadline S] [--profile N]
+#                      [--torch-limit S]
 #                            on the GPU machine, from the repo root.  Per model:
 #                            bench/train_models.py writes it as ONNX with one
 #                            batch of data (with that machine's torch; models
@@ -31,6 +32,11 @@
 # backend cuda, deadline 540 s: every phase gets at most the time left before
 # it (minus a margin for the report), so a slow model cannot take the table
 # with it; a model that fails in one phase is reported and the others run.
+# PyTorch's phase of a model is capped at --torch-limit s (default 300;
+# max-autotune compiles for minutes: give it more).  torch.compile's caches
+# (TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR) default to $EVTC_TRAIN_WORK/
+# torch-cache: a second run on the same machine starts from the compiled
+# kernels and autotuning choices of the first, and its compile times say so.
 # train.log, the chart and train-logs.tgz (every model's logs and JSON) go
 # to $OUT (default /tmp/evtc-train-out), the models to $EVTC_TRAIN_WORK
 # (default /tmp/evtc-train: hundreds of MB, kept out of $OUT).
@@ -63,7 +69,7 @@ prepare)
 run)
   shift
   models=gpt2,bert_large,vit_b16 steps=10 modes=eager,compile,max-autotune scale=full lr=0.02 backend=cuda
-  deadline=540 profile=0
+  deadline=540 profile=0 torch_limit=300
   while [ $# -gt 0 ]; do
     case "$1" in
       --models) models=$2 ;;
@@ -74,6 +80,7 @@ run)
       --backend) backend=$2 ;;
       --deadline) deadline=$2 ;;
       --profile) profile=$2 ;;
+      --torch-limit) torch_limit=$2 ;;
       *) echo "train.sh run: unknown option $1" >&2; exit 2 ;;
     esac
     shift 2
@@ -82,6 +89,8 @@ run)
   out=${OUT:-/tmp/evtc-train-out}
   work=${EVTC_TRAIN_WORK:-/tmp/evtc-train}
   mkdir -p "$out" "$work"
+  export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$work/torch-cache}"
+  export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-$work/torch-cache/triton}"
   if [ -z "${EVTC:-}" ] && [ -f "$stage/stage.tgz" ]; then   # the staged evtc, unpacked beside the models
     mkdir -p "$work/bin" && tar -xzf "$stage/stage.tgz" -C "$work/bin"
     export LD_LIBRARY_PATH="$work/bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -153,7 +162,7 @@ run)
           --loss cross_entropy --labels labels --profile "$profile"
         grep -E "^(profile|memory)" "$out/$m.profile.txt" | cut -c1-400     # with the time per kernel kind
       fi
-      phase "$m: PyTorch" 300 "$out/$m.torch.log" "$PYTHON" bench/train_torch.py "$work" --model "$m" --steps "$steps" \
+      phase "$m: PyTorch" "$torch_limit" "$out/$m.torch.log" "$PYTHON" bench/train_torch.py "$work" --model "$m" --steps "$steps" \
         --lr "$lr" --modes "$modes" --profile "$profile" --out "$out/$m.torch.json"
       grep -v -i warn "$out/$m.torch.log" | grep -v "  [0-9.]* ms  *[0-9]* x " | tail -8
     done
@@ -180,6 +189,7 @@ run)
 *)
   echo "usage: $0 prepare | run [--models M,...] [--steps N] [--modes eager,compile,max-autotune]" >&2
   echo "                        [--scale full|small] [--lr X] [--backend cuda|cpu] [--deadline S] [--profile N]" >&2
+  echo "                        [--torch-limit S]" >&2
   exit 2
   ;;
 esac

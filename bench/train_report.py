@@ -137,9 +137,15 @@ def model_rows(d, name):
     mem = [fmt(gib(modes[m].get("peak_mib")), "%.2f") if m in ok_modes else "-" for m in PEERS]
     evtc_cells = ([fmt(ev_ms), fmt(e.get("compile_s"), "%.1f"), fmt(gib(e.get("mem_mib")), "%.2f")]
                   if not e.get("error") else ["failed: " + e["error"][:120], "-", "-"])
+    flop, ceiling = t.get("step_flop"), t.get("matmul_tflops")
+    rate = lambda step_ms: None if not (flop and step_ms) else flop / (step_ms / 1e3) / 1e12
+    share = lambda step_ms: (fmt(rate(step_ms), "%.0f") + ("" if not (ceiling and rate(step_ms)) else
+                             " (%.0f%%)" % (100 * rate(step_ms) / ceiling)))
+    flop_row = [name, fmt(flop and flop / 1e12, "%.2f"), fmt(ceiling, "%.0f"), share(ev_ms)] + \
+               [share(modes[m]["step_ms"]) if m in ok_modes else "-" for m in PEERS]
     row = [name, evtc_cells[0]] + ms + [fmt(ratios.get(m), "%.2fx") for m in PEERS] + \
           [evtc_cells[1] + " / " + " / ".join(comp), evtc_cells[2] + " / " + " / ".join(mem), check.split(" (")[0]]
-    return row, ratios
+    return row, flop_row, ratios
 
 
 def chart(path, all_ratios):
@@ -181,10 +187,11 @@ def main():
     ap.add_argument("--models", required=True)
     ap.add_argument("--png")
     a = ap.parse_args()
-    rows, all_ratios = [], {}
+    rows, flop_rows, all_ratios = [], [], {}
     for name in [n for n in a.models.split(",") if n]:
-        row, all_ratios[name] = model_rows(a.results_dir, name)
+        row, flop_row, all_ratios[name] = model_rows(a.results_dir, name)
         rows.append(row)
+        flop_rows.append(flop_row)
     if a.png:
         chart(a.png, all_ratios)
     print("\nms/step: median of the steps after the first; ratio: PyTorch / evtc (> 1: evtc faster); compile s:\n"
@@ -196,6 +203,13 @@ def main():
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for r in rows:
+        print("| " + " | ".join(r) + " |")
+    print("\nTFLOP/s: the step's FLOP (forward + backward, torch.utils.flop_counter on the eager model) over its\n"
+          "ms/step; in brackets the fraction of the matrix ceiling measured in the same run (bf16 8192^3 matmul).\n")
+    head = ["model", "TFLOP a step", "ceiling TFLOP/s", "evtc", "eager", "compile", "max-autotune"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for r in flop_rows:
         print("| " + " | ".join(r) + " |")
     return 0
 

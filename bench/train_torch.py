@@ -35,6 +35,13 @@ under torch.profiler: the GPU kernels per step, summed by kind (GEMM,
 attention, Triton, other) and the slowest ten, to set beside
 `evtc explain --profile` (whose device clock includes launch gaps: the
 profiler's kernel times do not).
+Before the modes, the FLOP side of the step: the FLOP of one training
+step's forward and backward as torch.utils.flop_counter counts them on the
+eager model (matrix products, convolutions, attention; elementwise work is
+not counted), and the matrix FLOP ceiling measured in the same run: the
+TFLOP/s of a bf16 8192x8192x8192 torch.matmul (cuBLAS), the median of 20
+after warm-up (../shared/BENCHMARKS.md's ceiling).  train_report.py divides
+the one by each step time and by the other.
 One line per mode on stdout; everything in --out as JSON, rewritten after
 each mode.
 """
@@ -95,6 +102,41 @@ def profile_kernels(step, steps):
         count += n
     top.sort(key=lambda t: -t[1])
     return {"per_step_ms": total, "kernels_per_step": count, "kinds": kinds, "top": top[:10]}
+
+
+def step_flop(base, x, labels, dev):
+    """The FLOP of one training step's forward and backward, counted by torch.utils.flop_counter on an eager
+    copy of the model (matrix products, convolutions, attention; elementwise work not counted)."""
+    from torch.utils.flop_counter import FlopCounterMode
+    model = copy.deepcopy(base).to(dev)
+    with FlopCounterMode(display=False) as counter:
+        logits = model(x)
+        F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)).backward()
+    del model, logits
+    if dev == "cuda":
+        torch.cuda.empty_cache()
+    return counter.get_total_flops()
+
+
+def matmul_ceiling_tflops(n=8192, reps=20):
+    """The matrix FLOP ceiling in this run: TFLOP/s of a bf16 n x n x n torch.matmul, the median of `reps` timed
+    by CUDA events after five warm-up products."""
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
+    for _ in range(5):
+        torch.matmul(a, b, out=c)
+    times = []
+    for _ in range(reps):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.matmul(a, b, out=c)
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) / 1e3)
+    del a, b, c
+    torch.cuda.empty_cache()
+    return 2.0 * n ** 3 / statistics.median(times) / 1e12
 
 
 def run_mode(base, x, labels, mode, steps, lr, dev, profile_steps=0):
@@ -168,6 +210,10 @@ def main():
            "optimizer": "SGD lr %g momentum 0.9 dampening 0 weight_decay 0 nesterov False" % a.lr, "modes": {}}
     print("%s: PyTorch %s on %s, attention %s, %d steps, %s, dropout 0" %
           (a.model, torch.__version__, out["device"], attention, a.steps, out["optimizer"]))
+    out["step_flop"] = step_flop(base, x, labels, dev)
+    out["matmul_tflops"] = matmul_ceiling_tflops() if dev == "cuda" else None
+    print("  FLOP of a step (forward + backward, flop_counter): %.4g; bf16 8192^3 matmul: %s TFLOP/s" %
+          (out["step_flop"], "-" if out["matmul_tflops"] is None else "%.1f" % out["matmul_tflops"]))
     for mode in modes:
         if dev != "cuda" and mode != "eager":
             out["modes"][mode] = {"error": "skipped: no CUDA (eager only on the CPU)"}

@@ -274,6 +274,13 @@ static const char big_embed_text[] =
     "  %e = embedding(%x, %i) : f32[512,256]\n  %c = input() : f32[512,256]\n  %m = mul(%e, %c) : f32[512,256]\n"
     "  %l = reduce_sum(%m) : f32[]\n  output %l\n  loss %l\n}\n";
 
+/* BERT-Large's residual + layernorm in bf16 (16384 rows: persistent row loops, gamma and beta loaded before them). */
+static const char bert_ln_text[] =
+    "graph bert_ln {\n  %h = input() : bf16[16384,1024]\n  %r = input() : bf16[16384,1024]\n"
+    "  %dy = input() : bf16[16384,1024]\n  %g = param() : bf16[1024]\n  %b = param() : bf16[1024]\n"
+    "  %s = add(%h, %r) : bf16[16384,1024]\n  %y = layernorm(%s, %g, %b) : bf16[16384,1024]\n"
+    "  %p = mul(%y, %dy) : bf16[16384,1024]\n  %loss = reduce_sum(%p) : bf16[]\n  output %y\n  loss %loss\n}\n";
+
 static void half_compile_only(void) {
   evtc_diag d = {0};
   if (!evtc_cuda_nvrtc_get(&d)) {
@@ -295,6 +302,7 @@ static void half_compile_only(void) {
   compile_only(oracle_parse(COL_TILES_TEXT("bf16", 8, 64), "column tiles"), "column tiles bf16 8x64x768");
   compile_only(oracle_parse(col_tiles_tail_text, "column tiles tail"), "column tiles 6x3001");
   compile_only(oracle_parse(ce_vocab_text, "cross-entropy vocab"), "cross-entropy 38x50257 through a padded view");
+  compile_only(differentiate(bert_ln_text, "bf16 layernorm", NULL, EVTC_OPTIM_NONE), "bf16 residual + layernorm fwd+bwd");
   compile_only(oracle_parse(half_gemm_text, "half gemm"), "bf16 / f16 gemm epilogues");
   compile_only(differentiate(block_text, "block", NULL, EVTC_OPTIM_ADAMW), "graph replay: dropout block with adamw");
   compile_only(differentiate(bf16_mlp_text, "bf16 mlp", NULL, EVTC_OPTIM_SGD),
@@ -450,6 +458,8 @@ static void test_row_schemes(void) {
   compare_fused_env("EVTC_CUDA_ROW_COLS", "32", drl_text, "x,res,g,b", "dropout+residual+layernorm", 1, 1e-4);
   compare_fused_env("EVTC_CUDA_ROW_COLS", "8", ln_text, "x,g,b", "layernorm fwd+bwd 300x4096", 1, 1e-4);
   compare_fused_env("EVTC_CUDA_MIN_BLOCKS", "4", drl_text, "x,res,g,b", "dropout+residual+layernorm", 1, 1e-4);
+  /* its 1500 rows in a persistent wave: gamma is loaded once a block, before the row loop; and again every row */
+  compare_fused_env("EVTC_CUDA_HOIST", "0", drl_text, "x,res,g,b", "dropout+residual+layernorm", 1, 1e-4);
   /* bf16: the interpreter rounds both adds of 8 rows before their sum, the kernel only the sum (about 16 roundings
    * as a random walk, near zero after cancellation: twice the usual tolerance) */
   compare_fused(COL_TILES_TEXT("bf16", 8, 64), "", "column tiles bf16 8x64x768 (8 row groups)", 1, 2 * TOL_BF16);

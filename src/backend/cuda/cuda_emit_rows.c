@@ -96,6 +96,7 @@ typedef struct rows_ctx {
   bool tail;                    /* the row ends in a partial vector: columns past it skipped, FULL stores by column */
   int64_t cp;                   /* columns of a row rounded up to whole vectors (prefetch buffers) */
   char sidx[48];                /* a thread's partial of column c = q V + e in shared memory: "e * (cp / V) + q" */
+  bool *hoist;                  /* per node: a row-invariant load kept in registers from before the row loop */
 } rows_ctx;
 
 /* A COL reduction finished by pass p (copies of another, alias >= 0, are not computed). */
@@ -140,6 +141,35 @@ static bool shares_philox(const rows_ctx *x) {
 static bool prefetched(const rows_ctx *x, int i) {
   return x->pl->prefetch > 0 && x->info.kept[i] && x->info.vec_load[i] && x->k->v[i].cls == EVTC_VC_FULL &&
          x->V * (int)evtc_buffer_elem_size(x->k->v[i].dtype) == 16;
+}
+
+/* Vector load i reads the same columns in every row (a gamma, a bias: row stride 0) and is loaded once, before the
+ * row loop of a persistent plan, into registers lh<i>[j] (x->hoist, decided by decide_hoists). */
+static bool hoisted(const rows_ctx *x, int i) { return x->hoist && x->hoist[i]; }
+
+/* Which row-invariant vector loads go before the row loop: where blocks stride over several rows each (a
+ * persistent plan with its column loop unrolled, not column tiles or clusters), up to 8 registers a thread of
+ * them, in node order; EVTC_CUDA_HOIST=0: none.  In the loop such a load was issued again in every pass of every
+ * row; BERT-Large's layernorm gradient (1024 columns, 4 warps a row, 31 rows a block) read gamma twice a row. */
+static void decide_hoists(rows_ctx *x) {
+  const evtc_kernel *k = x->k;
+  const evtc_cuda_rows_plan *pl = x->pl;
+  x->hoist = calloc((size_t)k->n_v, sizeof *x->hoist);
+  if (!x->hoist) return;
+  const char *e = getenv("EVTC_CUDA_HOIST");
+  bool persistent = (int64_t)pl->grid * pl->rows_per_block < k->rows;
+  if ((e && strcmp(e, "0") == 0) || !persistent || !pl->unrolled || pl->col_tiles || pl->cluster > 1 || x->V <= 1) return;
+  int regs = 0;
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    int64_t sr;
+    if (v->kind != EVTC_V_LOAD || !x->info.vec_load[i] || x->info.alias[i] >= 0 || prefetched(x, i)) continue;
+    if (!evtc_cuda_load_vectorizes(k, v, x->V, &sr) || sr != 0) continue;
+    int r = (int)(((int64_t)pl->per_thread * x->V * (int64_t)evtc_buffer_elem_size(v->dtype) + 3) / 4);
+    if (regs + r > 8) continue;
+    x->hoist[i] = true;
+    regs += r;
+  }
 }
 
 /* Prefetched load i is read from its buffer in every pass that needs it, not kept in registers. */
@@ -356,6 +386,8 @@ static void emit_pass(const rows_ctx *x, int p) {
         if (prefetched(x, i)) {
           evtc_sb_printf(b, "        const evtc_vec<%s, %d> lv%d = *(const evtc_vec<%s, %d> *)(pf%d + pb + cb);\n", st, x->V, i,
                          st, x->V, i);
+        } else if (hoisted(x, i)) {
+          evtc_sb_printf(b, "        const evtc_vec<%s, %d> lv%d = lh%d[j];\n", st, x->V, i, i);
         } else {
           int64_t sr;
           evtc_cuda_load_vectorizes(k, v, x->V, &sr);
@@ -683,6 +715,7 @@ void evtc_cuda_emit_rows(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_
   const char *xw = getenv("EVTC_CUDA_XWARP");
   x.xwarp_shfl = xw && strcmp(xw, "shfl") == 0;
   evtc_cuda_rows_info_init(&x.info, k, pl->vec, pl->cache != 0);
+  decide_hoists(&x);
   for (int i = 0; i < k->n_v; i++) {
     if (prefetched(&x, i) && x.info.first[i] > x.pf_pass) x.pf_pass = x.info.first[i];
     if (prefetched(&x, i) && pl->pf_hold)        /* the buffer is read until the row's last pass */
@@ -727,6 +760,14 @@ void evtc_cuda_emit_rows(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_
     snprintf(row, sizeof row, "slot + %d * (int64_t)gridDim.x", d);
     snprintf(buf, sizeof buf, "%lld", (long long)(d * x.cp));
     emit_prefetch(&x, "  ", row, buf);
+  }
+  for (int i = 0; i < k->n_v; i++) {
+    if (!hoisted(&x, i)) continue;
+    const char *st = evtc_cpu_storage_ctype(k->v[i].dtype);
+    evtc_sb_printf(b, "  evtc_vec<%s, %d> lh%d[%d];\n", st, x.V, i, pl->per_thread);
+    open_cols(&x, "  ", false);
+    evtc_sb_printf(b, "      lh%d[j] = *(const evtc_vec<%s, %d> *)(a%d + (%lldLL + cb));\n    }\n  }\n", i, st, x.V,
+                   k->v[i].arg, (long long)k->v[i].offset);
   }
   if (pl->col_tiles)        /* the group's rows, unrolled so that loads of several rows are in flight */
     evtc_sb_printf(b, "  const int64_t r0 = slot * %lldLL, r1 = QB + lane >= QE ? r0 : r0 + %lldLL < RR ? r0 + %lldLL : RR;\n"
@@ -780,5 +821,6 @@ void evtc_cuda_emit_rows(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_
   if (n > 1) evtc_sb_printf(b, "  evtc_cluster_sync();\n");
   evtc_sb_printf(b, "}\n\n");
   evtc_cuda_rows_info_free(&x.info);
+  free(x.hoist);
   if (pl->has_fin) emit_fin(b, k, pl);
 }

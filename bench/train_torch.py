@@ -106,8 +106,12 @@ def profile_kernels(step, steps):
 
 def step_flop(base, x, labels, dev):
     """The FLOP of one training step's forward and backward, counted by torch.utils.flop_counter on an eager
-    copy of the model (matrix products, convolutions, attention; elementwise work not counted)."""
-    from torch.utils.flop_counter import FlopCounterMode
+    copy of the model (matrix products, convolutions, attention; elementwise work not counted); None where this torch
+    has no flop counter (before 2.1)."""
+    try:
+        from torch.utils.flop_counter import FlopCounterMode
+    except ImportError:
+        return None
     model = copy.deepcopy(base).to(dev)
     with FlopCounterMode(display=False) as counter:
         logits = model(x)
@@ -212,8 +216,9 @@ def main():
           (a.model, torch.__version__, out["device"], attention, a.steps, out["optimizer"]))
     out["step_flop"] = step_flop(base, x, labels, dev)
     out["matmul_tflops"] = matmul_ceiling_tflops() if dev == "cuda" else None
-    print("  FLOP of a step (forward + backward, flop_counter): %.4g; bf16 8192^3 matmul: %s TFLOP/s" %
-          (out["step_flop"], "-" if out["matmul_tflops"] is None else "%.1f" % out["matmul_tflops"]))
+    print("  FLOP of a step (forward + backward, flop_counter): %s; bf16 8192^3 matmul: %s TFLOP/s" %
+          ("not counted (no torch.utils.flop_counter)" if out["step_flop"] is None else "%.4g" % out["step_flop"],
+           "-" if out["matmul_tflops"] is None else "%.1f" % out["matmul_tflops"]))
     for mode in modes:
         if dev != "cuda" and mode != "eager":
             out["modes"][mode] = {"error": "skipped: no CUDA (eager only on the CPU)"}

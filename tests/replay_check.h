@@ -63,18 +63,24 @@ static inline bool replay_same(const evtc_program *a, const evtc_program *b, con
   return same;
 }
 
+/* The same leaves o (oracle_fill) into programs a and b of g. */
+static inline void replay_feed(const evtc_graph *g, const oracle_vals *o, evtc_program *a, evtc_program *b) {
+  for (int32_t i = 0; i < g->n_nodes; i++)
+    if (o->v[i]) {
+      evtc_program_set(a, g->nodes[i], o->v[i]);
+      evtc_program_set(b, g->nodes[i], o->v[i]);
+    }
+}
+
 static inline evtc_program *replay_compare(const evtc_graph *g, const evtc_backend *be, int steps, double tol,
                                            double between, int64_t int_hi, const char *what) {
   evtc_program *rp = replay_program(g, be, "1", what), *pp = replay_program(g, be, "0", what);
   oracle_vals o = oracle_fill(g, int_hi);
   evtc_interp *it = evtc_interp_new(g);
   if (!rp || !pp) goto out;
+  replay_feed(g, &o, rp, pp);
   for (int32_t i = 0; i < g->n_nodes; i++)
-    if (o.v[i]) {
-      evtc_interp_set(it, g->nodes[i], o.v[i]);
-      evtc_program_set(rp, g->nodes[i], o.v[i]);
-      evtc_program_set(pp, g->nodes[i], o.v[i]);
-    }
+    if (o.v[i]) evtc_interp_set(it, g->nodes[i], o.v[i]);
   int differ = 0;
   for (int s = 0; s < steps; s++) {
     evtc_diag di = {0}, dr = {0}, dp = {0};

@@ -533,11 +533,7 @@ static void test_graph_after_scratch_moves(evtc_graph *g) {
   evtc_program *rp = replay_program(g, oracle_be, "1", what), *pp = replay_program(g, oracle_be, "0", what);
   oracle_vals o = oracle_fill(g, 64);
   if (!rp || !pp) goto out;
-  for (int32_t i = 0; i < g->n_nodes; i++)
-    if (o.v[i]) {
-      evtc_program_set(rp, g->nodes[i], o.v[i]);
-      evtc_program_set(pp, g->nodes[i], o.v[i]);
-    }
+  replay_feed(g, &o, rp, pp);
   int differ = 0;
   for (int s = 0; s < 6; s++) {
     if (s == 3) {

@@ -235,11 +235,7 @@ static void test_failed_capture(const evtc_graph *g, bool in_launch) {
   evtc_program *p = replay_program(g, &mock_be, "1", what), *q = replay_program(g, &mock_be, "0", what);
   oracle_vals o = oracle_fill(g, 10);
   if (!p || !q) goto out;
-  for (int32_t i = 0; i < g->n_nodes; i++)
-    if (o.v[i]) {
-      evtc_program_set(p, g->nodes[i], o.v[i]);
-      evtc_program_set(q, g->nodes[i], o.v[i]);
-    }
+  replay_feed(g, &o, p, q);
   int differ = 0;
   const int replays = M.replays;
   for (int s = 0; s < 4; s++) {

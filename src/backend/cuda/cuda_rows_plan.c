@@ -54,7 +54,9 @@
  * EVTC_CUDA_THREAD_ACC=f64 (per-thread sums in double), EVTC_CUDA_PF_HOLD=0|1
  * (prefetched rows read from their buffers in every pass), EVTC_CUDA_STAGE=0 (no
  * staged stores: column by column), EVTC_CUDA_COL_TILES=0|1
- * and EVTC_CUDA_COL_ROWS=n (column tiles: never / always; rows per group).
+ * and EVTC_CUDA_COL_ROWS=n (column tiles: never / always; rows per group),
+ * EVTC_CUDA_HOIST=0 (row-invariant loads again in every row: the emitter's
+ * decide_hoists).
  */
 #include <stdlib.h>
 #include <string.h>

@@ -4,8 +4,9 @@
 #   bench/gpu_attention.sh prepare   on the build machine: a build (in $EVTC_BUILD,
 #                                    default build-gpu-attn; type $EVTC_BUILD_TYPE, default
 #                                    Release), stages test_gpu_attention, gpu_attention_bench,
-#                                    gpu_attention_torch.py and the shared libraries they need
-#                                    (beside libc) in .gpu-attn/, and compiles every kernel of
+#                                    gpu_attention_torch.py (with torch_timing.py) and the
+#                                    shared libraries they need (beside libc) in .gpu-attn/,
+#                                    and compiles every kernel of
 #                                    the test and the bench through NVRTC into .gpu-attn/cache
 #                                    (same NVRTC and source on the GPU machine: same cache key)
 #   bench/gpu_attention.sh run       on the GPU machine, from the repo root: the correctness
@@ -26,7 +27,7 @@ prepare)
   cmake -S . -B "$build" -DEVTC_WERROR=ON -DCMAKE_BUILD_TYPE="${EVTC_BUILD_TYPE:-Release}" >/dev/null
   cmake --build "$build" -j2 --target test_gpu_attention >/dev/null
   rm -rf "$stage" && mkdir -p "$stage/lib" "$stage/cache"
-  cp "$build/tests/test_gpu_attention" bench/gpu_attention_torch.py "$stage/"
+  cp "$build/tests/test_gpu_attention" bench/gpu_attention_torch.py bench/torch_timing.py "$stage/"
   cc -O2 -std=gnu11 -fopenmp -Iinclude -Isrc bench/gpu_attention_bench.c "$build/libevtc.a" \
     $(pkg-config --libs libprotobuf-c cbc) -lm -ldl -lpthread -o "$stage/gpu_attention_bench"
   for b in "$stage"/test_gpu_attention "$stage"/gpu_attention_bench; do

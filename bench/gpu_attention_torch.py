@@ -11,21 +11,9 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from torch_timing import median_ms
+
 SHAPES = [("bert-large", 32, 16, 512, 64, False), ("gpt2", 8, 12, 1024, 64, True)]
-
-
-def median_ms(fn, warm=5, iters=20):
-    times = []
-    for i in range(warm + iters):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        fn()
-        e1.record()
-        torch.cuda.synchronize()
-        if i >= warm:
-            times.append(e0.elapsed_time(e1))
-    times.sort()
-    return times[len(times) // 2]
 
 
 def main():

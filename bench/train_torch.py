@@ -40,7 +40,7 @@ step's forward and backward as torch.utils.flop_counter counts them on the
 eager model (matrix products, convolutions, attention; elementwise work is
 not counted), and the matrix FLOP ceiling measured in the same run: the
 TFLOP/s of a bf16 8192x8192x8192 torch.matmul (cuBLAS), the median of 20
-after warm-up (../shared/BENCHMARKS.md's ceiling).  train_report.py divides
+after five warm-up products (../shared/BENCHMARKS.md's ceiling).  train_report.py divides
 the one by each step time and by the other.
 One line per mode on stdout; everything in --out as JSON, rewritten after
 each mode.
@@ -59,6 +59,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import train_models  # noqa: E402
+from torch_timing import median_ms  # noqa: E402
 
 MODES = {"eager": None, "compile": "default", "max-autotune": "max-autotune"}
 
@@ -122,25 +123,16 @@ def step_flop(base, x, labels, dev):
     return counter.get_total_flops()
 
 
-def matmul_ceiling_tflops(n=8192, reps=20):
-    """The matrix FLOP ceiling in this run: TFLOP/s of a bf16 n x n x n torch.matmul, the median of `reps` timed
-    by CUDA events after five warm-up products."""
+def matmul_ceiling_tflops(n=8192):
+    """The matrix FLOP ceiling in this run: TFLOP/s of a bf16 n x n x n torch.matmul (torch_timing.median_ms: 20
+    products timed by CUDA events after five warm-up ones)."""
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
-    for _ in range(5):
-        torch.matmul(a, b, out=c)
-    times = []
-    for _ in range(reps):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        torch.matmul(a, b, out=c)
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) / 1e3)
+    ms = median_ms(lambda: torch.matmul(a, b, out=c))
     del a, b, c
     torch.cuda.empty_cache()
-    return 2.0 * n ** 3 / statistics.median(times) / 1e12
+    return 2.0 * n ** 3 / (ms / 1e3) / 1e12
 
 
 def run_mode(base, x, labels, mode, steps, lr, dev, profile_steps=0):

@@ -74,7 +74,7 @@ run)
             s = j == 0 ? "evtc-w4" : j == 1 ? "evtc-wg1" : "evtc-wg2"; v[j] = ms[s, k]
             if (v[j] != "" && (best == "" || v[j] + 0 < best + 0)) { best = v[j]; bt = tf[s, k] }
           }
-          tk = k; sub(/fwd\+bwd1$/, "fwd+bwd", tk); t = ms["torch", tk]     # fwd+bwd1: evtc's backward in one pass
+          tk = k; sub(/fwd\+bwd1$/, "fwd+bwd", tk); t = ms["torch", tk]     # fwd+bwd1: the backward of evtc in one pass
           printf "%-11s %-8s %9s %9s %9s %8s %9s %8s %6s\n", p[1], p[2], show(v[0]), show(v[1]), show(v[2]), show(bt), show(t),
             show(tf["torch", tk]), (best != "" && t != "" && best > 0) ? sprintf("%.2f", t / best) : "-"
         }

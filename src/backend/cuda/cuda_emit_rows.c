@@ -166,7 +166,8 @@ static void decide_hoists(rows_ctx *x) {
     const evtc_vnode *v = &k->v[i];
     int64_t sr;
     if (v->kind != EVTC_V_LOAD || !x->info.vec_load[i] || x->info.alias[i] >= 0 || prefetched(x, i)) continue;
-    if (!evtc_cuda_load_vectorizes(k, v, x->V, &sr) || sr != 0) continue;
+    evtc_cuda_load_vectorizes(k, v, x->V, &sr);     /* vec_load: it does; only its row stride is wanted */
+    if (sr != 0) continue;
     int r = (int)(((int64_t)pl->per_thread * x->V * (int64_t)evtc_buffer_elem_size(v->dtype) + 3) / 4);
     if (regs + r > 8) continue;
     x->hoist[i] = true;

@@ -77,6 +77,7 @@ typedef struct evtc_cuda_rows_plan {
                                    [t*threads*per_thread, +threads*per_thread), t = b % col_tiles, and rows
                                    [g*row_group, +row_group), g = b / col_tiles; 0: rows are spread over blocks */
   int64_t row_group;
+  int col_unroll;               /* col_tiles: rows of the group unrolled (loads of that many rows in flight) */
   bool row_direct;              /* col_tiles, one row group: the main kernel finishes and stores ROW reductions */
   int stage_stores;             /* rows ending in a partial vector: f16 / bf16 FULL stores staged a warp at a time in
                                    shared memory (EVTC_CUDA_STAGE_BYTES a warp each), written as aligned 16-byte

@@ -774,8 +774,8 @@ void evtc_cuda_emit_rows(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_
   }
   if (pl->col_tiles)        /* the group's rows, unrolled so that loads of several rows are in flight */
     evtc_sb_printf(b, "  const int64_t r0 = slot * %lldLL, r1 = QB + lane >= QE ? r0 : r0 + %lldLL < RR ? r0 + %lldLL : RR;\n"
-                      "#pragma unroll 4\n  for (int64_t r = r0, it = 0; r < r1; r++, it++) {\n",
-                   (long long)pl->row_group, (long long)pl->row_group, (long long)pl->row_group);
+                      "#pragma unroll %d\n  for (int64_t r = r0, it = 0; r < r1; r++, it++) {\n",
+                   (long long)pl->row_group, (long long)pl->row_group, (long long)pl->row_group, pl->col_unroll);
   else if (n > 1) evtc_sb_printf(b, "  for (int64_t r = slot, it = 0; r < RR; r += gridDim.x / %d, it++) {\n", n);
   else evtc_sb_printf(b, "  for (int64_t r = slot, it = 0; r < RR; r += (int64_t)gridDim.x * %d, it++) {\n", rpb);
   evtc_sb_printf(b, "    (void)it;\n");

@@ -79,7 +79,7 @@ typedef struct cuda_handle {
   bool evt;                        /* evtc's GEMM + visitor epilogue (plan evt, launch L for pointers a, b) */
   evtc_cuda_evt_plan evt_plan;
   evtc_cuda_gemm_launch *L;        /* 128-byte aligned (aligned_alloc); NULL until the first run */
-  void *L_a, *L_b, *L_out;
+  void *L_a, *L_b, *L_out, *L_x;
   struct cuda_handle *next;
 } cuda_handle;
 
@@ -450,7 +450,8 @@ static evtc_status launch_fin(cuda_ctx *c, cuda_handle *h, launch_args *la, evtc
 static evtc_status run_evt(cuda_ctx *c, cuda_handle *h, void *const *args, evtc_diag *d) {
   const evtc_cuda_evt_plan *pl = &h->evt_plan;
   void *a = args[h->a_arg], *b = args[h->b_arg], *out = pl->builtin_store ? args[pl->out_arg] : NULL;
-  if (!h->L || h->L_a != a || h->L_b != b || h->L_out != out) {
+  void *x = pl->tma_load ? args[pl->tma_arg] : NULL;   /* the epilogue's TMA tile (cuda_emit_evt.c) */
+  if (!h->L || h->L_a != a || h->L_b != b || h->L_out != out || h->L_x != x) {
     if (!h->L && !(h->L = aligned_alloc(128, sizeof *h->L)))
       return evtc_diag_set(d, EVTC_ERR_RUNTIME, "kernel %s: out of host memory", h->name);
     h->L_a = h->L_b = NULL;
@@ -465,16 +466,27 @@ static evtc_status run_evt(cuda_ctx *c, cuda_handle *h, void *const *args, evtc_
       }
       return d->status;
     }
+    if (x) {
+      const CUdeviceptr base = (CUdeviceptr)(uintptr_t)x + (CUdeviceptr)(pl->tma_offset * (int64_t)evtc_dtype_size(pl->tma_dtype));
+      if (base % 16)
+        return evtc_diag_set(d, EVTC_ERR_RUNTIME, "kernel %s: the epilogue's TMA tile (argument %d) is not 16-byte aligned",
+                             h->name, pl->tma_arg);
+      if (evtc_cuda_gemm_tile_map(c->dev.drv, &h->L->map_x, pl->tma_dtype, base, pl->tma_cols, pl->tma_rows, pl->tma_ld,
+                                  pl->tma_box_rows, d))
+        return d->status;
+      h->L->smem = evtc_cuda_gemm_smem_bytes_aux(&pl->cfg, pl->aux_bytes);
+    }
     h->L_a = a;
     h->L_b = b;
     h->L_out = out;
+    h->L_x = x;
   }
   evtc_cuda_gemm_launch *L = h->L;
   if (pl->builtin_store) return evtc_cuda_launch(&c->dev, &h->main, L->grid, L->block, L->smem, L->params, d);
   launch_args la;
   launch_args_fill(c, h, args, &la);
   void *pv[] = {L->params[0], L->params[1], L->params[2], L->params[3], L->params[4], &la.params, &la.stepp, &la.err,
-                &h->scratch};
+                &h->scratch, &L->map_x};
   if (evtc_cuda_launch(&c->dev, &h->main, L->grid, L->block, L->smem, pv, d)) return d->status;
   return launch_fin(c, h, &la, d);
 }

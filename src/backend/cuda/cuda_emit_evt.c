@@ -70,6 +70,9 @@ static int row_smem_offset(const evtc_kernel *k, const evtc_cuda_evt_plan *pl, i
  * banks; each quad's 16-byte loads stay aligned). */
 enum { QUAD_STRIDE = 80, QUAD_WARP = 8 * QUAD_STRIDE, QUAD_SMEM = 4 * QUAD_WARP };
 
+/* Dynamic shared memory a block may opt in to on sm_90 (227 KiB). */
+enum { SMEM_MAX = 227 * 1024 };
+
 static int64_t round8(int64_t x) { return (x + 7) / 8 * 8; }
 
 /* The one batch stride of an operand with per-dim batch strides s (false when the dims do not collapse). */
@@ -179,6 +182,46 @@ static bool tile_config(const evtc_cuda_device *dev, const evtc_kernel *k, bool 
   return true;
 }
 
+static bool is_pair_load(const evtc_kernel *k, const evtc_vnode *v, int64_t *row_stride);
+
+/* Aux loads through TMA.  An aux (M x N) load's pairs read as 32-bit words straight from global memory cost the
+ * L1 a wavefront per row of the warp's 8 (each row's 16 bytes in a sector of its own) and share that pipe with
+ * the main loop's wgmma operand reads (ncu, BERT-Large's GELU-gradient GEMM, which loads GELU's coefficient:
+ * L1/TEX 84 % busy against 62 % for the GEMM alone, a quarter of its warp samples waiting on those loads however
+ * far ahead they were issued).  Instead the consumer warpgroup copies its rows x tile_n tile of the load with
+ * TMA at the tile's start (boxes of 64 columns x its rows, 128B-swizzled, out-of-bounds elements zero), it
+ * arrives during the main loop, and each pair is one conflict-free 32-bit shared load.  One load a kernel (the
+ * first that fits: bf16 / f16, contiguous columns, 16-byte aligned offset and row stride), when the tile fits
+ * in shared memory beside the ring (down to 3 stages unless EVTC_GEMM_CONFIG fixed them);
+ * EVTC_EVT_TMA_AUX=0 turns it off. */
+static void choose_tma_load(const evtc_kernel *k, evtc_cuda_evt_plan *pl, bool fixed_config) {
+  const char *off = getenv("EVTC_EVT_TMA_AUX");
+  if (off && strcmp(off, "0") == 0) return;
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    int64_t sr;
+    if (v->kind != EVTC_V_LOAD || v->cls != EVTC_VC_FULL || (v->dtype != EVTC_BF16 && v->dtype != EVTC_F16) ||
+        !is_pair_load(k, v, &sr) || sr == 0 || sr % 8 || v->offset % 8 || k->cols % 8)
+      continue;
+    const unsigned rows = (unsigned)(pl->cfg.tile_m / evtc_cuda_gemm_row_groups(&pl->cfg));
+    const unsigned bytes = rows * (unsigned)pl->cfg.tile_n * 2;
+    evtc_cuda_gemm_config c = pl->cfg;
+    while (evtc_cuda_gemm_smem_bytes_aux(&c, bytes) > SMEM_MAX && c.stages > 3 && !fixed_config) c.stages--;
+    if (evtc_cuda_gemm_smem_bytes_aux(&c, bytes) > SMEM_MAX) return;
+    pl->cfg = c;
+    pl->tma_load = i + 1;
+    pl->tma_arg = v->arg;
+    pl->tma_offset = v->offset;
+    pl->tma_ld = sr;
+    pl->tma_rows = k->rows;
+    pl->tma_cols = k->cols;
+    pl->tma_dtype = v->dtype;
+    pl->tma_box_rows = rows;
+    pl->aux_bytes = bytes;
+    return;
+  }
+}
+
 bool evtc_cuda_evt_plan_of(const evtc_kernel *k, const struct evtc_cuda_device *dev, evtc_cuda_evt_plan *pl, char *why,
                            size_t cap) {
   memset(pl, 0, sizeof *pl);
@@ -221,6 +264,7 @@ bool evtc_cuda_evt_plan_of(const evtc_kernel *k, const struct evtc_cuda_device *
     v.out = st->dtype;
   }
   if (!tile_config(dev, k, pl->builtin_store, &v, &pl->cfg, why, cap)) return false;
+  const char *env = getenv("EVTC_GEMM_CONFIG");
   pl->var = v;
   pl->prob = p;
   /* the launch's tiles (after folding batches into rows: the problem's M and batch, not the kernel's) */
@@ -238,6 +282,7 @@ bool evtc_cuda_evt_plan_of(const evtc_kernel *k, const struct evtc_cuda_device *
       if (blocks > fin_grid) fin_grid = blocks;
     }
   pl->fin_grid = (unsigned)fin_grid;
+  if (!pl->builtin_store) choose_tma_load(k, pl, env && *env);
   if (row_smem_offset(k, pl, k->n_v) + QUAD_SMEM > EVTC_CUDA_GEMM_HOOK_SMEM)
     return fail(why, cap, "more sums over rows than the epilogue's shared memory holds (4 warps x tile_n partials each, "
                           "beside the quad stores' exchange)");
@@ -298,8 +343,25 @@ static void emit_shuffles(evtc_sb *b, const char *ind, const evtc_vnode *v, cons
 }
 
 static void evt_params(evtc_sb *b, void *ctx) {
-  (void)ctx;
+  const evt_ctx *e = ctx;
   evtc_sb_printf(b, ",\n   const evtc_params P, const uint64_t *const stepp, int *const err, void *const scratch");
+  if (e->pl->tma_load) evtc_sb_printf(b, ",\n   const __grid_constant__ evtc_tmap tma_x");
+}
+
+/* The TMA tile (choose_tma_load) of each of the warpgroup's tiles: once every thread of the warpgroup has read
+ * the last one (a warpgroup barrier), one thread asks for this one's boxes; evt_tile_begin waits for them. */
+static void evt_tile_loads(evtc_sb *b, const char *ind, void *ctx) {
+  const evt_ctx *e = ctx;
+  const unsigned boxes = (unsigned)e->pl->cfg.tile_n / 64, box = e->pl->tma_box_rows * 128u;
+  evtc_sb_printf(b,
+    "%sevtc_wg_sync(1 + wg);\n"
+    "%sif ((threadIdx.x & 127) == 0) {\n"
+    "%s  evtc_mbar_expect_tx(aux_bar, %uu);\n"
+    "#pragma unroll\n"
+    "%s  for (int bx = 0; bx < %u; bx++)\n"
+    "%s    evtc_tma_load(aux_tile + bx * %uu, &tma_x, aux_bar, n0 + bx * 64, bat * dims.M + m0 + cw * %u, 0);\n"
+    "%s}\n",
+    ind, ind, ind, boxes * box, ind, boxes, ind, box, e->pl->tma_box_rows, ind);
 }
 
 static void evt_setup(evtc_sb *b, const char *ind, void *ctx) {
@@ -309,6 +371,7 @@ static void evt_setup(evtc_sb *b, const char *ind, void *ctx) {
   evtc_cpu_emit_args(b, e->k);
   evtc_sb_printf(b, "%sconst int64_t CC = %lldLL;\n%s(void)CC;\n%sdouble *const red = (double *)scratch;\n%s(void)red;\n",
                  ind, (long long)e->k->cols, ind, ind, ind);
+  if (e->pl->tma_load) evtc_sb_printf(b, "%sunsigned aux_ph = 0;   /* the parity of this warpgroup's next TMA tile */\n", ind);
 }
 
 /* Stores of per-element values go through sv<i>[e], written as a pair after the thread's two columns. */
@@ -330,6 +393,7 @@ static void evt_tile_begin(evtc_sb *b, const char *ind, void *ctx) {
   const evt_ctx *e = ctx;
   const evtc_kernel *k = e->k;
   const int wm = e->pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&e->pl->cfg));
+  if (e->pl->tma_load) evtc_sb_printf(b, "%sevtc_mbar_wait(aux_bar, aux_ph);   /* the tile's TMA copy is in */\n%saux_ph ^= 1u;\n", ind, ind);
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
     if (is_quad_store(k, v)) evtc_sb_printf(b, "%suint32_t sq%d[%d][2][4];\n", ind, i, wm);
@@ -363,20 +427,25 @@ static bool evt_storage(const evtc_cpu_vctx *x, int i, char *buf, size_t cap) {
  * 2-byte values as one 32-bit word, a pair of floats as two. */
 static bool pair_f32(const evtc_vnode *v) { return v->dtype == EVTC_F32; }
 
+/* Whether node i is a pair load through registers (not the plan's TMA tile). */
+static bool register_pair(const evtc_kernel *k, const evtc_cuda_evt_plan *pl, int i, int64_t *row_stride) {
+  return is_pair_load(k, &k->v[i], row_stride) && pl->tma_load != i + 1;
+}
+
 /* Registers per 8-column block that the pair loads take (the prefetch distance's budget). */
-static int prefetch_regs(const evtc_kernel *k, int wm) {
+static int prefetch_regs(const evtc_kernel *k, const evtc_cuda_evt_plan *pl, int wm) {
   int regs = 0;
   for (int i = 0; i < k->n_v; i++) {
     int64_t sr;
-    if (is_pair_load(k, &k->v[i], &sr)) regs += (sr ? 2 * wm : 1) * (pair_f32(&k->v[i]) ? 2 : 1);
+    if (register_pair(k, pl, i, &sr)) regs += (sr ? 2 * wm : 1) * (pair_f32(&k->v[i]) ? 2 : 1);
   }
   return regs;
 }
 
 /* Blocks of loads in flight: as many as 24 registers hold, 1 to 3 (3 blocks of a long epilogue cover a
  * memory latency); 0 without pair loads. */
-static int prefetch_distance(const evtc_kernel *k, int wm) {
-  const int regs = prefetch_regs(k, wm);
+static int prefetch_distance(const evtc_kernel *k, const evtc_cuda_evt_plan *pl, int wm) {
+  const int regs = prefetch_regs(k, pl, wm);
   if (regs == 0) return 0;
   const int d = 24 / regs;
   return d < 1 ? 1 : d > 3 ? 3 : d;
@@ -388,7 +457,7 @@ static void evt_prefetch_begin(evtc_sb *b, const char *ind, void *ctx) {
   const int wm = e->pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&e->pl->cfg)), nj = e->pl->cfg.tile_n / 8;
   for (int i = 0; i < k->n_v; i++) {
     int64_t sr;
-    if (!is_pair_load(k, &k->v[i], &sr)) continue;
+    if (!register_pair(k, e->pl, i, &sr)) continue;
     const char *t = pair_f32(&k->v[i]) ? "float" : "uint32_t", *pair = pair_f32(&k->v[i]) ? "[2]" : "";
     if (sr) evtc_sb_printf(b, "%s%s pf%d[%d][%d][2]%s;\n", ind, t, i, nj, wm, pair);
     else evtc_sb_printf(b, "%s%s pf%d[%d]%s;\n", ind, t, i, nj, pair);
@@ -416,7 +485,7 @@ static void evt_prefetch(evtc_sb *b, const char *ind, const char *j, void *ctx) 
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
     int64_t sr;
-    if (!is_pair_load(k, v, &sr)) continue;
+    if (!register_pair(k, e->pl, i, &sr)) continue;
     const char *st = evtc_cpu_storage_ctype(v->dtype);
     char dst[64];
     if (!sr) {
@@ -463,7 +532,15 @@ static void evt_pair_begin(evtc_sb *b, const char *ind, void *ctx) {
     const evtc_vnode *v = &k->v[i];
     int64_t sr;
     if (is_pair_store(k, v)) evtc_sb_printf(b, "%s%s sv%d[2] = {0, 0};\n", ind, evtc_cpu_storage_ctype(v->dtype), i);
-    if (is_pair_load(k, v, &sr) && sr != 0) emit_pair_take(b, ind, v, i, "[j][i][h]");
+    if (register_pair(k, e->pl, i, &sr) && sr != 0) emit_pair_take(b, ind, v, i, "[j][i][h]");
+    if (e->pl->tma_load == i + 1) {
+      /* the TMA tile: box j / 8 of 64 columns, the row's 128 bytes, 16-byte chunk j % 8 at (j % 8) ^ (row % 8) */
+      const char *st = evtc_cpu_storage_ctype(v->dtype);
+      evtc_sb_printf(b, "%sconst uint32_t xw%d = *(const uint32_t *)(aux_smem + (j >> 3) * %uu + (i * 64 + warp * 16 + h * 8 + "
+                        "(lane >> 2)) * 128 + (((j & 7) ^ (lane >> 2)) << 4) + (lane & 3) * 4);\n"
+                        "%s%s lv%d[2] = {(%s)xw%d, (%s)(xw%d >> 16)};\n",
+                     ind, i, e->pl->tma_box_rows * 128u, ind, st, i, st, i, st, i);
+    }
   }
 }
 
@@ -497,7 +574,7 @@ static void evt_col_begin(evtc_sb *b, const char *ind, void *ctx) {
     int64_t sr;
     if (v->kind == EVTC_V_REDUCE && v->cls == EVTC_VC_ROW)
       evtc_sb_printf(b, "%s%s rp%d[2] = {%s, %s};\n", ind, part_type(k, v), i, part_init(v), part_init(v));
-    if (is_pair_load(k, v, &sr) && sr == 0) emit_pair_take(b, ind, v, i, "[j]");
+    if (register_pair(k, e->pl, i, &sr) && sr == 0) emit_pair_take(b, ind, v, i, "[j]");
     if (!rng_shared(k, v)) continue;
     const int wm = e->pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&e->pl->cfg));
     evtc_sb_printf(b, "%suint8_t kp%d[%d][2][2];\n#pragma unroll\n%sfor (int ii = 0; ii < %d; ii++) {\n", ind, i, wm, ind,
@@ -736,7 +813,9 @@ void evtc_cuda_emit_evt(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_evt_pl
                                  .emit_pair_begin = evt_pair_begin, .emit_pair_end = evt_pair_end,
                                  .emit_col_end = evt_col_end, .emit_tile_end = evt_tile_end,
                                  .emit_prefetch_begin = evt_prefetch_begin, .emit_prefetch = evt_prefetch,
-                                 .prefetch_blocks = prefetch_distance(k, pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&pl->cfg)))};
+                                 .prefetch_blocks = prefetch_distance(k, pl, pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&pl->cfg))),
+                                 .aux_smem = pl->tma_load ? pl->aux_bytes : 0,
+                                 .emit_tile_loads = pl->tma_load ? evt_tile_loads : NULL};
   evtc_cuda_gemm_emit(b, k->name, &pl->cfg, &pl->var, &epi);
   if (pl->has_fin) emit_fin(b, k, pl);
 }

@@ -123,6 +123,10 @@ unsigned evtc_cuda_gemm_smem_bytes(const evtc_cuda_gemm_config *c) {
          1024u;
 }
 
+unsigned evtc_cuda_gemm_smem_bytes_aux(const evtc_cuda_gemm_config *c, unsigned aux_smem) {
+  return evtc_cuda_gemm_smem_bytes(c) + (aux_smem ? (unsigned)c->consumers * (aux_smem + 8u) : 0u);
+}
+
 bool evtc_cuda_gemm_config_check(const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_variant *v, char *why,
                                  size_t cap) {
   if (v->in != EVTC_BF16 && v->in != EVTC_F16) {
@@ -493,6 +497,11 @@ static void emit_consumer(evtc_sb *b, const char *name, const evtc_cuda_gemm_con
   if (epi && epi->emit_element)
     evtc_sb_printf(b, "    unsigned char *const hook_smem = evtc_smem + (dbuf - evtc_smem_u32(evtc_smem)) + (unsigned)wg * %uu;\n"
                       "    (void)hook_smem;\n", (unsigned)EVTC_CUDA_GEMM_HOOK_SMEM);
+  if (epi && epi->aux_smem)
+    evtc_sb_printf(b, "    const unsigned aux_tile = dbuf + %uu + (unsigned)wg * %uu, aux_bar = bar0 + 8u * (%d + wg);\n"
+                      "    const unsigned char *const aux_smem = evtc_smem + (aux_tile - evtc_smem_u32(evtc_smem));\n"
+                      "    (void)aux_smem;\n",
+                   (unsigned)(c->consumers * 2 * D_SUBTILE), epi->aux_smem, 2 * S);
   if (epi && epi->emit_setup) epi->emit_setup(b, "    ", epi->ctx);
   if (!(epi && epi->emit_element)) {
     size_t es = evtc_dtype_size(v->out);
@@ -520,6 +529,7 @@ static void emit_consumer(evtc_sb *b, const char *name, const evtc_cuda_gemm_con
   evtc_sb_printf(b,
     "      int bat, m0, n0;\n"
     "      evtc_gemm_tile(t, tiles_m, tiles_n, %d, %d, %d, &bat, &m0, &n0);\n", c->group_m, c->tile_m, c->tile_n);
+  if (epi && epi->emit_tile_loads) epi->emit_tile_loads(b, "      ", epi->ctx);
   if (prefetches(epi)) {   /* the first blocks' loads fly during the main loop */
     epi->emit_prefetch_begin(b, "      ", epi->ctx);
     evtc_sb_printf(b, "#define EVTC_IN_M(x) ((x) < dims.M)\n#define EVTC_IN_N(x) ((x) < dims.N)\n");
@@ -596,6 +606,7 @@ void evtc_cuda_gemm_emit(evtc_sb *b, const char *name, const evtc_cuda_gemm_conf
     "   const __grid_constant__ evtc_tmap tma_d, void *out_ptr, const evtc_gemm_dims dims",
     evtc_cuda_gemm_threads(c), name);
   if (epi && epi->emit_params) epi->emit_params(b, epi->ctx);
+  const unsigned aux = epi ? epi->aux_smem : 0;
   evtc_sb_printf(b,
     ") {\n"
     "  extern __shared__ __align__(1024) unsigned char evtc_smem[];\n"
@@ -609,13 +620,17 @@ void evtc_cuda_gemm_emit(evtc_sb *b, const char *name, const evtc_cuda_gemm_conf
     "    for (int s = 0; s < %d; s++) {\n"
     "      evtc_mbar_init(bar0 + 8u * s, 1u);            /* the producer's expect_tx (+ TMA bytes) */\n"
     "      evtc_mbar_init(bar0 + 8u * (%d + s), %du);    /* one arrive per warp reading the stage */\n"
-    "    }\n"
+    "    }\n",
+    (unsigned)S * stage_bytes(c), (unsigned)(c->consumers * (2 * D_SUBTILE + aux)), S, c->tile_m - 1, c->tile_m, c->tile_n - 1, c->tile_n, S, S,
+    4 * evtc_cuda_gemm_row_groups(c));
+  if (aux)   /* after the stages' barriers: each consumer warpgroup's TMA tile, between the staged subtiles and them */
+    evtc_sb_printf(b, "    for (int w = 0; w < %d; w++) evtc_mbar_init(bar0 + 8u * (%d + w), 1u);   /* aux_bar */\n",
+                   c->consumers, 2 * S);
+  evtc_sb_printf(b,
     "    asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");\n"
     "  }\n"
     "  __syncthreads();\n"
-    "  if (threadIdx.x < 128) {                /* producer warpgroup */\n",
-    (unsigned)S * stage_bytes(c), (unsigned)(c->consumers * 2 * D_SUBTILE), S, c->tile_m - 1, c->tile_m, c->tile_n - 1, c->tile_n, S, S,
-    4 * evtc_cuda_gemm_row_groups(c));
+    "  if (threadIdx.x < 128) {                /* producer warpgroup */\n");
   if (c->consumers == 2) evtc_sb_printf(b, "    asm volatile(\"setmaxnreg.dec.sync.aligned.u32 40;\");\n");
   emit_producer(b, c, v);
   evtc_sb_printf(b, "  } else {                                /* consumer warpgroups */\n");
@@ -692,6 +707,11 @@ static evtc_status encode(const evtc_cuda_driver *drv, evtc_cuda_tensor_map *m, 
   snprintf(where, sizeof where, "cuTensorMapEncodeTiled (GEMM operand %s: %llu x %llu x %llu, strides %llu, %llu bytes)",
            what, dim[0], dim[1], dim[2], stride[0], stride[1]);
   return evtc_cuda_fail(drv, r, where, EVTC_ERR_RUNTIME, d);
+}
+
+evtc_status evtc_cuda_gemm_tile_map(const evtc_cuda_driver *drv, evtc_cuda_tensor_map *m, evtc_dtype t, CUdeviceptr base,
+                                    int64_t cols, int64_t rows, int64_t ld, unsigned box_rows, evtc_diag *d) {
+  return encode(drv, m, t, base, cols, rows, ld, 0, 1, box_rows, "epilogue tile", d);
 }
 
 evtc_status evtc_cuda_gemm_launch_init(evtc_cuda_gemm_launch *L, const evtc_cuda_driver *drv,

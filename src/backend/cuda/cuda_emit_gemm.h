@@ -126,6 +126,12 @@ typedef struct evtc_cuda_gemm_epilogue {
   void (*emit_prefetch_begin)(evtc_sb *b, const char *ind, void *ctx);
   void (*emit_prefetch)(evtc_sb *b, const char *ind, const char *j, void *ctx);
   int prefetch_blocks;
+  /* A tile the hook copies into shared memory with TMA: aux_smem bytes per consumer warpgroup (a multiple of
+   * 1024), at the 1024-byte aligned shared address aux_tile (generic pointer aux_smem) with its own mbarrier
+   * aux_bar (count 1), all in scope from emit_setup on; emit_tile_loads runs at the start of each of the
+   * warpgroup's tiles (bat, m0, n0 known), before its turn on the tensor cores. */
+  unsigned aux_smem;
+  void (*emit_tile_loads)(evtc_sb *b, const char *ind, void *ctx);
 } evtc_cuda_gemm_epilogue;
 /* Bytes of shared memory per consumer warpgroup that an epilogue hook may use (the built-in store's two
  * staged-output subtiles, which a hook's kernel does not otherwise use). */
@@ -152,6 +158,7 @@ typedef struct evtc_cuda_tensor_map {
  * tensor maps 64-byte aligned, which malloc does not promise). */
 typedef struct evtc_cuda_gemm_launch {
   evtc_cuda_tensor_map map_a, map_b, map_d;
+  evtc_cuda_tensor_map map_x;    /* an epilogue's TMA tile (evtc_cuda_gemm_tile_map), when it has one */
   CUdeviceptr out;
   evtc_cuda_gemm_dims dims;
   unsigned grid[3], block[3], smem;
@@ -206,6 +213,15 @@ evtc_status evtc_cuda_gemm_launch_init(evtc_cuda_gemm_launch *L, const evtc_cuda
                                        const evtc_cuda_gemm_problem *p, CUdeviceptr a, CUdeviceptr b,
                                        CUdeviceptr out, int sm_count, evtc_diag *d);
 
+/* Shared memory of cfg's kernel with an epilogue's TMA tiles of aux_smem bytes per consumer warpgroup (and
+ * their mbarriers). */
+unsigned evtc_cuda_gemm_smem_bytes_aux(const evtc_cuda_gemm_config *cfg, unsigned aux_smem);
+
+/* The 2-D map of a rows x cols matrix of t (row stride ld elements, a multiple of 8) at base (16-byte
+ * aligned) with boxes of 128 bytes x box_rows, 128B-swizzled: an epilogue's TMA tile, 64 columns a box. */
+evtc_status evtc_cuda_gemm_tile_map(const evtc_cuda_driver *drv, evtc_cuda_tensor_map *m, evtc_dtype t, CUdeviceptr base,
+                                    int64_t cols, int64_t rows, int64_t ld, unsigned box_rows, evtc_diag *d);
+
 /* ---- a kernel IR GEMM with its visitor DAG in the epilogue (cuda_emit_evt.c) ---- */
 
 #include "kernel/kernel.h"
@@ -229,6 +245,13 @@ typedef struct evtc_cuda_evt_plan {
   int64_t scratch_doubles;
   bool has_fin;
   unsigned fin_grid;
+  /* An aux (M x N) load that TMA copies a tile at a time into shared memory: its visitor node + 1 (0: none),
+   * kernel argument, element offset, row stride, rows and columns (the map's), its type, the box rows (a
+   * consumer warpgroup's) and the shared memory per consumer warpgroup. */
+  int tma_load, tma_arg;
+  int64_t tma_offset, tma_ld, tma_rows, tma_cols;
+  evtc_dtype tma_dtype;
+  unsigned tma_box_rows, aux_bytes;
 } evtc_cuda_evt_plan;
 
 /* Whether GEMM kernel k fits the template; false with the reason (naming

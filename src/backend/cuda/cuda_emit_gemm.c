@@ -46,7 +46,9 @@
  * Stage s holds A (tile_m x 64 elements, 128 bytes per 64 elements) then B
  * (tile_n x 64); after the ring come two 8 KiB output subtiles per consumer
  * warpgroup (the staged store of D; an epilogue hook's own shared memory,
- * hook_smem, otherwise), then the 2 x stages mbarriers.
+ * hook_smem, otherwise), then a hook's TMA tile per consumer warpgroup when
+ * it asks for one (aux_smem bytes each, 1024-byte aligned like the ring),
+ * then the 2 x stages mbarriers and the TMA tiles' own (one each).
  *   K-major operand (A M x K, B N x K): one TMA box {64 (k), rows} lands
  *     row r at byte 128 r, its eight 16-byte chunks permuted by r mod 8
  *     (SWIZZLE_128B).  wgmma descriptor: canonical K-major 128B layout,

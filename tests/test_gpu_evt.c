@@ -64,23 +64,26 @@ typedef struct evt_case {
   int bcast_b;              /* batch_matmul with a rank-2 B (batch stride 0) */
   int reduce;               /* ROW, COL and SCALAR reductions */
   int want_evt;             /* the GEMM kernel runs on evtc's GEMM */
+  int coef;                 /* an output 0.5 x * (res * 1.125) * 0.70703125 + x (GELU's coefficient's shape: the
+                               emitter folds the constants into one) */
 } evt_case;
 
 static const evt_case cases[] = {
-    {"evt-256x512x128", 256, 512, 128, 0, 0, 0, 0, 7, 0, 1, 1},
-    {"evt-2039x1x64", 2039, 1, 64, 0, 0, 0, 0, 5, 0, 1, 1},
-    {"evt-fallback-2039x24x17", 2039, 24, 17, 0, 0, 0, 0, 5, 0, 1, 0},
-    {"evt-trans_a-136x200x64", 136, 200, 64, 0, 1, 0, 0, 6, 0, 1, 1},
-    {"evt-trans_b-77x17x64", 77, 17, 64, 0, 0, 1, 0, 6, 0, 1, 1},
-    {"evt-trans_ab-136x264x80", 136, 264, 80, 0, 1, 1, 0, 6, 0, 0, 1},
-    {"evt-fallback-trans_a-130x64x64", 130, 64, 64, 0, 1, 0, 0, 4, 0, 0, 0},
-    {"evt-batched-3x100x72x64", 100, 72, 64, 3, 0, 0, 0, 6, 0, 1, 1},
-    {"evt-batch-bcast-folded", 200, 40, 32, 3, 0, 0, 0, 4, 1, 1, 1},   /* 600 rows: 5 row tiles, not 3 x 2 */
-    {"evt-fallback-batch-bcast-trans_a", 48, 40, 32, 2, 1, 0, 0, 4, 1, 0, 0},
-    {"evt-f16-300x264x96", 300, 264, 96, 0, 0, 0, 1, 6, 0, 1, 1},
-    {"evt-persistent-2100x2600x64", 2100, 2600, 64, 0, 0, 0, 0, 5, 0, 1, 1},
-    {"evt-plain-2039x264x64", 2039, 264, 64, 0, 0, 0, 0, 0, 0, 0, 1},
-    {"evt-plain-f16-trans_b-100x17x64", 100, 17, 64, 0, 0, 1, 1, 0, 0, 0, 1},
+    {"evt-256x512x128", 256, 512, 128, 0, 0, 0, 0, 7, 0, 1, 1, 0},
+    {"evt-2039x1x64", 2039, 1, 64, 0, 0, 0, 0, 5, 0, 1, 1, 0},
+    {"evt-fallback-2039x24x17", 2039, 24, 17, 0, 0, 0, 0, 5, 0, 1, 0, 0},
+    {"evt-trans_a-136x200x64", 136, 200, 64, 0, 1, 0, 0, 6, 0, 1, 1, 0},
+    {"evt-trans_b-77x17x64", 77, 17, 64, 0, 0, 1, 0, 6, 0, 1, 1, 0},
+    {"evt-trans_ab-136x264x80", 136, 264, 80, 0, 1, 1, 0, 6, 0, 0, 1, 0},
+    {"evt-fallback-trans_a-130x64x64", 130, 64, 64, 0, 1, 0, 0, 4, 0, 0, 0, 0},
+    {"evt-batched-3x100x72x64", 100, 72, 64, 3, 0, 0, 0, 6, 0, 1, 1, 0},
+    {"evt-batch-bcast-folded", 200, 40, 32, 3, 0, 0, 0, 4, 1, 1, 1, 0},   /* 600 rows: 5 row tiles, not 3 x 2 */
+    {"evt-fallback-batch-bcast-trans_a", 48, 40, 32, 2, 1, 0, 0, 4, 1, 0, 0, 0},
+    {"evt-f16-300x264x96", 300, 264, 96, 0, 0, 0, 1, 6, 0, 1, 1, 0},
+    {"evt-persistent-2100x2600x64", 2100, 2600, 64, 0, 0, 0, 0, 5, 0, 1, 1, 0},
+    {"evt-plain-2039x264x64", 2039, 264, 64, 0, 0, 0, 0, 0, 0, 0, 1, 0},
+    {"evt-plain-f16-trans_b-100x17x64", 100, 17, 64, 0, 0, 1, 1, 0, 0, 0, 1, 0},
+    {"evt-coef-256x512x128", 256, 512, 128, 0, 0, 0, 0, 4, 0, 0, 1, 1},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 
@@ -147,6 +150,12 @@ static char *case_text(const evt_case *c) {
   int n = c->chain;
   evtc_sb_printf(&b, "  %%half = cast(%%x%d) {dtype=%s} : %s[%s]\n", mid, t, t, s);
   evtc_sb_printf(&b, "  output %%x%d\n  output %%half\n", n);
+  if (c->coef)
+    evtc_sb_printf(&b, "  %%k1 = const() {value=0.5} : f32[]\n  %%k2 = const() {value=1.125} : f32[]\n"
+                       "  %%k3 = const() {value=0.70703125} : f32[]\n  %%q1 = mul(%%k1, %%x%d) : f32[%s]\n"
+                       "  %%q2 = mul(%%resf, %%k2) : f32[%s]\n  %%q3 = mul(%%q1, %%q2) : f32[%s]\n"
+                       "  %%q4 = mul(%%q3, %%k3) : f32[%s]\n  %%cf = add(%%q4, %%x%d) : f32[%s]\n  output %%cf\n",
+                   n, s, s, s, s, n, s);
   if (c->reduce) {
     if (c->batch) {
       evtc_sb_printf(&b, "  %%rsum = reduce_sum(%%x%d) {axes=[0,1]} : f32[%lld]\n", n, (long long)c->N);

@@ -49,6 +49,7 @@
 #include "backend/cuda/cuda_emit.h"
 #include "backend/cuda/cuda_emit_gemm.h"
 #include "backend/cuda/cuda_gemm_tune.h"
+#include "runtime/precision.h"
 
 /* NAME_fin's blocks: FIN_THREADS threads (the backend's launch), FIN_WARPS warps; a ROW result takes FIN_COLS
  * columns a block, a COL result one row a thread */
@@ -652,6 +653,77 @@ static void evt_pair_end(evtc_sb *b, const char *ind, void *ctx) {
   }
 }
 
+/* Products with constant factors folded.  The epilogue is bound by its instruction issue, and graph passes leave
+ * chains such as GELU's coefficient 0.5 x * (e^(-u^2) * 1.125) * 0.70703125 (bf16 constants, whose product in
+ * the graph's bf16 would round).  Here, where every intermediate is a float anyway: a float MUL whose operands
+ * reach, through MULs used only inside it, two or more immediates becomes the product of its other leaves and
+ * one constant, the immediates' product rounded once to float; the absorbed MULs are not emitted.  fold[i]: 1
+ * for such a root, -1 for an absorbed MUL, 0 otherwise (the caller's array of n_v). */
+static bool float_mul(const evtc_vnode *v) {
+  return v->kind == EVTC_V_COMPUTE && v->op == EVTC_OP_MUL && v->n_args == 2 &&
+         (v->dtype == EVTC_F32 || v->dtype == EVTC_BF16 || v->dtype == EVTC_F16);
+}
+
+/* The leaves and immediates under MUL i through single-use MULs (absorbed ones marked -1 in mark). */
+static void mul_leaves(const evtc_kernel *k, const int *uses, int i, int *leaves, int *n_leaves, double *c, int *n_imm,
+                       int *mark) {
+  for (int q = 0; q < 2; q++) {
+    const int a = k->v[i].args[q];
+    const evtc_vnode *av = &k->v[a];
+    if (av->kind == EVTC_V_IMM && isfinite(av->value)) {
+      *c *= (float)(av->node ? evtc_round_to(av->dtype, av->value) : av->value);
+      ++*n_imm;
+    } else if (float_mul(av) && uses[a] == 1) {
+      mark[a] = -1;
+      mul_leaves(k, uses, a, leaves, n_leaves, c, n_imm, mark);
+    } else {
+      leaves[(*n_leaves)++] = a;
+    }
+  }
+}
+
+static void plan_mul_folds(const evtc_kernel *k, int *fold) {
+  int *uses = calloc((size_t)k->n_v, sizeof *uses), *mark = calloc((size_t)k->n_v, sizeof *mark),
+      *leaves = malloc(sizeof *leaves * (size_t)(k->n_v + 1));
+  memset(fold, 0, sizeof *fold * (size_t)k->n_v);
+  if (!uses || !mark || !leaves) goto done;   /* no folding: the plain emission is right too */
+  for (int i = 0; i < k->n_v; i++)
+    for (int q = 0; q < k->v[i].n_args; q++) uses[k->v[i].args[q]]++;
+  for (int i = k->n_v - 1; i >= 0; i--) {     /* roots first: a root's absorbed MULs come before it */
+    if (!float_mul(&k->v[i]) || fold[i] < 0) continue;
+    memset(mark, 0, sizeof *mark * (size_t)k->n_v);
+    int n_leaves = 0, n_imm = 0;
+    double c = 1;
+    mul_leaves(k, uses, i, leaves, &n_leaves, &c, &n_imm, mark);
+    if (n_imm < 2 || !isfinite((float)c)) continue;
+    fold[i] = 1;
+    for (int j = 0; j < i; j++)
+      if (mark[j]) fold[j] = -1;
+  }
+done:
+  free(uses);
+  free(mark);
+  free(leaves);
+}
+
+/* Root i of a folded product: float v<i> = leaves * K. */
+static void emit_mul_fold(evtc_sb *b, const char *ind, const evtc_kernel *k, int i) {
+  int *uses = calloc((size_t)k->n_v, sizeof *uses), *mark = calloc((size_t)k->n_v, sizeof *mark),
+      *leaves = malloc(sizeof *leaves * (size_t)(k->n_v + 1));
+  EVTC_ASSERT(uses && mark && leaves);   /* plan_mul_folds had the same memory */
+  for (int j = 0; j < k->n_v; j++)
+    for (int q = 0; q < k->v[j].n_args; q++) uses[k->v[j].args[q]]++;
+  int n_leaves = 0, n_imm = 0;
+  double c = 1;
+  mul_leaves(k, uses, i, leaves, &n_leaves, &c, &n_imm, mark);
+  evtc_sb_printf(b, "%sfloat v%d = ", ind, i);
+  for (int q = 0; q < n_leaves; q++) evtc_sb_printf(b, "%sv%d", q ? " * " : "(", leaves[q]);
+  evtc_sb_printf(b, "%s%.9ef;\n", n_leaves ? ") * " : "", (double)(float)c);
+  free(uses);
+  free(mark);
+  free(leaves);
+}
+
 static void evt_element(evtc_sb *b, const char *ind, const char *acc, void *ctx) {
   const evt_ctx *e = ctx;
   const evtc_kernel *k = e->k;
@@ -659,8 +731,16 @@ static void evt_element(evtc_sb *b, const char *ind, const char *acc, void *ctx)
   snprintf(in, sizeof in, "%s  ", ind);
   evtc_sb_printf(b, "%s{\n%s  const int64_t r = rg;\n", ind, ind);
   evtc_cpu_vctx x = {.k = k, .sb = b, .ind = in, .acc_expr = acc, .storage = evt_storage};
+  int *fold = malloc(sizeof *fold * (size_t)k->n_v);
+  EVTC_ASSERT(fold);
+  plan_mul_folds(k, fold);
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
+    if (fold[i] < 0) continue;
+    if (fold[i] > 0) {
+      emit_mul_fold(b, in, k, i);
+      continue;
+    }
     if (v->kind == EVTC_V_STORE) {
       if (is_pair_store(k, v)) evtc_cpu_emit_store(&x, i);
     } else if (rng_shared(k, v)) {
@@ -674,6 +754,7 @@ static void evt_element(evtc_sb *b, const char *ind, const char *acc, void *ctx)
       evtc_cuda_emit_value(&x, i);
     }
   }
+  free(fold);
   evtc_sb_printf(b, "%s}\n", ind);
 }
 

@@ -625,7 +625,7 @@ void evtc_cuda_gemm_emit(evtc_sb *b, const char *name, const evtc_cuda_gemm_conf
     "    }\n",
     (unsigned)S * stage_bytes(c), (unsigned)(c->consumers * (2 * D_SUBTILE + aux)), S, c->tile_m - 1, c->tile_m, c->tile_n - 1, c->tile_n, S, S,
     4 * evtc_cuda_gemm_row_groups(c));
-  if (aux)   /* after the stages' barriers: each consumer warpgroup's TMA tile, between the staged subtiles and them */
+  if (aux)   /* one barrier for each consumer warpgroup's TMA tile, after the stages' */
     evtc_sb_printf(b, "    for (int w = 0; w < %d; w++) evtc_mbar_init(bar0 + 8u * (%d + w), 1u);   /* aux_bar */\n",
                    c->consumers, 2 * S);
   evtc_sb_printf(b,

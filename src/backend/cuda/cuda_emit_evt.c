@@ -71,9 +71,6 @@ static int row_smem_offset(const evtc_kernel *k, const evtc_cuda_evt_plan *pl, i
  * banks; each quad's 16-byte loads stay aligned). */
 enum { QUAD_STRIDE = 80, QUAD_WARP = 8 * QUAD_STRIDE, QUAD_SMEM = 4 * QUAD_WARP };
 
-/* Dynamic shared memory a block may opt in to on sm_90 (227 KiB). */
-enum { SMEM_MAX = 227 * 1024 };
-
 static int64_t round8(int64_t x) { return (x + 7) / 8 * 8; }
 
 /* The one batch stride of an operand with per-dim batch strides s (false when the dims do not collapse). */
@@ -146,8 +143,8 @@ static bool has_vector_reduction(const evtc_kernel *k) {
 }
 
 /* The tile config: EVTC_GEMM_CONFIG when set (config_name's format, for experiments: one that does not
- * parse or fit is refused, naming it), else the tuner's winner for dev and the kernel's family when
- * `evtc tune` has measured it, else by the kernel: the cooperative 128x256 default for the built-in store;
+ * parse or fit is refused, naming it; *fixed then says so), else the tuner's winner for dev and the kernel's
+ * family when `evtc tune` has measured it, else by the kernel: the cooperative 128x256 default for the built-in store;
  * for a visitor epilogue pingpong 128x128 tiles (that epilogue runs on the CUDA cores while the other
  * warpgroup's main loop keeps the tensor cores busy), with 4 stages and raster groups of 16 where the
  * epilogue also reduces (over a short K: the gradient through GELU with its bias gradient, 0.547 -> 0.428 ms
@@ -158,8 +155,10 @@ static bool has_vector_reduction(const evtc_kernel *k) {
  * same).  Measured with `evtc explain --train --profile 5` on the training graph of an MLP block (16384 x
  * 1024 -> 4096 -> 1024, bf16; 2026-11-29). */
 static bool tile_config(const evtc_cuda_device *dev, const evtc_kernel *k, bool builtin_store,
-                        const evtc_cuda_gemm_variant *v, evtc_cuda_gemm_config *cfg, char *why, size_t cap) {
+                        const evtc_cuda_gemm_variant *v, evtc_cuda_gemm_config *cfg, bool *fixed, char *why,
+                        size_t cap) {
   const char *env = getenv("EVTC_GEMM_CONFIG");
+  *fixed = env && *env;
   char cwhy[160];
   if (env && *env) {
     if (!evtc_cuda_gemm_config_parse(env, cfg)) {
@@ -207,8 +206,8 @@ static void choose_tma_load(const evtc_kernel *k, evtc_cuda_evt_plan *pl, bool f
     const unsigned rows = (unsigned)(pl->cfg.tile_m / evtc_cuda_gemm_row_groups(&pl->cfg));
     const unsigned bytes = rows * (unsigned)pl->cfg.tile_n * 2;
     evtc_cuda_gemm_config c = pl->cfg;
-    while (evtc_cuda_gemm_smem_bytes_aux(&c, bytes) > SMEM_MAX && c.stages > 3 && !fixed_config) c.stages--;
-    if (evtc_cuda_gemm_smem_bytes_aux(&c, bytes) > SMEM_MAX) return;
+    while (evtc_cuda_gemm_smem_bytes_aux(&c, bytes) > EVTC_CUDA_GEMM_SMEM_LIMIT && c.stages > 3 && !fixed_config) c.stages--;
+    if (evtc_cuda_gemm_smem_bytes_aux(&c, bytes) > EVTC_CUDA_GEMM_SMEM_LIMIT) return;
     pl->cfg = c;
     pl->tma_load = i + 1;
     pl->tma_arg = v->arg;
@@ -264,8 +263,8 @@ bool evtc_cuda_evt_plan_of(const evtc_kernel *k, const struct evtc_cuda_device *
     pl->out_arg = st->arg;
     v.out = st->dtype;
   }
-  if (!tile_config(dev, k, pl->builtin_store, &v, &pl->cfg, why, cap)) return false;
-  const char *env = getenv("EVTC_GEMM_CONFIG");
+  bool fixed_config;
+  if (!tile_config(dev, k, pl->builtin_store, &v, &pl->cfg, &fixed_config, why, cap)) return false;
   pl->var = v;
   pl->prob = p;
   /* the launch's tiles (after folding batches into rows: the problem's M and batch, not the kernel's) */
@@ -283,7 +282,7 @@ bool evtc_cuda_evt_plan_of(const evtc_kernel *k, const struct evtc_cuda_device *
       if (blocks > fin_grid) fin_grid = blocks;
     }
   pl->fin_grid = (unsigned)fin_grid;
-  if (!pl->builtin_store) choose_tma_load(k, pl, env && *env);
+  if (!pl->builtin_store) choose_tma_load(k, pl, fixed_config);
   if (row_smem_offset(k, pl, k->n_v) + QUAD_SMEM > EVTC_CUDA_GEMM_HOOK_SMEM)
     return fail(why, cap, "more sums over rows than the epilogue's shared memory holds (4 warps x tile_n partials each, "
                           "beside the quad stores' exchange)");

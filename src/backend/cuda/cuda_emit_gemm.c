@@ -82,7 +82,7 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { K_BLOCK = 64, ATOM_M = 64, ROW_BYTES = 128, PANEL_BYTES = 64 * 128, SMEM_LIMIT = 227 * 1024 };
+enum { K_BLOCK = 64, ATOM_M = 64, ROW_BYTES = 128, PANEL_BYTES = 64 * 128 };
 enum { D_SUBTILE = 64 * 128 };   /* bytes of one staged output subtile: 64 rows x 128 bytes */
 
 evtc_cuda_gemm_config evtc_cuda_gemm_config_default(void) {
@@ -178,8 +178,8 @@ bool evtc_cuda_gemm_config_check(const evtc_cuda_gemm_config *c, const evtc_cuda
     snprintf(why, cap, "group_m %d (at least 1)", c->group_m);
     return false;
   }
-  if (evtc_cuda_gemm_smem_bytes(c) > SMEM_LIMIT) {
-    snprintf(why, cap, "%u bytes of shared memory (at most %d)", evtc_cuda_gemm_smem_bytes(c), SMEM_LIMIT);
+  if (evtc_cuda_gemm_smem_bytes(c) > EVTC_CUDA_GEMM_SMEM_LIMIT) {
+    snprintf(why, cap, "%u bytes of shared memory (at most %d)", evtc_cuda_gemm_smem_bytes(c), EVTC_CUDA_GEMM_SMEM_LIMIT);
     return false;
   }
   return true;

@@ -213,6 +213,9 @@ evtc_status evtc_cuda_gemm_launch_init(evtc_cuda_gemm_launch *L, const evtc_cuda
                                        const evtc_cuda_gemm_problem *p, CUdeviceptr a, CUdeviceptr b,
                                        CUdeviceptr out, int sm_count, evtc_diag *d);
 
+/* Dynamic shared memory a block may opt in to on sm_90 (227 KiB): the most a config may use. */
+enum { EVTC_CUDA_GEMM_SMEM_LIMIT = 227 * 1024 };
+
 /* Shared memory of cfg's kernel with an epilogue's TMA tiles of aux_smem bytes per consumer warpgroup (and
  * their mbarriers). */
 unsigned evtc_cuda_gemm_smem_bytes_aux(const evtc_cuda_gemm_config *cfg, unsigned aux_smem);

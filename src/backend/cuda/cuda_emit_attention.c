@@ -29,14 +29,20 @@
  * The key-block kernel also gives dq where the program asks for it (a
  * by-product: FlashAttention-2's single backward pass, dq summed in f32 by
  * atomics into scratch that NAME_fin stores and zeroes again), by default
- * only on the wgmma library in blocks of one warpgroup (EVTC_ATTN_DQ=1 asks
- * for it everywhere, 0 nowhere).  On the H200 (2026-11-30,
- * bench/gpu_attention_bench.c) the wgmma kernel with dq and its NAME_fin took
- * 0.403 ms against 0.173 + 0.261 for dq's own kernel and the key-block
- * kernel at BERT-Large's shape (32 x 16 heads, 512 x 512, D = 64), 0.188
- * against 0.088 + 0.127 at GPT-2's; here, on mma.sync, 0.739 against
- * 0.252 + 0.369 (scalar atomics, a second pass through shared memory), and
- * with two warpgroups 1.1 ms and more (spills).
+ * only on the wgmma library in blocks of one warpgroup under a causal mask
+ * (EVTC_ATTN_DQ=1 asks for it everywhere, 0 nowhere).  On the H200
+ * (bench/gpu_attention_bench.c) the wgmma kernel with dq and its NAME_fin took
+ * 0.158 ms against 0.073 + 0.091 for dq's own kernel and the key-block kernel
+ * at GPT-2's shape (8 x 12 heads, 1024 x 1024, causal, D = 64), but 0.340
+ * against 0.146 + 0.186 at BERT-Large's (32 x 16, 512 x 512), and inside
+ * BERT-Large's step 403-422 us a layer against 385-399 (2026-11-30, two runs;
+ * an earlier machine had 0.403 against 0.173 + 0.261 there); on mma.sync
+ * 0.739 against 0.252 + 0.369 (scalar atomics, a second pass through shared
+ * memory), and with two warpgroups 1.1 ms and more (spills).  Tried and not
+ * kept (2026-11-30): the last key block of each batch-head pair storing dq
+ * from L2 instead of NAME_fin (a count per pair): BERT-Large's shape 0.340 ->
+ * 0.355-0.360 ms, GPT-2's 0.158 -> 0.185; one block finishing a pair's 128 KB
+ * of sums alone is slower than NAME_fin's pass over all of them.
  *
  * On an sm_90a device at D = 64 the kernels call the warpgroup-MMA library
  * of cuda_emit_attention_wg.c instead (same schedule, same tiles; blocks of
@@ -612,13 +618,14 @@ static bool layout_fits(const evtc_kernel *k, int a) {
 }
 
 /* Whether attention_backward_kv kernel k may write dq too (the program asks: a by-product): EVTC_ATTN_DQ=1 or 0
- * says; by default only in blocks of one warpgroup (nwg 1), where one pass beat dq's own kernel on the H200, and
- * not on the mma.sync library or in blocks of two warpgroups, where it did not (see the top of the file). */
-static bool one_pass_dq(int nwg) {
+ * says; by default only in blocks of one warpgroup (nwg 1) under a causal mask, where one pass beat dq's own
+ * kernel on the H200, and not without one, on the mma.sync library or in blocks of two warpgroups, where it did
+ * not (see the top of the file). */
+static bool one_pass_dq(int nwg, bool causal) {
   const char *e = getenv("EVTC_ATTN_DQ");
   if (e && strcmp(e, "1") == 0) return true;
   if (e && strcmp(e, "0") == 0) return false;
-  return nwg == 1;
+  return nwg == 1 && causal;
 }
 
 bool evtc_cuda_attention_fits(const evtc_kernel *k, bool sm90a, char *why, size_t cap) {
@@ -637,12 +644,14 @@ bool evtc_cuda_attention_fits(const evtc_kernel *k, bool sm90a, char *why, size_
              attention_warps());
     return false;
   }
-  if (by >= 0 && k->main->op == EVTC_OP_ATTENTION_BACKWARD_KV && !one_pass_dq(nwg)) {
+  const bool causal = evtc_node_int(k->main, "causal") != 0;
+  if (by >= 0 && k->main->op == EVTC_OP_ATTENTION_BACKWARD_KV && !one_pass_dq(nwg, causal)) {
     const char *e = getenv("EVTC_ATTN_DQ");
     snprintf(why, cap, "attention_backward_kv with dq (%s)",
              e && strcmp(e, "0") == 0 ? "EVTC_ATTN_DQ=0"
-             : nwg ? "slower than dq's own kernel in blocks of two warpgroups; EVTC_ATTN_DQ=1 asks for it"
-                   : "slower than dq's own kernel on the mma.sync library; EVTC_ATTN_DQ=1 asks for it");
+             : nwg == 2               ? "slower than dq's own kernel in blocks of two warpgroups; EVTC_ATTN_DQ=1 asks for it"
+             : nwg                    ? "slower than dq's own kernel without a causal mask; EVTC_ATTN_DQ=1 asks for it"
+                                      : "slower than dq's own kernel on the mma.sync library; EVTC_ATTN_DQ=1 asks for it");
     return false;
   }
   for (int a = 0; a < k->n_args; a++)

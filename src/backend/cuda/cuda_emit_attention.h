@@ -10,7 +10,7 @@
  * (f16 / bf16, head dims 64 or 128, equal) on a device with (sm90a) or
  * without wgmma; else why ("no CUDA template for OP" for every other OPAQUE
  * kernel).  attention_backward_kv writing dq too is taken on the wgmma
- * library unless EVTC_ATTN_DQ=0, on the mma.sync one only with
+ * library under a causal mask unless EVTC_ATTN_DQ=0, elsewhere only with
  * EVTC_ATTN_DQ=1. */
 bool evtc_cuda_attention_fits(const evtc_kernel *k, bool sm90a, char *why, size_t cap);
 /* Its schedule: on an sm_90a device (wgmma) at head dim 64 the warpgroup

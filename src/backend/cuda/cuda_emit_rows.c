@@ -97,6 +97,7 @@ typedef struct rows_ctx {
   int64_t cp;                   /* columns of a row rounded up to whole vectors (prefetch buffers) */
   char sidx[48];                /* a thread's partial of column c = q V + e in shared memory: "e * (cp / V) + q" */
   bool *hoist;                  /* per node: a row-invariant load kept in registers from before the row loop */
+  int *ahead;                   /* per node: the pass that reads this load from registers rx<i> loaded a row ahead, or -1 */
 } rows_ctx;
 
 /* A COL reduction finished by pass p (copies of another, alias >= 0, are not computed). */
@@ -178,6 +179,96 @@ static void decide_hoists(rows_ctx *x) {
 /* Prefetched load i is read from its buffer in every pass that needs it, not kept in registers. */
 static bool held(const rows_ctx *x, int i) { return x->pl->pf_hold && prefetched(x, i); }
 
+/* Whether pass p reads load i from global memory (not from its kept copy of an earlier pass). */
+static bool reads_global(const rows_ctx *x, int i, int p) {
+  const evtc_cuda_rows_info *in = &x->info;
+  return in->need[(size_t)p * (size_t)x->k->n_v + (size_t)i] &&
+         !(x->pl->cache && in->kept[i] && in->first[i] < p && !held(x, i));
+}
+
+/* Vector loads that one pass alone reads, in a persistent plan with registers to spare (96 a thread under the
+ * launch bounds), neither kept for later passes (a kept row would take its registers twice), prefetched into
+ * shared memory nor hoisted, 16-byte vectors: the next row's go into registers rx<i>[j] at the end of that pass
+ * (emit_ahead), so they arrive while the row's reductions and later passes run instead of being waited for at the
+ * next row's start.
+ * Up to 16 registers a thread of them, in node order; and so are up to 4 per-row loads (COL: one value a row,
+ * loaded at its phase's start), each into a register rxs<i> when the row's own is taken.  EVTC_CUDA_AHEAD=0:
+ * none.  BERT-Large's layernorm gradient reads its two incoming gradients and 1 / sigma so (16384 x 1024 bf16, 4
+ * warps a row, 31 rows a block; ncu, H200 2026-11-30: with all three read in the row, a third of the warps'
+ * samples waited on them). */
+static void decide_ahead(rows_ctx *x) {
+  const evtc_kernel *k = x->k;
+  const evtc_cuda_rows_plan *pl = x->pl;
+  x->ahead = malloc(sizeof *x->ahead * (size_t)(k->n_v > 0 ? k->n_v : 1));
+  if (!x->ahead) return;
+  for (int i = 0; i < k->n_v; i++) x->ahead[i] = -1;
+  const char *e = getenv("EVTC_CUDA_AHEAD");
+  bool persistent = (int64_t)pl->grid * pl->rows_per_block < k->rows;
+  /* registers a thread may take under the launch bounds: where they are few (1000 threads holding a 32000-column
+     row, 64 each), another one of a row ahead cost the bf16 cross-entropy 0.388 -> 0.422 ms */
+  int cap = 65536 / (pl->threads * pl->rows_per_block * (pl->min_blocks > 0 ? pl->min_blocks : 1));
+  if ((e && strcmp(e, "0") == 0) || !persistent || !pl->unrolled || pl->col_tiles || pl->cluster > 1 || x->V <= 1 ||
+      x->tail || cap < 96)
+    return;
+  int regs = 0;
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    int64_t sr;
+    if (v->kind != EVTC_V_LOAD || v->cls != EVTC_VC_FULL || !x->info.vec_load[i] || x->info.alias[i] >= 0 ||
+        prefetched(x, i) || hoisted(x, i) || x->info.kept[i] || x->V * (int)evtc_buffer_elem_size(v->dtype) != 16)
+      continue;
+    evtc_cuda_load_vectorizes(k, v, x->V, &sr);
+    int pass = -1, passes = 0;
+    for (int p = 0; p < k->n_phases; p++)
+      if (x->info.has_work[p] && reads_global(x, i, p)) pass = p, passes++;
+    if (sr == 0 || passes != 1) continue;
+    int r = 4 * pl->per_thread;
+    if (regs + r > 16) continue;
+    x->ahead[i] = pass;
+    regs += r;
+  }
+  int scalars = 0;     /* per-row loads (a saved 1 / sigma), one register each, in their phase */
+  for (int i = 0; i < k->n_v && scalars < 4; i++) {
+    const evtc_vnode *v = &k->v[i];
+    if (v->kind != EVTC_V_LOAD || v->cls != EVTC_VC_COL || x->info.alias[i] >= 0) continue;
+    x->ahead[i] = v->phase;
+    scalars++;
+  }
+}
+
+/* Load i is read from registers loaded a row ahead (decide_ahead). */
+static bool ahead(const rows_ctx *x, int i) { return x->ahead && x->ahead[i] >= 0; }
+
+static void open_cols(const rows_ctx *x, const char *ind, bool in_pass);
+
+/* Per-row load i of row `row` into rxs<i> (its index as evtc_cpu_load_index writes it, over `r`). */
+static void emit_ahead_col(const rows_ctx *x, int i, const char *ind, const char *row) {
+  char idx[512];
+  evtc_cpu_vctx vx = {.k = x->k};
+  evtc_cpu_load_index(&vx, &x->k->v[i], idx, sizeof idx);
+  evtc_sb_printf(x->b, "%s{\n%s  const int64_t rnx = %s;\n%s  if (rnx < RR) {\n%s    const int64_t r = rnx;\n"
+                       "%s    rxs%d = a%d[%s];\n%s  }\n%s}\n",
+                 ind, ind, row, ind, ind, ind, i, x->k->v[i].arg, idx, ind, ind);
+}
+
+/* The vectors of row `row` of every load that pass p (or, p < 0, any pass) reads a row ahead, into rx<i>. */
+static void emit_ahead(const rows_ctx *x, int p, const char *ind, const char *row) {
+  const evtc_kernel *k = x->k;
+  bool any = false;
+  for (int i = 0; i < k->n_v; i++) any |= ahead(x, i) && k->v[i].cls == EVTC_VC_FULL && (p < 0 || x->ahead[i] == p);
+  if (!any) return;
+  evtc_sb_printf(x->b, "%sif (%s < RR) {\n", ind, row);
+  open_cols(x, ind, false);
+  for (int i = 0; i < k->n_v; i++) {
+    if (!ahead(x, i) || k->v[i].cls != EVTC_VC_FULL || (p >= 0 && x->ahead[i] != p)) continue;
+    int64_t sr;
+    evtc_cuda_load_vectorizes(k, &k->v[i], x->V, &sr);
+    evtc_sb_printf(x->b, "%s    rx%d[j] = *(const uint4 *)(a%d + (%lldLL + (%s) * %lldLL + cb));\n", ind, i, k->v[i].arg,
+                   (long long)k->v[i].offset, row, (long long)sr);
+  }
+  evtc_sb_printf(x->b, "%s  }\n%s}\n%s}\n", ind, ind, ind);
+}
+
 /* FULL store i goes through its warp's stage buffer (the plan's stage_stores), or -1: that buffer's index. */
 static int staged(const rows_ctx *x, int i) {
   const evtc_kernel *k = x->k;
@@ -227,6 +318,10 @@ static void emit_stage_out(const rows_ctx *x, int i) {
 static bool rows_storage(const evtc_cpu_vctx *x, int i, char *buf, size_t cap) {
   const rows_ctx *r = x->storage_ctx;
   const evtc_vnode *v = &x->k->v[i];
+  if (v->kind == EVTC_V_LOAD && v->cls == EVTC_VC_COL && ahead(r, i)) {
+    snprintf(buf, cap, "rxs%d", i);
+    return true;
+  }
   if (r->V <= 1) return false;
   if (v->kind == EVTC_V_LOAD && r->info.vec_load[i]) snprintf(buf, cap, "lv%d.v[e]", i);
   else if (v->kind == EVTC_V_STORE && v->cls == EVTC_VC_FULL && (!r->tail || staged(r, i) >= 0)) snprintf(buf, cap, "sv%d.v[e]", i);
@@ -258,6 +353,12 @@ static void emit_helpers(evtc_sb *b) {
     "__device__ __forceinline__ void evtc_cp_async_wait() { asm volatile(\"cp.async.wait_all;\" ::: \"memory\"); }\n"
     "/* all but the most recent group */\n"
     "__device__ __forceinline__ void evtc_cp_async_wait1() { asm volatile(\"cp.async.wait_group 1;\" ::: \"memory\"); }\n"
+    "/* a 16-byte vector from the raw words of a load issued a row ahead (held as uint4, so that the loop carries the\n"
+    "   load's own registers: as an evtc_vec of halves the compiler split it into them right after the load, waiting\n"
+    "   for it there) */\n"
+    "template <typename T, int V> __device__ __forceinline__ evtc_vec<T, V> evtc_vec_bits(uint4 u) {\n"
+    "  static_assert(sizeof(evtc_vec<T, V>) == sizeof(uint4), \"evtc_vec_bits: a 16-byte vector\");\n"
+    "  union {\n    uint4 u;\n    evtc_vec<T, V> v;\n  } c;\n  c.u = u;\n  return c.v;\n}\n"
     "#endif\n");
 }
 
@@ -275,13 +376,16 @@ static const char *lead(const rows_ctx *x) {
 
 static void emit_phase_start(const rows_ctx *x, int p) {
   const evtc_kernel *k = x->k;
-  evtc_cpu_vctx vx = {.k = k, .sb = x->b, .ind = "    "};
+  evtc_cpu_vctx vx = {.k = k, .sb = x->b, .ind = "    ", .storage = rows_storage, .storage_ctx = x};
+  char next[64];     /* the row after this one in the row loop */
+  snprintf(next, sizeof next, "r + (int64_t)gridDim.x * %d", x->pl->rows_per_block);
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
     if (v->phase != p) continue;
     if (is_value(v) && v->cls == EVTC_VC_COL && x->info.alias[i] >= 0)
       evtc_sb_printf(x->b, "    %s v%d = v%d;\n", evtc_cpu_ctype(v->dtype), i, x->info.alias[i]);
     else if (is_value(v) && v->cls == EVTC_VC_COL) evtc_cuda_emit_value(&vx, i);
+    if (v->kind == EVTC_V_LOAD && v->cls == EVTC_VC_COL && ahead(x, i)) emit_ahead_col(x, i, "    ", next);
     if (is_value(v) && v->cls == EVTC_VC_COL) evtc_cuda_emit_label_checks(&vx, i);
     if (v->kind == EVTC_V_STORE && v->cls == EVTC_VC_COL) {
       evtc_sb_printf(x->b, "    if (%s)\n", lead(x));
@@ -391,6 +495,8 @@ static void emit_pass(const rows_ctx *x, int p) {
                          st, x->V, i);
         } else if (hoisted(x, i)) {
           evtc_sb_printf(b, "        const evtc_vec<%s, %d> lv%d = lh%d[j];\n", st, x->V, i, i);
+        } else if (ahead(x, i)) {
+          evtc_sb_printf(b, "        const evtc_vec<%s, %d> lv%d = evtc_vec_bits<%s, %d>(rx%d[j]);\n", st, x->V, i, st, x->V, i);
         } else {
           int64_t sr;
           evtc_cuda_load_vectorizes(k, v, x->V, &sr);
@@ -458,6 +564,9 @@ static void emit_pass(const rows_ctx *x, int p) {
     if (reduce_in_pass(k, i, p) && k->v[i].cls == EVTC_VC_SCALAR)
       evtc_sb_printf(b, "    ps%d = evtc_comb<%d>(ps%d, (double)pa%d);\n", i, red_op(k->v[i].op), i, i);
   if (p == x->pf_pass) emit_prefetch(x, "    ", "rn", "pb");   /* into the buffer this row is done with */
+  char next[64];     /* the row after this one in the row loop */
+  snprintf(next, sizeof next, "r + (int64_t)gridDim.x * %d", x->pl->rows_per_block);
+  emit_ahead(x, p, "    ", next);
 }
 
 /* The COL reductions pass p finishes: one round across the row's threads. */
@@ -730,6 +839,7 @@ void evtc_cuda_emit_rows(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_
   const long long nvec = (long long)((k->cols + pl->vec - 1) / pl->vec);
   x.tail = k->cols % pl->vec != 0;
   x.cp = (int64_t)nvec * pl->vec;
+  decide_ahead(&x);
   /* by e first: a warp's 32 lanes (consecutive q) touch consecutive slots, where by column (q V + e) they would
      be V slots apart -- 16 lanes on one bank for f64 partials at V = 8 */
   snprintf(x.sidx, sizeof x.sidx, "e * %lld + q", (long long)nvec);
@@ -772,6 +882,16 @@ void evtc_cuda_emit_rows(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_
     evtc_sb_printf(b, "      lh%d[j] = *(const evtc_vec<%s, %d> *)(a%d + (%lldLL + cb));\n    }\n  }\n", i, st, x.V,
                    k->v[i].arg, (long long)k->v[i].offset);
   }
+  for (int i = 0; i < k->n_v; i++) {
+    if (!ahead(&x, i)) continue;
+    if (k->v[i].cls == EVTC_VC_FULL) {
+      evtc_sb_printf(b, "  uint4 rx%d[%d];\n", i, pl->per_thread);
+    } else {
+      evtc_sb_printf(b, "  %s rxs%d = 0;\n", evtc_cpu_storage_ctype(k->v[i].dtype), i);
+      emit_ahead_col(&x, i, "  ", "slot");
+    }
+  }
+  emit_ahead(&x, -1, "  ", "slot");     /* the first row's */
   if (pl->col_tiles)        /* the group's rows, unrolled so that loads of several rows are in flight */
     evtc_sb_printf(b, "  const int64_t r0 = slot * %lldLL, r1 = QB + lane >= QE ? r0 : r0 + %lldLL < RR ? r0 + %lldLL : RR;\n"
                       "#pragma unroll %d\n  for (int64_t r = r0, it = 0; r < r1; r++, it++) {\n",
@@ -825,5 +945,6 @@ void evtc_cuda_emit_rows(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_
   evtc_sb_printf(b, "}\n\n");
   evtc_cuda_rows_info_free(&x.info);
   free(x.hoist);
+  free(x.ahead);
   if (pl->has_fin) emit_fin(b, k, pl);
 }

@@ -56,7 +56,8 @@
  * staged stores: column by column), EVTC_CUDA_COL_TILES=0|1
  * and EVTC_CUDA_COL_ROWS=n (column tiles: never / always; rows per group),
  * EVTC_CUDA_HOIST=0 (row-invariant loads again in every row: the emitter's
- * decide_hoists).
+ * decide_hoists), EVTC_CUDA_AHEAD=0 (loads one pass reads waited for at the
+ * row's start, not loaded a row ahead into registers: decide_ahead).
  */
 #include <stdlib.h>
 #include <string.h>

@@ -12,8 +12,9 @@
 #   bench/gpu_attention.sh run       on the GPU machine, from the repo root: the correctness
 #                                    test (float64 interpreter reference), then evtc's bench (mma.sync
 #                                    in blocks of 4 warps, wgmma in blocks of 1 and of 2 warpgroups)
-#                                    and PyTorch's flash attention
-#                                    (scaled_dot_product_attention) on BERT-Large and GPT-2 shapes;
+#                                    and PyTorch's fused attention (scaled_dot_product_attention:
+#                                    FlashAttention-2, and cuDNN's, which torch.compile's models run)
+#                                    on BERT-Large and GPT-2 shapes;
 #                                    the table (TFLOP/s, ratios) last.
 #
 # In this workplace: add /.gpu-attn/ to .git/info/exclude and
@@ -62,11 +63,11 @@ run)
     rc=0
     timeout "${ATTN_TORCH_TIMEOUT:-90}" python3 "$stage/gpu_attention_torch.py" | tee -a "$results" || rc=$?
     echo "== gpu_attention_torch.py exit code $rc"
-    echo "== table (evtc: mma.sync 4 warps, wgmma 1 and 2 warpgroups; TFLOP/s and ratio of the fastest; ratio: torch ms / evtc ms, > 1: evtc faster)"
+    echo "== table (evtc: mma.sync 4 warps, wgmma 1 and 2 warpgroups; TFLOP/s of the fastest; torch: FlashAttention-2, cudnn: cuDNN's; ratios: their ms / evtc's fastest, > 1: evtc faster)"
     awk '$1 == "RESULT" { key = $3 " " $4; ms[$2, key] = $5; tf[$2, key] = $6; if (!(key in seen)) { seen[key] = 1; order[n++] = key } }
       function show(x) { return x == "" ? "-" : x }
       END {
-        printf "%-11s %-8s %9s %9s %9s %8s %9s %8s %6s\n", "shape", "pass", "w4 ms", "wg1 ms", "wg2 ms", "TFLOP/s", "torch ms", "TFLOP/s", "ratio"
+        printf "%-11s %-8s %9s %9s %9s %8s %9s %6s %9s %6s\n", "shape", "pass", "w4 ms", "wg1 ms", "wg2 ms", "TFLOP/s", "torch ms", "ratio", "cudnn ms", "ratio"
         for (i = 0; i < n; i++) {
           k = order[i]; split(k, p, " ")
           best = ""; bt = ""
@@ -74,9 +75,10 @@ run)
             s = j == 0 ? "evtc-w4" : j == 1 ? "evtc-wg1" : "evtc-wg2"; v[j] = ms[s, k]
             if (v[j] != "" && (best == "" || v[j] + 0 < best + 0)) { best = v[j]; bt = tf[s, k] }
           }
-          tk = k; sub(/fwd\+bwd1$/, "fwd+bwd", tk); t = ms["torch", tk]     # fwd+bwd1: the backward of evtc in one pass
-          printf "%-11s %-8s %9s %9s %9s %8s %9s %8s %6s\n", p[1], p[2], show(v[0]), show(v[1]), show(v[2]), show(bt), show(t),
-            show(tf["torch", tk]), (best != "" && t != "" && best > 0) ? sprintf("%.2f", t / best) : "-"
+          tk = k; sub(/fwd\+bwd1$/, "fwd+bwd", tk); t = ms["torch", tk]; c = ms["torch-cudnn", tk]     # fwd+bwd1: the backward of evtc in one pass
+          printf "%-11s %-8s %9s %9s %9s %8s %9s %6s %9s %6s\n", p[1], p[2], show(v[0]), show(v[1]), show(v[2]), show(bt), show(t),
+            (best != "" && t != "" && best > 0) ? sprintf("%.2f", t / best) : "-", show(c),
+            (best != "" && c != "" && best > 0) ? sprintf("%.2f", c / best) : "-"
         }
       }' "$results"
   } 2>&1 | tee "$out/gpu_attention.log"

@@ -144,6 +144,33 @@ def drl_case():
     return "dropout-residual-layernorm-fwd-bwd-16384x1024", f, make, reset, None
 
 
+def ln_grad_case():
+    # BERT-Large's layernorm gradient as its joint graph has it (gpu_bench.c's LN_GRAD_TEXT): bf16 storage, f32 math
+    R, C = 16384, 1024
+    bf = torch.bfloat16
+    g1, g2, xh = (hashed((R, C), k * SALT).to(bf) for k in range(3))
+    rstd = hashed((R, 1), 3 * SALT).to(bf)
+    gamma = hashed((C,), 4 * SALT).to(bf)
+    out = {}
+
+    def f(g1, g2, xh, rstd, gamma):
+        dy = g1.float() + g2.float()
+        dyg = dy * gamma.float()
+        xf = xh.float()
+        m1 = dyg.mean(1, keepdim=True)
+        m2 = (dyg * xf).mean(1, keepdim=True)
+        dx = ((dyg - m1 - xf * m2) * rstd.float()).to(bf)
+        return dx, (dy * xf).sum(0).to(bf), dy.sum(0).to(bf)
+
+    def make(fc):
+        def step():
+            out["dx"], out["dgamma"], out["dbeta"] = fc(g1, g2, xh, rstd, gamma)
+        return step
+
+    return "bert-ln-grad-bf16-16384x1024", f, make, lambda: None, lambda: {"dx": out["dx"], "dgamma": out["dgamma"],
+                                                                              "dbeta": out["dbeta"]}
+
+
 def main():
     rows = {}
     checks = {}
@@ -162,7 +189,7 @@ def main():
     print(f"device-to-device copy of 1 GiB: {copy_ms:.4f} ms, {copy_gbs:.1f} GB/s")
     del src, dst
 
-    for case in (ln_case, sm_case, ce_case, drl_case):
+    for case in (ln_case, sm_case, ce_case, drl_case, ln_grad_case):
         name, f, make, reset, getchecks = case()
         if name not in rows:
             continue
@@ -190,7 +217,8 @@ def main():
         torch.cuda.empty_cache()
 
     print()
-    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}; f32 storage (cross-entropy: bf16 logits); "
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}; f32 storage (cross-entropy: bf16 logits, "
+          "BERT-Large's layernorm gradient: bf16); "
           "one step + sync per sample, median")
     print(f"| {'workload':46} | {'impl':14} | {'ms':>8} | {'GB/s':>7} | {'of copy':>7} | {'peer/evtc':>9} |")
     print(f"|{'-' * 48}|{'-' * 16}|{'-' * 10}|{'-' * 9}|{'-' * 9}|{'-' * 11}|")

@@ -97,7 +97,8 @@ typedef struct rows_ctx {
   int64_t cp;                   /* columns of a row rounded up to whole vectors (prefetch buffers) */
   char sidx[48];                /* a thread's partial of column c = q V + e in shared memory: "e * (cp / V) + q" */
   bool *hoist;                  /* per node: a row-invariant load kept in registers from before the row loop */
-  int *ahead;                   /* per node: the pass that reads this load from registers rx<i> loaded a row ahead, or -1 */
+  int *ahead;                   /* per node: the pass (a per-row load: its phase) that takes this load from registers
+                                   loaded a row ahead (rx<i>, rxs<i>; decide_ahead), or -1 */
 } rows_ctx;
 
 /* A COL reduction finished by pass p (copies of another, alias >= 0, are not computed). */
@@ -241,6 +242,11 @@ static bool ahead(const rows_ctx *x, int i) { return x->ahead && x->ahead[i] >= 
 
 static void open_cols(const rows_ctx *x, const char *ind, bool in_pass);
 
+/* The row after this one in the row loop, as an expression. */
+static void next_row(const rows_ctx *x, char *buf, size_t cap) {
+  snprintf(buf, cap, "r + (int64_t)gridDim.x * %d", x->pl->rows_per_block);
+}
+
 /* Per-row load i of row `row` into rxs<i> (its index as evtc_cpu_load_index writes it, over `r`). */
 static void emit_ahead_col(const rows_ctx *x, int i, const char *ind, const char *row) {
   char idx[512];
@@ -377,8 +383,8 @@ static const char *lead(const rows_ctx *x) {
 static void emit_phase_start(const rows_ctx *x, int p) {
   const evtc_kernel *k = x->k;
   evtc_cpu_vctx vx = {.k = k, .sb = x->b, .ind = "    ", .storage = rows_storage, .storage_ctx = x};
-  char next[64];     /* the row after this one in the row loop */
-  snprintf(next, sizeof next, "r + (int64_t)gridDim.x * %d", x->pl->rows_per_block);
+  char next[64];
+  next_row(x, next, sizeof next);
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
     if (v->phase != p) continue;
@@ -564,8 +570,8 @@ static void emit_pass(const rows_ctx *x, int p) {
     if (reduce_in_pass(k, i, p) && k->v[i].cls == EVTC_VC_SCALAR)
       evtc_sb_printf(b, "    ps%d = evtc_comb<%d>(ps%d, (double)pa%d);\n", i, red_op(k->v[i].op), i, i);
   if (p == x->pf_pass) emit_prefetch(x, "    ", "rn", "pb");   /* into the buffer this row is done with */
-  char next[64];     /* the row after this one in the row loop */
-  snprintf(next, sizeof next, "r + (int64_t)gridDim.x * %d", x->pl->rows_per_block);
+  char next[64];
+  next_row(x, next, sizeof next);
   emit_ahead(x, p, "    ", next);
 }
 

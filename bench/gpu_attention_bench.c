@@ -16,7 +16,8 @@
  * after 5 warm-ups, each between two CUDA events.  Work: 4 B H S T D
  * FLOPs forward (half of it when causal), 3.5 times that forward +
  * backward (FlashAttention's convention: the backward is 2.5 forwards),
- * whatever evtc recomputes.  Lines "RESULT SYSTEM SHAPE PASS MS TFLOPS" feed
+ * whatever evtc recomputes.  The key-block kernels are also timed in parts (NAME_pre, the kernel,
+ * NAME_fin; events between them).  Lines "RESULT SYSTEM SHAPE PASS MS TFLOPS" feed
  * bench/gpu_attention.sh's table.
  *
  *   gpu_attention_bench                 run (needs an sm_90 GPU)
@@ -143,6 +144,41 @@ static float time_kernels(evtc_cuda_device *dev, evtc_cuda_kernel *fn, evtc_cuda
   return ms[ITERS / 2];
 }
 
+/* Median ms of kernel j's parts launched in order: its preparing kernel, itself, its finishing kernel (0 for a part it
+ * does not have), each between two CUDA events. */
+static void time_parts(evtc_cuda_device *dev, evtc_cuda_kernel *fn, evtc_cuda_kernel *pre, evtc_cuda_kernel *fin,
+                       evtc_kernel **ks, int j, void ***params, float part[3]) {
+  evtc_diag d = {0};
+  unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1}, smem = 0;
+  evtc_cuda_attention_launch(ks[j], true, &grid[0], &block[0], &smem);
+  evtc_cuda_attention_extra x = evtc_cuda_attention_extra_of(ks[j], true);
+  unsigned pgrid[3] = {x.pre_grid, 1, 1}, fgrid[3] = {x.fin_grid, 1, 1}, b256[3] = {256, 1, 1};
+  CUevent e[4];
+  for (int i = 0; i < 4; i++) TRY(evtc_cuda_event_new(dev, &e[i], &d));
+  float ms[3][ITERS];
+  for (int it = 0; it < WARM + ITERS; it++) {
+    TRY(evtc_cuda_event_record(dev, e[0], &d));
+    if (x.pre_grid) TRY(evtc_cuda_launch(dev, &pre[j], pgrid, b256, 0, params[j], &d));
+    TRY(evtc_cuda_event_record(dev, e[1], &d));
+    TRY(evtc_cuda_launch(dev, &fn[j], grid, block, smem, params[j], &d));
+    TRY(evtc_cuda_event_record(dev, e[2], &d));
+    if (x.fin_grid) TRY(evtc_cuda_launch(dev, &fin[j], fgrid, b256, 0, params[j], &d));
+    TRY(evtc_cuda_event_record(dev, e[3], &d));
+    for (int k = 0; k < 3; k++) {
+      float t;
+      TRY(evtc_cuda_event_ms(dev, e[k], e[k + 1], &t, &d));
+      if (it >= WARM) ms[k][it - WARM] = t;
+    }
+  }
+  for (int i = 0; i < 4; i++) evtc_cuda_event_free(dev, e[i]);
+  for (int k = 0; k < 3; k++) {
+    qsort(ms[k], ITERS, sizeof ms[k][0], cmp_float);
+    part[k] = ms[k][ITERS / 2];
+  }
+  if (!x.pre_grid) part[0] = 0;
+  if (!x.fin_grid) part[2] = 0;
+}
+
 static void run_shape(evtc_cuda_device *dev, int si, int sys) {
   const shape *sh = &shapes[si];
   evtc_graph *g = shape_graph(sh);
@@ -237,6 +273,13 @@ static void run_shape(evtc_cuda_device *dev, int si, int sys) {
   for (int j = 0; j < N_OPS; j++) part[j] = time_kernels(dev, fn, pre, fin, ks, &j, 1, pp);
   printf("%s, evtc-%s: kernels out %.3f, lse %.3f, dq %.3f, dkv %.3f, dkv with dq (+ fin) %.3f ms; dq one pass against "
          "two: rel rms %.2e\n", sh->name, systems[sys], part[0], part[1], part[2], part[3], part[4], rel);
+  static const int with_parts[2] = {3, ONE_PASS};     /* the key-block kernels: Dd before them, dq's sums after */
+  for (int i = 0; i < 2; i++) {
+    float pp3[3];
+    time_parts(dev, fn, pre, fin, ks, with_parts[i], pp, pp3);
+    printf("%s, evtc-%s: %s in parts: NAME_pre %.3f, the kernel %.3f, NAME_fin %.3f ms\n", sh->name, systems[sys],
+           labels[with_parts[i]], pp3[0], pp3[1], pp3[2]);
+  }
   printf("RESULT evtc-%s %s fwd %.4f %.1f\n", systems[sys], sh->name, fwd, flops / fwd * 1e-9);
   printf("RESULT evtc-%s %s fwd+bwd %.4f %.1f\n", systems[sys], sh->name, all, 3.5 * flops / all * 1e-9);
   printf("RESULT evtc-%s %s fwd+bwd1 %.4f %.1f %s\n", systems[sys], sh->name, all1, 3.5 * flops / all1 * 1e-9,

@@ -30,6 +30,8 @@
 #include "runtime/program.h"
 #include "runtime/program_plan.h"
 
+#include "../tests/ln_grad_graph.h"     /* BERT-Large's layernorm gradient, which test_gpu_kernels.c checks */
+
 typedef struct workload {
   const char *name, *text;
   const char *wrt[5];
@@ -70,19 +72,6 @@ typedef struct workload {
   "  %g = add(%t1, %t2) : bf16[" #B "," #S "," #D "]\n  %wpe = reduce_sum(%g) {axes=[0]} : bf16[" #S "," #D "]\n"      \
   "  output %g\n  output %wpe\n}\n"
 
-/* BERT-Large's layernorm gradient as its joint graph has it (issue 9): the incoming gradient the sum of two, x-hat
- * and 1 / sigma saved by the forward; dx, and dgamma and dbeta summed over the rows. */
-#define LN_GRAD_TEXT(R, C)                                                                                           \
-  "graph ln_grad {\n  %g1 = input() : bf16[" #R "," #C "]\n  %g2 = input() : bf16[" #R "," #C "]\n"                 \
-  "  %xh = input() : bf16[" #R "," #C "]\n  %rstd = input() : bf16[" #R ",1]\n  %gamma = input() : bf16[" #C "]\n"   \
-  "  %dy = add(%g1, %g2) : bf16[" #R "," #C "]\n  %dyg = mul(%dy, %gamma) : bf16[" #R "," #C "]\n"                    \
-  "  %m1 = reduce_mean(%dyg) {axes=[1], keepdims=1} : bf16[" #R ",1]\n  %t = mul(%dyg, %xh) : bf16[" #R "," #C "]\n"  \
-  "  %m2 = reduce_mean(%t) {axes=[1], keepdims=1} : bf16[" #R ",1]\n  %a = sub(%dyg, %m1) : bf16[" #R "," #C "]\n"   \
-  "  %bq = mul(%xh, %m2) : bf16[" #R "," #C "]\n  %c = sub(%a, %bq) : bf16[" #R "," #C "]\n"                          \
-  "  %dx = mul(%c, %rstd) : bf16[" #R "," #C "]\n  %dxy = mul(%dy, %xh) : bf16[" #R "," #C "]\n"                      \
-  "  %dgamma = reduce_sum(%dxy) {axes=[0]} : bf16[" #C "]\n  %dbeta = reduce_sum(%dy) {axes=[0]} : bf16[" #C "]\n"    \
-  "  output %dx\n  output %dgamma\n  output %dbeta\n}\n"
-
 static const workload works[] = {
     {"layernorm-fwd-bwd-16384x4096",
      "graph ln {\n  %x = input() : f32[16384,4096]\n  %dy = input() : f32[16384,4096]\n"
@@ -113,7 +102,7 @@ static const workload works[] = {
     {"copy-bf16-8x1024x768", "graph cp {\n  %x = input() : bf16[8,1024,768]\n  %y = neg(%x) : bf16[8,1024,768]\n  output %y\n}\n",
      {0}, 0, 2 * NW * 2},
     {"bert-pos-grad-bf16-32x512x1024", POS_GRAD_TEXT(32, 512, 1024), {0}, 0, 3 * NB * 2 + 16384 * 2 + 512 * 1024 * 2},
-    {"bert-ln-grad-bf16-16384x1024", LN_GRAD_TEXT(16384, 1024), {0}, 0, 4 * NB * 2 + 16384 * 2 + 3 * 1024 * 2},
+    {"bert-ln-grad-bf16-16384x1024", LN_GRAD_TEXT("bf16", 16384, 1024), {0}, 0, 4 * NB * 2 + 16384 * 2 + 3 * 1024 * 2},
 };
 
 static double now_ms(void) {

@@ -47,6 +47,7 @@
 #include "backend/cuda/cuda_gemm.h"
 #include "cpu_oracle.h"
 #include "dropout_block.h"
+#include "ln_grad_graph.h"
 #include "gpu_session.h"
 #include "erf_check.h"
 #include "exp_check.h"
@@ -281,21 +282,6 @@ static const char bert_ln_text[] =
     "  %s = add(%h, %r) : bf16[16384,1024]\n  %y = layernorm(%s, %g, %b) : bf16[16384,1024]\n"
     "  %p = mul(%y, %dy) : bf16[16384,1024]\n  %loss = reduce_sum(%p) : bf16[]\n  output %y\n  loss %loss\n}\n";
 
-/* BERT-Large's layernorm gradient as its joint graph has it: the incoming gradient is the sum of two (the residual
- * stream's and the sublayer's), the forward saved x-hat and 1 / sigma; dx, dgamma and dbeta in one persistent row
- * kernel with ROW partials, which reads the two gradients in its first pass only: a row ahead, into registers
- * (cuda_emit_rows.c's decide_ahead).  LN_GRAD_TEXT(dtype). */
-#define LN_GRAD_TEXT(T)                                                                                            \
-  "graph ln_grad {\n  %g1 = input() : " T "[1500,1024]\n  %g2 = input() : " T "[1500,1024]\n"                        \
-  "  %xh = input() : " T "[1500,1024]\n  %rstd = input() : " T "[1500,1]\n  %gamma = input() : " T "[1024]\n"        \
-  "  %dy = add(%g1, %g2) : " T "[1500,1024]\n  %dyg = mul(%dy, %gamma) : " T "[1500,1024]\n"                         \
-  "  %m1 = reduce_mean(%dyg) {axes=[1], keepdims=1} : " T "[1500,1]\n  %t = mul(%dyg, %xh) : " T "[1500,1024]\n"     \
-  "  %m2 = reduce_mean(%t) {axes=[1], keepdims=1} : " T "[1500,1]\n  %a = sub(%dyg, %m1) : " T "[1500,1024]\n"      \
-  "  %bq = mul(%xh, %m2) : " T "[1500,1024]\n  %c = sub(%a, %bq) : " T "[1500,1024]\n"                               \
-  "  %dx = mul(%c, %rstd) : " T "[1500,1024]\n  %dxy = mul(%dy, %xh) : " T "[1500,1024]\n"                          \
-  "  %dgamma = reduce_sum(%dxy) {axes=[0]} : " T "[1024]\n  %dbeta = reduce_sum(%dy) {axes=[0]} : " T "[1024]\n"     \
-  "  output %dx\n  output %dgamma\n  output %dbeta\n}\n"
-
 static void half_compile_only(void) {
   evtc_diag d = {0};
   if (!evtc_cuda_nvrtc_get(&d)) {
@@ -318,7 +304,8 @@ static void half_compile_only(void) {
   compile_only(oracle_parse(col_tiles_tail_text, "column tiles tail"), "column tiles 6x3001");
   compile_only(oracle_parse(ce_vocab_text, "cross-entropy vocab"), "cross-entropy 38x50257 through a padded view");
   compile_only(differentiate(bert_ln_text, "bf16 layernorm", NULL, EVTC_OPTIM_NONE), "bf16 residual + layernorm fwd+bwd");
-  compile_only(oracle_parse(LN_GRAD_TEXT("bf16"), "bf16 layernorm gradient"), "bf16 layernorm gradient 1500x1024");
+  compile_only(oracle_parse(LN_GRAD_TEXT("bf16", 1500, 1024), "bf16 layernorm gradient"),
+               "bf16 layernorm gradient 1500x1024");
   compile_only(oracle_parse(half_gemm_text, "half gemm"), "bf16 / f16 gemm epilogues");
   compile_only(differentiate(block_text, "block", NULL, EVTC_OPTIM_ADAMW), "graph replay: dropout block with adamw");
   compile_only(differentiate(bf16_mlp_text, "bf16 mlp", NULL, EVTC_OPTIM_SGD),
@@ -477,8 +464,9 @@ static void test_row_schemes(void) {
   /* its 1500 rows in a persistent wave: gamma is loaded once a block, before the row loop; and again every row */
   compare_fused_env("EVTC_CUDA_HOIST", "0", drl_text, "x,res,g,b", "dropout+residual+layernorm", 1, 1e-4);
   /* its two incoming gradients read a row ahead into registers; and at each row's start */
-  compare_fused(LN_GRAD_TEXT("f32"), "", "layernorm gradient 1500x1024", 1, 1e-4);
-  compare_fused_env("EVTC_CUDA_AHEAD", "0", LN_GRAD_TEXT("f32"), "", "layernorm gradient 1500x1024", 1, 1e-4);
+  compare_fused(LN_GRAD_TEXT("f32", 1500, 1024), "", "layernorm gradient 1500x1024", 1, 1e-4);
+  compare_fused_env("EVTC_CUDA_AHEAD", "0", LN_GRAD_TEXT("f32", 1500, 1024), "", "layernorm gradient 1500x1024", 1,
+                    1e-4);
   /* bf16: the interpreter rounds both adds of 8 rows before their sum, the kernel only the sum (about 16 roundings
    * as a random walk, near zero after cancellation: twice the usual tolerance) */
   compare_fused(COL_TILES_TEXT("bf16", 8, 64), "", "column tiles bf16 8x64x768 (8 row groups)", 1, 2 * TOL_BF16);

@@ -107,19 +107,23 @@ static int cmp_float(const void *a, const void *b) {
     }                                                                            \
   } while (0)
 
-/* Kernel j with its preparing and finishing kernels when it has them (pre[j], fin[j]). */
+/* Part `part` of kernel j: 0 its preparing kernel pre[j], 1 itself, 2 its finishing kernel fin[j] (nothing for a
+ * part it does not have). */
+static void launch_part(evtc_cuda_device *dev, evtc_cuda_kernel *fn, evtc_cuda_kernel *pre, evtc_cuda_kernel *fin,
+                        evtc_kernel **ks, int j, void ***params, int part) {
+  evtc_diag d = {0};
+  evtc_cuda_attention_extra x = evtc_cuda_attention_extra_of(ks[j], true);
+  unsigned grid[3] = {1, 1, 1}, block[3] = {256, 1, 1}, smem = 0;
+  if (part == 1) evtc_cuda_attention_launch(ks[j], true, &grid[0], &block[0], &smem);
+  else grid[0] = part == 0 ? x.pre_grid : x.fin_grid;
+  evtc_cuda_kernel *kernel = part == 0 ? &pre[j] : part == 1 ? &fn[j] : &fin[j];
+  if (grid[0]) TRY(evtc_cuda_launch(dev, kernel, grid, block, smem, params[j], &d));
+}
+
+/* Kernel j with its preparing and finishing kernels when it has them. */
 static void launch(evtc_cuda_device *dev, evtc_cuda_kernel *fn, evtc_cuda_kernel *pre, evtc_cuda_kernel *fin,
                    evtc_kernel **ks, int j, void ***params) {
-  evtc_diag d = {0};
-  unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1}, smem = 0;
-  evtc_cuda_attention_launch(ks[j], true, &grid[0], &block[0], &smem);
-  evtc_cuda_attention_extra x = evtc_cuda_attention_extra_of(ks[j], true);
-  unsigned pgrid[3] = {x.pre_grid, 1, 1}, pblock[3] = {256, 1, 1};
-  if (x.pre_grid) TRY(evtc_cuda_launch(dev, &pre[j], pgrid, pblock, 0, params[j], &d));
-  TRY(evtc_cuda_launch(dev, &fn[j], grid, block, smem, params[j], &d));
-  if (!x.fin_grid) return;
-  unsigned fgrid[3] = {x.fin_grid, 1, 1}, fblock[3] = {256, 1, 1};
-  TRY(evtc_cuda_launch(dev, &fin[j], fgrid, fblock, 0, params[j], &d));
+  for (int part = 0; part < 3; part++) launch_part(dev, fn, pre, fin, ks, j, params, part);
 }
 
 /* Median ms of launching kernels js[0..n) of ks in order (launch shapes for the current schedule). */
@@ -149,21 +153,15 @@ static float time_kernels(evtc_cuda_device *dev, evtc_cuda_kernel *fn, evtc_cuda
 static void time_parts(evtc_cuda_device *dev, evtc_cuda_kernel *fn, evtc_cuda_kernel *pre, evtc_cuda_kernel *fin,
                        evtc_kernel **ks, int j, void ***params, float part[3]) {
   evtc_diag d = {0};
-  unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1}, smem = 0;
-  evtc_cuda_attention_launch(ks[j], true, &grid[0], &block[0], &smem);
-  evtc_cuda_attention_extra x = evtc_cuda_attention_extra_of(ks[j], true);
-  unsigned pgrid[3] = {x.pre_grid, 1, 1}, fgrid[3] = {x.fin_grid, 1, 1}, b256[3] = {256, 1, 1};
   CUevent e[4];
   for (int i = 0; i < 4; i++) TRY(evtc_cuda_event_new(dev, &e[i], &d));
   float ms[3][ITERS];
   for (int it = 0; it < WARM + ITERS; it++) {
     TRY(evtc_cuda_event_record(dev, e[0], &d));
-    if (x.pre_grid) TRY(evtc_cuda_launch(dev, &pre[j], pgrid, b256, 0, params[j], &d));
-    TRY(evtc_cuda_event_record(dev, e[1], &d));
-    TRY(evtc_cuda_launch(dev, &fn[j], grid, block, smem, params[j], &d));
-    TRY(evtc_cuda_event_record(dev, e[2], &d));
-    if (x.fin_grid) TRY(evtc_cuda_launch(dev, &fin[j], fgrid, b256, 0, params[j], &d));
-    TRY(evtc_cuda_event_record(dev, e[3], &d));
+    for (int k = 0; k < 3; k++) {
+      launch_part(dev, fn, pre, fin, ks, j, params, k);
+      TRY(evtc_cuda_event_record(dev, e[k + 1], &d));
+    }
     for (int k = 0; k < 3; k++) {
       float t;
       TRY(evtc_cuda_event_ms(dev, e[k], e[k + 1], &t, &d));
@@ -171,12 +169,11 @@ static void time_parts(evtc_cuda_device *dev, evtc_cuda_kernel *fn, evtc_cuda_ke
     }
   }
   for (int i = 0; i < 4; i++) evtc_cuda_event_free(dev, e[i]);
+  evtc_cuda_attention_extra x = evtc_cuda_attention_extra_of(ks[j], true);
   for (int k = 0; k < 3; k++) {
     qsort(ms[k], ITERS, sizeof ms[k][0], cmp_float);
-    part[k] = ms[k][ITERS / 2];
+    part[k] = (k == 0 && !x.pre_grid) || (k == 2 && !x.fin_grid) ? 0 : ms[k][ITERS / 2];
   }
-  if (!x.pre_grid) part[0] = 0;
-  if (!x.fin_grid) part[2] = 0;
 }
 
 static void run_shape(evtc_cuda_device *dev, int si, int sys) {

@@ -325,8 +325,7 @@ static bool rows_storage(const evtc_cpu_vctx *x, int i, char *buf, size_t cap) {
   const rows_ctx *r = x->storage_ctx;
   const evtc_vnode *v = &x->k->v[i];
   if (v->kind == EVTC_V_LOAD && v->cls == EVTC_VC_COL && ahead(r, i)) {
-    if (evtc_buffer_elem_size(v->dtype) < 4) snprintf(buf, cap, "((%s)rxs%d)", evtc_cpu_storage_ctype(v->dtype), i);
-    else snprintf(buf, cap, "rxs%d", i);
+    snprintf(buf, cap, "rxs%d", i);
     return true;
   }
   if (r->V <= 1) return false;
@@ -894,10 +893,7 @@ void evtc_cuda_emit_rows(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_
     if (k->v[i].cls == EVTC_VC_FULL) {
       evtc_sb_printf(b, "  uint4 rx%d[%d];\n", i, pl->per_thread);
     } else {
-      /* a narrower element is held widened: merging 16 bits into the loop-carried register is a byte permute
-       * that waits on the load (ncu: 7 % of BERT-Large's layernorm gradient's samples) */
-      const char *held = evtc_buffer_elem_size(k->v[i].dtype) < 4 ? "uint32_t" : evtc_cpu_storage_ctype(k->v[i].dtype);
-      evtc_sb_printf(b, "  %s rxs%d = 0;\n", held, i);
+      evtc_sb_printf(b, "  %s rxs%d = 0;\n", evtc_cpu_storage_ctype(k->v[i].dtype), i);
       emit_ahead_col(&x, i, "  ", "slot");
     }
   }

@@ -15,7 +15,9 @@
 # there, and neither run's compiling slows the other's timed steps.  The runs
 # write to $OUT/gpu0 and $OUT/gpu1 and keep their models and torch caches in
 # ${EVTC_TRAIN_WORK:-/tmp/evtc-train}-gpu0 and -gpu1; both logs' tables are
-# printed last, GPU 0 first.
+# printed last, GPU 0 first.  One table over several calls' runs (a model's
+# modes split over two calls): unpack each run's train-logs.tgz into a folder
+# and give them all to bench/train_report.py, the run with evtc's step first.
 #
 # In this workplace, after `sh bench/train.sh prepare`:
 # run(command="sh bench/train_pair.sh '--models bert_large --modes max-autotune' '--models vit_b16'",

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """train_report.py -- the table and chart of the training benchmark (bench/train.sh).
 
-Usage: train_report.py RESULTS_DIR --models gpt2,bert_large[,...] [--png PATH]
+Usage: train_report.py RESULTS_DIR [RESULTS_DIR...] --models gpt2,bert_large[,...] [--png PATH]
 
 Reads, per model NAME, what bench/train.sh left in RESULTS_DIR:
   NAME.evtc.out / NAME.evtc.err / NAME.evtc.rc   `evtc train`'s stdout, stderr, exit code
@@ -15,7 +15,11 @@ steady step; evtc's first step counts from the start of the import) and
 peak memory (evtc: its program's buffers; PyTorch: max_memory_allocated).
 A model that failed in evtc gets the first line of its error in the table
 (the PyTorch columns still filled).  With matplotlib, a PNG bar chart of the
-ratios (--png); without, a line that says so.
+ratios (--png); without, a line that says so.  Several RESULTS_DIRs: runs on
+one machine (bench/train_pair.sh splits a model's modes over calls): evtc
+from the first that ran the model, each PyTorch mode from the first where it
+ran (a failed try only when no run has it), the FLOP ceiling from the first
+of those that ran PyTorch at all.
 
 Tolerance: |evtc - reference| <= RTOL |reference| + ATOL at every step,
 RTOL = 2^-6 (about 2-4 bf16 ulps of the loss: both losses are bf16 values,
@@ -83,6 +87,31 @@ def parse_torch(d, name):
         return {"error": "unreadable results: %s" % e, "modes": {}}
 
 
+def evtc_dir(dirs, name):
+    """The first of dirs that holds an evtc result of model `name` (else the first)."""
+    for d in dirs:
+        if read(os.path.join(d, name + ".evtc.out")) is not None or read(os.path.join(d, name + ".evtc.err")):
+            return d
+    return dirs[0]
+
+
+def parse_torch_runs(dirs, name, first):
+    """PyTorch's results of model `name` over the runs in dirs, `first` read first: each mode from the first run
+    where it ran (else from the first that tried it); the run-wide fields (the step's FLOP, the matrix ceiling)
+    from the first run that ran PyTorch.  Returns (results, [(dir, [modes]) for each run that gave modes])."""
+    runs = [(d, parse_torch(d, name)) for d in [first] + [d for d in dirs if d != first]]
+    ran = [t for _, t in runs if not t.get("error")]
+    merged = dict(ran[0] if ran else runs[0][1])
+    merged["modes"], source = {}, {}
+    for failed_too in (False, True):
+        for d, t in runs:
+            for m, r in t.get("modes", {}).items():
+                if m in PEERS and m not in merged["modes"] and (failed_too or not r.get("error")):
+                    merged["modes"][m], source[m] = r, d
+    sources = [(d, [m for m in PEERS if source.get(m) == d]) for d, _ in runs]
+    return merged, [(d, ms) for d, ms in sources if ms]
+
+
 def compare(evtc_losses, ref):
     """(ok, worst deviation as a fraction of the tolerance, first failing step or None)."""
     if not evtc_losses or not ref or len(evtc_losses) != len(ref):
@@ -100,12 +129,15 @@ def fmt(v, spec="%.2f"):
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else spec % v
 
 
-def model_rows(d, name):
+def model_rows(dirs, name):
     """Prints the model's losses and check; returns its table row and its ratios {mode: x}."""
-    e, t = parse_evtc(d, name), parse_torch(d, name)
+    d = evtc_dir(dirs, name)
+    (e, (t, sources)) = parse_evtc(d, name), parse_torch_runs(dirs, name, d)
     modes = t.get("modes", {})
     ok_modes = [m for m in PEERS if m in modes and not modes[m].get("error")]
     print("== %s" % name)
+    if len(dirs) > 1:
+        print("  evtc from %s; PyTorch %s" % (d, ", ".join("%s from %s" % (" ".join(ms), sd) for sd, ms in sources)))
     if e.get("losses"):
         print("  %-12s %s" % ("evtc", " ".join("%.4f" % v for v in e["losses"])))
     for m in ok_modes:
@@ -183,7 +215,10 @@ def chart(path, all_ratios):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("results_dir")
+    ap.add_argument("results_dir", nargs="+",
+                    help="one run's results; several: runs of the same models on one machine (bench/train_pair.sh "
+                         "splits a model's modes over calls), evtc from the first that ran it, each PyTorch mode "
+                         "from the first where it ran")
     ap.add_argument("--models", required=True)
     ap.add_argument("--png")
     a = ap.parse_args()

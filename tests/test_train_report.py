@@ -7,7 +7,9 @@ and the matmul ceiling).  Checks the loss check (PASS within the bf16
 tolerance; FAIL once a loss is off by more), the ratios PyTorch / evtc in the
 first table, and the second table's TFLOP/s and fractions of the ceiling:
 3.5e13 FLOP in 74.2 ms is 472 TFLOP/s, 65 % of 730.  Without the FLOP count
-(a torch before 2.1) that table says "-".
+(a torch before 2.1) that table says "-".  Two runs' results (bench/train_pair.sh
+splits a model's modes over calls): evtc and the ceiling from the first, each
+mode from the run where it ran.
 Usage: test_train_report.py SOURCE_DIR EVTC_BINARY
 """
 import json
@@ -38,18 +40,27 @@ def torch_json(flop, ceiling, eager_losses):
                       "max-autotune": mode([10.5, 10.4375, 10.375, 10.25], 76.0, 440.0)}}
 
 
-def report(tmp, flop, ceiling, eager_losses):
-    with open(os.path.join(tmp, "bert_large.evtc.out"), "w") as f:
-        f.write(EVTC_OUT)
-    open(os.path.join(tmp, "bert_large.evtc.err"), "w").close()
-    with open(os.path.join(tmp, "bert_large.evtc.rc"), "w") as f:
+def write_run(d, evtc_out, torch):
+    """One run's results of bert_large in d, as bench/train.sh leaves them."""
+    with open(os.path.join(d, "bert_large.evtc.out"), "w") as f:
+        f.write(evtc_out)
+    open(os.path.join(d, "bert_large.evtc.err"), "w").close()
+    with open(os.path.join(d, "bert_large.evtc.rc"), "w") as f:
         f.write("0\n")
-    with open(os.path.join(tmp, "bert_large.torch.json"), "w") as f:
-        json.dump(torch_json(flop, ceiling, eager_losses), f)
-    r = subprocess.run([sys.executable, os.path.join(SRC, "bench", "train_report.py"), tmp, "--models", "bert_large"],
+    with open(os.path.join(d, "bert_large.torch.json"), "w") as f:
+        json.dump(torch, f)
+
+
+def run_report(*dirs):
+    r = subprocess.run([sys.executable, os.path.join(SRC, "bench", "train_report.py"), *dirs, "--models", "bert_large"],
                        capture_output=True, text=True, timeout=60)
     check(r.returncode == 0, f"train_report.py exit {r.returncode}: {r.stderr[-1500:]}")
     return r.stdout
+
+
+def report(tmp, flop, ceiling, eager_losses):
+    write_run(tmp, EVTC_OUT, torch_json(flop, ceiling, eager_losses))
+    return run_report(tmp)
 
 
 def row(out, n):
@@ -78,6 +89,25 @@ def main():
         check(re.search(r"losses: FAIL vs eager .*first off at step 4", out), f"a loss off at step 4:\n{out}")
         flop = row(out, 1)
         check(flop[1:] == ["-", "-", "-", "-", "-", "-"], f"no FLOP count: every cell '-': {flop}")
+
+    # two runs on one machine (bench/train_pair.sh): eager and compile in the first, max-autotune timed out there
+    # and ran in the second, which has its own evtc step and ceiling; evtc and the ceiling come from the first,
+    # each mode from the run where it ran
+    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+        losses = [10.5, 10.4375, 10.375, 10.25]
+        first = torch_json(3.5e13, 730.0, losses)
+        first["modes"]["compile"] = dict(first["modes"]["eager"], step_ms=80.0)
+        first["modes"]["max-autotune"] = {"error": "timed out"}     # tried in the first, run in the second
+        second = torch_json(3.5e13, 700.0, losses)
+        del second["modes"]["eager"]
+        write_run(a, EVTC_OUT, first)
+        write_run(b, EVTC_OUT.replace("74.200 ms", "75.000 ms"), second)
+        out = run_report(a, b)
+        check(re.search(r"PyTorch eager compile from .*, max-autotune from ", out), f"each mode's run named:\n{out}")
+        cells = row(out, 0)
+        check(cells[1:8] == ["74.20", "91.00", "80.00", "76.00", "1.23x", "1.08x", "1.02x"],
+              f"evtc from the first run, each mode once: {cells}")
+        check(row(out, 1)[2] == "730", f"the ceiling from the first run: {row(out, 1)}")
     finish()
 
 

@@ -46,7 +46,7 @@ run)
     echo "== $*"
     rc=0
     "$@" >"${OUT:-/tmp}/test.out" 2>&1 || rc=$?
-    grep -E "check failed|FAILED|SKIP" "${OUT:-/tmp}/test.out" | head -20 || true
+    grep -E "check failed|FAILED|: got .*, want |SKIP" "${OUT:-/tmp}/test.out" | head -20 || true
     tail -2 "${OUT:-/tmp}/test.out"
     echo "== exit code $rc"
   }

@@ -62,7 +62,7 @@ run)
     timeout "$limit" "$@" >"$out/$name.log" 2>&1 || rc=$?
     last=$(tail -1 "$out/$name.log")
     echo "== $name: exit $rc in $(($(date +%s) - t0)) s: $last"
-    grep -E "check failed|FAILED" "$out/$name.log" | head -10 || true     # tests/check.h, evtc_testlib.py
+    grep -E "check failed|FAILED|: got .*, want " "$out/$name.log" | head -10 || true     # tests/check.h, evtc_testlib.py
     printf '%-24s %5s %6s  %s\n' "$name" "$rc" "$(($(date +%s) - t0))" "$last" >>"$table"
     [ "$rc" = 0 ] || [ "$rc" = 77 ] || failed=1
   }

@@ -1,0 +1,154 @@
+#!/bin/sh
+# ab.sh -- a change measured against its base in one GPU call: the GPU tests
+# of the change, then whole-model steps, gpu_bench workloads and graph files
+# timed with both builds alternately, a table of both last.  For kernel
+# work, where device time is scarce: one call says whether the change is
+# right and whether it is faster, on one machine.
+#
+#   bench/ab.sh prepare BASE   on the build machine: the working tree as B
+#                              (bench/gpu_tests.sh prepare into .gpu-ab/b:
+#                              evtc, every GPU test, the libraries, the
+#                              pre-compiled kernels) and revision BASE as A (a
+#                              git worktree in .gpu-ab/src-a, Release build:
+#                              evtc alone), gpu_bench for both (B's bench
+#                              program on each library, where A's headers
+#                              still build it); about 40 MB
+#   bench/ab.sh run [--no-tests] [--models M,...] [--rounds N] [--steps N]
+#                   [--bench FILTER,...] [--graph FILE[:train],...]
+#                              on the GPU machine, from the repo root: B's GPU
+#                              tests (failing checks shown; exit 1 if any),
+#                              then for each model (bench/train_models.py,
+#                              exported once) N rounds of A's and B's
+#                              `evtc train` (default 2 rounds of 10 steps; the
+#                              median step each), each gpu_bench workload
+#                              matching FILTER with A's and B's gpu_bench
+#                              (N rounds), each graph file through A's and B's
+#                              `evtc explain --target h200 --profile 5`
+#                              (":train" adds --train; the kernels' measured
+#                              total), and the table: what, A, B, B / A.
+#
+# $PYTHON: the interpreter with torch for the models' export (default python3).
+# A and B keep apart kernel caches (XDG_CACHE_HOME): a plan cached by one is
+# never the other's, whatever their rules.  Logs go to $OUT (default /tmp).
+# In this workplace: add /.gpu-ab/ to .git/info/exclude, then
+# run(command="sh bench/ab.sh run --models bert_large --bench bert-ln", carry=[".gpu-ab"]).
+set -eu
+ab=.gpu-ab
+
+# gpu_bench from $4 (a bench/gpu_bench.c), built with the headers of the tree at $1 against its Release library in
+# $2, into $3
+build_bench() {
+  (cd "$1" && cc -O2 -std=gnu11 -fopenmp -Iinclude -Isrc -Itests "$4" "$2/libevtc.a" \
+     $(pkg-config --libs libprotobuf-c cbc) -lm -ldl -lpthread -o "$3")
+  strip "$3"
+}
+
+case "${1:-}" in
+prepare)
+  [ $# -eq 2 ] || { echo "usage: $0 prepare BASE" >&2; exit 2; }
+  base=$(git rev-parse --verify "$2^{commit}")
+  rm -rf "$ab/a" "$ab/b" && mkdir -p "$ab/a"
+  EVTC_STAGE="$ab/b" EVTC_BUILD="${EVTC_BUILD:-build-ab}" sh bench/gpu_tests.sh prepare
+  mkdir -p "$ab/b/extra" && build_bench . "$PWD/${EVTC_BUILD:-build-ab}" "$PWD/$ab/b/extra/gpu_bench" bench/gpu_bench.c
+  git worktree remove --force "$ab/src-a" 2>/dev/null || rm -rf "$ab/src-a"
+  git worktree add --detach "$ab/src-a" "$base" >/dev/null
+  cmake -S "$ab/src-a" -B "$ab/src-a/build" -DEVTC_WERROR=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$ab/src-a/build" -j2 --target evtc_tool evtc >/dev/null
+  cp "$ab/src-a/build/evtc" "$ab/a/evtc" && strip "$ab/a/evtc"
+  # one instrument: B's bench program (its workloads) on A's library, where A's headers still build it
+  build_bench "$ab/src-a" "$PWD/$ab/src-a/build" "$PWD/$ab/a/gpu_bench" "$PWD/bench/gpu_bench.c" 2>/dev/null ||
+    build_bench "$ab/src-a" "$PWD/$ab/src-a/build" "$PWD/$ab/a/gpu_bench" bench/gpu_bench.c
+  git -C "$ab/src-a" log --oneline -1 >"$ab/a/COMMIT"
+  git log --oneline -1 >"$ab/b/extra/COMMIT"
+  (git status --short | grep -q .) && echo "(B has uncommitted changes)" >>"$ab/b/extra/COMMIT"
+  git worktree remove --force "$ab/src-a"
+  du -sh "$ab"
+  ;;
+run)
+  shift
+  tests=1 models="" rounds=2 steps=10 benches="" graphs=""
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --no-tests) tests=0; shift; continue ;;
+      --models) models=$2 ;;
+      --rounds) rounds=$2 ;;
+      --steps) steps=$2 ;;
+      --bench) benches=$2 ;;
+      --graph) graphs=$2 ;;
+      *) echo "ab.sh run: unknown option $1" >&2; exit 2 ;;
+    esac
+    shift 2
+  done
+  out=${OUT:-/tmp}
+  table="$out/ab.table"
+  : >"$table"
+  echo "== A: $(cat "$ab/a/COMMIT")"
+  failed=0
+  if [ "$tests" = 1 ]; then
+    EVTC_STAGE="$ab/b" GPU_TEST_LIMIT="${GPU_TEST_LIMIT:-200}" sh bench/gpu_tests.sh run || failed=1
+  else
+    tar -xzf "$ab/b/stage.tgz" -C "$ab/b"
+  fi
+  echo "== B: $(cat "$ab/b/extra/COMMIT")"
+  export LD_LIBRARY_PATH="$PWD/$ab/b/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" EVTC_DATA_DIR="${EVTC_DATA_DIR:-$PWD/data}"
+  rm -rf "$out/cache-a" "$out/cache-b" && mkdir -p "$out/cache-a" && cp -r "$ab/b/cache" "$out/cache-b"   # B's tests' kernels
+  # bin, cache of side a or b
+  bin() { [ "$1" = a ] && echo "$ab/a" || echo "$ab/b/bin"; }
+  bench_bin() { [ "$1" = a ] && echo "$ab/a/gpu_bench" || echo "$ab/b/extra/gpu_bench"; }
+  row() { printf '%-52s %12s %12s %8s\n' "$1" "$2" "$3" \
+            "$(awk -v a="$2" -v b="$3" 'BEGIN { if (a > 0 && b > 0) printf "%.3f", b / a; else print "-" }')" >>"$table"; }
+  median() { sort -n | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "-" }'; }
+  for m in $(echo "$models" | tr , ' '); do
+    "${PYTHON:-python3}" bench/train_models.py "$out/models" --models "$m" --scale full >"$out/$m.export.log" 2>&1 ||
+      { echo "== $m: export failed: $(tail -1 "$out/$m.export.log")"; continue; }
+    for r in $(seq "$rounds"); do
+      for s in a b; do
+        XDG_CACHE_HOME="$out/cache-$s" timeout 300 "$(bin $s)/evtc" train "$out/models/$m.onnx" --data "$out/models/$m" \
+          --epochs "$steps" --optimizer sgd --lr 0.02 --loss cross_entropy --labels labels --backend cuda \
+          >"$out/$m.$s.$r.out" 2>&1 || true
+        ms=$(sed -n 's/^steady step: \([0-9.]*\) ms.*/\1/p' "$out/$m.$s.$r.out")
+        echo "== $m $s round $r: ${ms:-failed} ms a step, losses $(sed -n 's/^epoch .* loss \([0-9.]*\) .*/\1/p' "$out/$m.$s.$r.out" | tr '\n' ' ')"
+        touch "$out/$m.$s.steps" && [ -z "$ms" ] || echo "$ms" >>"$out/$m.$s.steps"
+      done
+    done
+    row "$m: ms a step (median of $rounds runs)" "$(median <"$out/$m.a.steps")" "$(median <"$out/$m.b.steps")"
+  done
+  for w in $(echo "$benches" | tr , ' '); do
+    for r in $(seq "$rounds"); do
+      for s in a b; do
+        XDG_CACHE_HOME="$out/cache-$s" timeout 120 "$(bench_bin $s)" "$w" 2>&1 | grep '^RESULT' | grep -v ' copy' |
+          awk -v s="$s" -v o="$out" '{ print $4 >> (o "/bench." $2 "." s) }' || true
+      done
+    done
+    found=0
+    for f in "$out"/bench.*.a "$out"/bench.*.b; do
+      [ -f "$f" ] || continue
+      found=1
+      name=$(basename "$f") && name=${name#bench.} && name=${name%.?}
+      row "gpu_bench $name: ms" "$(median <"$out/bench.$name.a" 2>/dev/null || echo -)" \
+        "$(median <"$out/bench.$name.b" 2>/dev/null || echo -)"
+      rm -f "$out/bench.$name.a" "$out/bench.$name.b"
+    done
+    [ "$found" = 1 ] || row "gpu_bench $w: no results (see gpu_bench's errors)" - -
+  done
+  for gspec in $(echo "$graphs" | tr , ' '); do
+    g=${gspec%:train} train=""
+    [ "$g" != "$gspec" ] && train=--train
+    for s in a b; do
+      XDG_CACHE_HOME="$out/cache-$s" timeout 120 "$(bin $s)/evtc" explain "$g" $train --target h200 --profile 5 \
+        >"$out/$(basename "$g").$s.txt" 2>&1 || true
+    done
+    us() { v=$(sed -n 's/.*measured \([0-9.]*\) us kernel by kernel.*/\1/p' "$1"); echo "${v:--}"; }
+    row "$(basename "$g")${train:+ (train)}: us of kernels" "$(us "$out/$(basename "$g").a.txt")" \
+      "$(us "$out/$(basename "$g").b.txt")"
+  done
+  echo "== A / B table (B / A < 1: B is faster)"
+  printf '%-52s %12s %12s %8s\n' "what" "A" "B" "B / A"
+  cat "$table"
+  exit "$failed"
+  ;;
+*)
+  echo "usage: $0 prepare BASE | run [--no-tests] [--models M,...] [--rounds N] [--steps N] [--bench F,...] [--graph FILE[:train],...]" >&2
+  exit 2
+  ;;
+esac

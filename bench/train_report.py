@@ -88,11 +88,8 @@ def parse_torch(d, name):
 
 
 def evtc_dir(dirs, name):
-    """The first of dirs that holds an evtc result of model `name` (else the first)."""
-    for d in dirs:
-        if read(os.path.join(d, name + ".evtc.out")) is not None or read(os.path.join(d, name + ".evtc.err")):
-            return d
-    return dirs[0]
+    """The first of dirs where evtc ran model `name` (train.sh wrote its exit code), else the first."""
+    return next((d for d in dirs if os.path.exists(os.path.join(d, name + ".evtc.rc"))), dirs[0])
 
 
 def parse_torch_runs(dirs, name, first):
@@ -132,7 +129,8 @@ def fmt(v, spec="%.2f"):
 def model_rows(dirs, name):
     """Prints the model's losses and check; returns its table row and its ratios {mode: x}."""
     d = evtc_dir(dirs, name)
-    (e, (t, sources)) = parse_evtc(d, name), parse_torch_runs(dirs, name, d)
+    e = parse_evtc(d, name)
+    t, sources = parse_torch_runs(dirs, name, d)
     modes = t.get("modes", {})
     ok_modes = [m for m in PEERS if m in modes and not modes[m].get("error")]
     print("== %s" % name)

@@ -101,6 +101,7 @@ run)
   for m in $(echo "$models" | tr , ' '); do
     "${PYTHON:-python3}" bench/train_models.py "$out/models" --models "$m" --scale full >"$out/$m.export.log" 2>&1 ||
       { echo "== $m: export failed: $(tail -1 "$out/$m.export.log")"; continue; }
+    rm -f "$out/$m.a.steps" "$out/$m.b.steps"
     for r in $(seq "$rounds"); do
       for s in a b; do
         XDG_CACHE_HOME="$out/cache-$s" timeout 300 "$(bin $s)/evtc" train "$out/models/$m.onnx" --data "$out/models/$m" \
@@ -113,6 +114,7 @@ run)
     done
     row "$m: ms a step (median of $rounds runs)" "$(median <"$out/$m.a.steps")" "$(median <"$out/$m.b.steps")"
   done
+  rm -f "$out"/bench.*.a "$out"/bench.*.b
   for w in $(echo "$benches" | tr , ' '); do
     for r in $(seq "$rounds"); do
       for s in a b; do

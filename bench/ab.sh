@@ -38,7 +38,7 @@ ab=.gpu-ab
 # gpu_bench from $4 (a bench/gpu_bench.c), built with the headers of the tree at $1 against its Release library in
 # $2, into $3
 build_bench() {
-  (cd "$1" && cc -O2 -std=gnu11 -fopenmp -Iinclude -Isrc -Itests "$4" "$2/libevtc.a" \
+  (cd "$1" && cc -O2 -std=gnu11 -fopenmp -Iinclude -Isrc "$4" "$2/libevtc.a" \
      $(pkg-config --libs libprotobuf-c cbc) -lm -ldl -lpthread -o "$3")
   strip "$3"
 }
@@ -104,6 +104,7 @@ run)
     rm -f "$out/$m.a.steps" "$out/$m.b.steps"
     for r in $(seq "$rounds"); do
       for s in a b; do
+        # bench/train.sh's training options (SGD, lr 0.02, cross-entropy on the exported labels)
         XDG_CACHE_HOME="$out/cache-$s" timeout 300 "$(bin $s)/evtc" train "$out/models/$m.onnx" --data "$out/models/$m" \
           --epochs "$steps" --optimizer sgd --lr 0.02 --loss cross_entropy --labels labels --backend cuda \
           >"$out/$m.$s.$r.out" 2>&1 || true

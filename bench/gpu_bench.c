@@ -46,6 +46,7 @@ typedef struct workload {
 #define NP (8192.0 * 50264.0)              /* gemm-pad's LM-head output they are a view of */
 #define NW (8.0 * 1024.0 * 768.0)          /* GPT-2's residual stream (batch 8 x 1024, d 768) */
 #define NB (32.0 * 512.0 * 1024.0)         /* BERT-Large's (batch 32 x 512, d 1024) */
+#define NM (16384.0 * 30528.0)             /* BERT-Large's MLM logits (32 x 512 tokens, vocabulary padded to 30528) */
 
 /* GPT-2's cross-entropy kernel as the model's joint graph has it (issue 9): bf16 logits read through a slice of
  * the padded GEMM output, reshaped into rows, the math in bf16 nodes, the loss and the logits' gradient. */
@@ -103,6 +104,12 @@ static const workload works[] = {
      {0}, 0, 2 * NW * 2},
     {"bert-pos-grad-bf16-32x512x1024", POS_GRAD_TEXT(32, 512, 1024), {0}, 0, 3 * NB * 2 + 16384 * 2 + 512 * 1024 * 2},
     {"bert-ln-grad-bf16-16384x1024", LN_GRAD_TEXT("bf16", 16384, 1024), {0}, 0, 4 * NB * 2 + 16384 * 2 + 3 * 1024 * 2},
+    /* BERT-Large's MLM loss with its bias gradient: read the logits, write their gradient, sum its columns */
+    {"bert-mlm-ce-bias-bf16-16384x30528",
+     "graph ceb {\n  %x = input() : bf16[16384,30528]\n  %b = input() : bf16[30528]\n  %lab = input() : i64[16384]\n"
+     "  %z = add(%x, %b) : bf16[16384,30528]\n  %loss = cross_entropy(%z, %lab) : bf16[]\n  output %loss\n"
+     "  loss %loss\n}\n",
+     {"x", "b"}, 2, 2 * NM * 2 + 16384 * 8 + 2 * 30528 * 2},
 };
 
 static double now_ms(void) {

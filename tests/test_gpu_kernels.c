@@ -143,6 +143,13 @@ static const char half_gemm_text[] =
     "  %pf = cast(%pq) {dtype=f32} : f32[2,3,5,9]\n"
     "  output %hr\n  output %plain\n  output %pf\n}\n";
 
+/* A vocabulary-wide cross-entropy with its bias gradient in one kernel (BERT-Large's MLM head: 30528 columns):
+ * f64 partial rows of the bias sums fit neither shared memory nor registers, so they go to shared memory as f32
+ * (cuda_rows_plan.c). */
+#define CE_BIAS_TEXT(T, R, C)                                                                                        \
+  "graph ce_bias {\n  %x = input() : " T "[" #R "," #C "]\n  %b = input() : " T "[" #C "]\n"                          \
+  "  %lab = input() : i64[" #R "]\n  %z = add(%x, %b) : " T "[" #R "," #C "]\n"                                       \
+  "  %loss = cross_entropy(%z, %lab) : " T "[]\n  output %loss\n  loss %loss\n}\n"
 /* Few rows, many columns, no reduction along a row (column tiles): GPT-2's position-embedding gradient (a sum
  * over the batch beside the residual gradient it stores, a per-row value broadcast along the columns), with a
  * column max and a sum of everything; bf16 as in the model, and f32. */
@@ -448,6 +455,9 @@ static void test_row_schemes(void) {
   compare_fused_env("EVTC_CUDA_THREAD_ACC", "f64", ce_text, "x", "cross-entropy fwd+bwd 150x32000", 32000, 1e-4);
   compare_fused_env("EVTC_CUDA_ROW_ACC", "f32", ln_text, "x,g,b", "layernorm fwd+bwd 300x4096", 1, 1e-4);
   compare_fused_env("EVTC_CUDA_ROW_ACC", "f32", drl_text, "x,res,g,b", "dropout+residual+layernorm", 1, 1e-4);
+  compare_fused(CE_BIAS_TEXT("f32", 150, 32000), "x,b", "cross-entropy + bias gradient 150x32000", 32000, 1e-4);
+  compare_fused(CE_BIAS_TEXT("bf16", 300, 30528), "x,b", "bf16 cross-entropy + bias gradient 300x30528", 30528,
+                TOL_BF16);
   compare_fused_env("EVTC_CUDA_PREFETCH", "0", ln_text, "x,g,b", "layernorm fwd+bwd 300x4096", 1, 1e-4);
   compare_fused_env("EVTC_CUDA_PREFETCH", "1", ln_text, "x,g,b", "layernorm fwd+bwd 300x4096", 1, 1e-4);
   compare_fused_env("EVTC_CUDA_PREFETCH", "1", drl_text, "x,res,g,b", "dropout+residual+layernorm", 1, 1e-4);

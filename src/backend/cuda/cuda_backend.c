@@ -119,15 +119,23 @@ static bool use_evt(const cuda_ctx *c, const evtc_kernel *k, evtc_cuda_evt_plan 
   return evtc_cuda_gemm_use_evt(k, &c->dev, pl, why, cap);
 }
 
+static evtc_cuda_rows_plan plan_of(const cuda_ctx *c, const evtc_kernel *k) {
+  return evtc_cuda_rows_plan_of(k, c->dev.sm_count, c->dev.smem_per_block_optin);
+}
+
 /* A rows kernel that sums columns (a bias gradient) next to row reductions (softmax, cross-entropy) over rows of
- * at least LONG_ROW columns: one persistent wave of blocks, each with a partial of every column, over rows that
- * already fill a block.  BERT-Large's vocabulary cross-entropy with its bias gradient (16384 x 30528 bf16) took
- * 2.21 ms on the H200 as one such kernel against 1.10 ms for the cross-entropy alone (2026-11-29); refused, the
- * partitioner leaves the sum to a kernel of its own (column tiles). */
+ * at least LONG_ROW columns whose partial of every column (one persistent wave of blocks, each over rows that
+ * already fill it) would live in scratch or in f64 registers without a shared-memory flush.  BERT-Large's
+ * vocabulary cross-entropy with its bias gradient (16384 x 30528 bf16) took 2.21 ms on the H200 so against 1.10
+ * ms for the cross-entropy alone (2026-11-29); refused, the partitioner leaves the sum to a kernel of its own
+ * (column tiles).  With its partial rows in shared memory (f32 where f64 ones do not fit: cuda_rows_plan.c) the
+ * kernel is taken. */
 enum { LONG_ROW = 8192 };
-static bool long_rows_with_column_sums(const evtc_kernel *k) {
+static bool long_rows_with_column_sums(const cuda_ctx *c, const evtc_kernel *k) {
   if (k->kind == EVTC_ML_GEMM || k->kind == EVTC_ML_CONV || k->kind == EVTC_ML_OPAQUE || k->cols < LONG_ROW) return false;
-  return evtc_kernel_has_reduce(k, EVTC_VC_COL) && evtc_kernel_has_reduce(k, EVTC_VC_ROW);
+  if (!evtc_kernel_has_reduce(k, EVTC_VC_COL) || !evtc_kernel_has_reduce(k, EVTC_VC_ROW)) return false;
+  evtc_cuda_rows_plan pl = plan_of(c, k);
+  return pl.row_partials == 2 || (pl.row_partials == 0 && !pl.row_flush);
 }
 
 static bool cuda_supports(const evtc_backend *be, const evtc_kernel *k, char *why, size_t cap) {
@@ -161,16 +169,12 @@ static bool cuda_supports(const evtc_backend *be, const evtc_kernel *k, char *wh
     return true;
   }
   if (gemm && !evtc_cuda_gemm_fits(k, why, cap)) return false;
-  if (long_rows_with_column_sums(k)) {
-    snprintf(why, cap, "column sums next to row reductions over rows of %lld columns (slower than the two apart)",
-             (long long)k->cols);
+  if (long_rows_with_column_sums(ctx_of(be), k)) {
+    snprintf(why, cap, "column sums next to row reductions over rows of %lld columns, their partial rows out of "
+             "shared memory (slower than the two apart)", (long long)k->cols);
     return false;
   }
   return evtc_kernel_visitor_fits(k, why, cap);
-}
-
-static evtc_cuda_rows_plan plan_of(const cuda_ctx *c, const evtc_kernel *k) {
-  return evtc_cuda_rows_plan_of(k, c->dev.sm_count, c->dev.smem_per_block_optin);
 }
 
 static void cuda_emit(const evtc_backend *be, const evtc_kernel *k, char **src, size_t *len) {

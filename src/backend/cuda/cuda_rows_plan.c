@@ -490,10 +490,20 @@ evtc_cuda_rows_plan evtc_cuda_rows_plan_of(const evtc_kernel *k, int sm_count, i
   const char *pe = getenv("EVTC_CUDA_ROW_PARTIALS");
   bool regs_ok = pl.unrolled && info.n_row > 0;
   bool smem_ok = info.n_row > 0 && pl.cluster == 1 && part_bytes + (pl.cache == 2 ? kept_smem(k, &info) : 0) <= smem_max - 4096;
+  /* Where f64 partial rows fit neither shared memory (nor so registers' f32 sums can be flushed there) nor the
+   * registers a thread has, f32 ones in shared memory: a vocabulary-wide cross-entropy with its bias gradient
+   * (BERT-Large's 30528 columns: 244 KB in f64, 122 KB in f32; 960 threads a block leave 68 registers a thread)
+   * would otherwise keep f64 partial rows in registers that spill, or in scratch (2.21 ms against 1.10 for the
+   * cross-entropy alone, H200 2026-11-29).  The block's f32 sums cover its share of the rows (16384 / 132: 125). */
+  bool regs_hold = 2.0 * pl.per_thread * V * info.n_row + (pl.cache == 1 ? kept_regs : 0) <= room;
+  bool smem_f32 = info.n_row > 0 && pl.cluster == 1 && !smem_ok && !regs_hold && !pe &&
+                  part_bytes / 2 + (pl.cache == 2 ? kept_smem(k, &info) : 0) <= smem_max - 4096;
+  if (smem_f32) pl.row_acc_f32 = true;
   pl.row_partials = 2;
   if (pe && strcmp(pe, "regs") == 0 && regs_ok) pl.row_partials = 0;
   else if (pe && strcmp(pe, "smem") == 0 && smem_ok) pl.row_partials = 1;
   else if (pe && strcmp(pe, "scratch") == 0) pl.row_partials = 2;
+  else if (smem_f32) pl.row_partials = 1;
   else if (regs_ok && (int64_t)pl.per_thread * V * info.n_row <= 32) pl.row_partials = 0;
   else if (smem_ok) pl.row_partials = 1;
   if (info.n_row == 0) pl.row_partials = 0;

@@ -150,6 +150,19 @@ static const char half_gemm_text[] =
   "graph ce_bias {\n  %x = input() : " T "[" #R "," #C "]\n  %b = input() : " T "[" #C "]\n"                          \
   "  %lab = input() : i64[" #R "]\n  %z = add(%x, %b) : " T "[" #R "," #C "]\n"                                       \
   "  %loss = cross_entropy(%z, %lab) : " T "[]\n  output %loss\n  loss %loss\n}\n"
+
+/* GELU as ONNX exports it (BERT-Large, ViT): erf(h / sqrt 2) + 1 (the sum's operands in order SUM) after a GEMM
+ * with a bias.  The CUDA prelude computes the sum as evtc_erf1pf, from erfc, and its e^(-x^2) is the one the
+ * gradient's coefficient needs beside it. */
+#define ERF_GELU_TEXT(T, SUM)                                                                                       \
+  "graph erf_gelu {\n  %x = input() : " T "[200,64]\n  %w = input() : " T "[320,64]\n  %b = input() : " T "[320]\n" \
+  "  %h0 = matmul(%x, %w) {trans_b=1} : " T "[200,320]\n  %h = add(%h0, %b) : " T "[200,320]\n"                    \
+  "  %r = const() {value=0.7071067811865475} : " T "[]\n  %one = const() {value=1.0} : " T "[]\n"                    \
+  "  %half = const() {value=0.5} : " T "[]\n  %a = mul(%h, %r) : " T "[200,320]\n  %e = erf(%a) : " T "[200,320]\n"  \
+  "  %e1 = add(" SUM ") : " T "[200,320]\n  %m = mul(%h, %e1) : " T "[200,320]\n"                                   \
+  "  %g = mul(%m, %half) : " T "[200,320]\n  %dy = input() : " T "[200,320]\n  %p = mul(%g, %dy) : " T "[200,320]\n" \
+  "  %loss = reduce_sum(%p) : " T "[]\n  output %g\n  loss %loss\n}\n"
+
 /* Few rows, many columns, no reduction along a row (column tiles): GPT-2's position-embedding gradient (a sum
  * over the batch beside the residual gradient it stores, a per-row value broadcast along the columns), with a
  * column max and a sum of everything; bf16 as in the model, and f32. */
@@ -314,6 +327,8 @@ static void half_compile_only(void) {
   compile_only(oracle_parse(LN_GRAD_TEXT("bf16", 1500, 1024), "bf16 layernorm gradient"),
                "bf16 layernorm gradient 1500x1024");
   compile_only(oracle_parse(half_gemm_text, "half gemm"), "bf16 / f16 gemm epilogues");
+  compile_only(differentiate(ERF_GELU_TEXT("bf16", "%e, %one"), "bf16 erf gelu", "x", EVTC_OPTIM_NONE),
+               "bf16 gemm + erf gelu fwd+bwd");
   compile_only(differentiate(block_text, "block", NULL, EVTC_OPTIM_ADAMW), "graph replay: dropout block with adamw");
   compile_only(differentiate(bf16_mlp_text, "bf16 mlp", NULL, EVTC_OPTIM_SGD),
                "graph replay: bf16 mlp with sgd (cuBLASLt epilogues)");
@@ -661,6 +676,8 @@ int main(int argc, char **argv) {
   compare(HALF_ROWS_TEXT("bf16", 5, 20000), "bf16 rows-block-smem-20000", 1, TOL_BF16);
   compare(HALF_ROWS_TEXT("f16", 3, 70000), "f16 rows-block-reread-70000", 1, TOL_F16);
   compare(half_gemm_text, "bf16 / f16 gemm", 1, TOL_BF16);
+  compare(ERF_GELU_TEXT("f32", "%one, %e"), "f32 gemm + erf gelu", 1, 1e-4);
+  compare_grads(ERF_GELU_TEXT("bf16", "%e, %one"), "bf16 gemm + erf gelu");
   compare_grads(half_ce_text, "bf16 cross-entropy");
   compare_grads(sliced_views_text, "reshapes of sliced views");
   test_in_place_outputs();

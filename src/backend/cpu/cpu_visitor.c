@@ -114,6 +114,9 @@ void evtc_cpu_emit_prelude(evtc_sb *b) {
     "  r = r < 1.0f ? r : 1.0f;\n"
     "  return x != x ? x : copysignf(r, x);\n"
     "}\n"
+    /* 1 + erf(x), which the CUDA prelude computes from erfc to share e^(-x^2) with a GELU gradient: here the
+     * same as before, 1 + evtc_erff(x) */
+    "static inline float evtc_erf1pf(float x) { return 1.0f + evtc_erff(x); }\n"
     /* exp in float without calls (libm's expf does not vectorise): n = rint(x / ln 2), r = x - n ln 2 in
      * two parts (Cody-Waite), a degree-7 Taylor polynomial of e^r (|r| <= ln 2 / 2: under 1e-8
      * relative), scaled by 2^n as two powers of two so that subnormal results and overflow come out
@@ -257,7 +260,7 @@ static const char *unary_expr(evtc_op op, bool f32) {
     case EVTC_OP_SIGMOID: return f32 ? "evtc_sigmoidf(@)" : "(@ >= 0 ? 1.0 / (1.0 + exp(-@)) : exp(@) / (1.0 + exp(@)))";
     case EVTC_OP_RELU: return "(@ > 0 ? @ : 0)";
     case EVTC_OP_GELU:
-      return f32 ? "0.5f * @ * (1.0f + evtc_erff(@ * 0.70710678118654752f))" : "0.5 * @ * (1.0 + erf(@ * 0.70710678118654752))";
+      return f32 ? "0.5f * @ * evtc_erf1pf(@ * 0.70710678118654752f)" : "0.5 * @ * (1.0 + erf(@ * 0.70710678118654752))";
     case EVTC_OP_GELU_TANH:
       return f32 ? "evtc_gelu_tanhf(@)" : "0.5 * @ * (1.0 + tanh(0.79788456080286536 * (@ + 0.044715 * @ * @ * @)))";
     case EVTC_OP_ERF: return f32 ? "evtc_erff(@)" : "erf(@)";
@@ -306,6 +309,17 @@ static void emit_cast(evtc_sb *sb, evtc_dtype to, evtc_dtype from, int a) {
     evtc_sb_printf(sb, "(%s)evtc_f2i((double)v%d, %s)", evtc_cpu_ctype(to), a,
                    to == EVTC_I32 ? "-2147483648.0, 2147483647.0" : "-9223372036854775808.0, 9223372036854775807.0");
   else evtc_sb_printf(sb, "(%s)v%d", evtc_cpu_ctype(to), a);
+}
+
+/* v = erf(x) + 1 (either order), x's node index, else -1: emitted as evtc_erf1pf(x), which a backend may compute
+ * better than the sum (the CUDA prelude's shares e^(-x^2) with the GELU gradient beside it). */
+static int erf_plus_one(const evtc_kernel *k, const evtc_vnode *v) {
+  if (v->kind != EVTC_V_COMPUTE || v->op != EVTC_OP_ADD || v->n_args != 2) return -1;
+  for (int j = 0; j < 2; j++) {
+    const evtc_vnode *e = &k->v[v->args[j]], *one = &k->v[v->args[1 - j]];
+    if (e->kind == EVTC_V_COMPUTE && e->op == EVTC_OP_ERF && one->kind == EVTC_V_IMM && one->value == 1.0) return e->args[0];
+  }
+  return -1;
 }
 
 void evtc_cpu_emit_value(const evtc_cpu_vctx *x, int i) {
@@ -359,6 +373,7 @@ void evtc_cpu_emit_value(const evtc_cpu_vctx *x, int i) {
       const char *u = unary_expr(v->op, f32), *bin = binary_expr(v->op, f32);
       if (v->op == EVTC_OP_CAST) emit_cast(sb, v->dtype, k->v[a].dtype, a);
       else if (v->op == EVTC_OP_WHERE) evtc_sb_printf(sb, "v%d ? v%d : v%d", a, b, v->args[2]);
+      else if (f32 && erf_plus_one(k, v) >= 0) evtc_sb_printf(sb, "(%s)evtc_erf1pf(v%d)", t, erf_plus_one(k, v));
       else if (v->op == EVTC_OP_DROPOUT)
         evtc_sb_printf(sb, "v%d ? v%d * (%s)%.17g : (%s)0", b, a, t, 1.0 / (1.0 - v->value), t);
       else if (v->op == EVTC_OP_DIV && evtc_dtype_is_int(v->dtype))

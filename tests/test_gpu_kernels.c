@@ -153,7 +153,9 @@ static const char half_gemm_text[] =
 
 /* GELU as ONNX exports it (BERT-Large, ViT): erf(h / sqrt 2) + 1 (the sum's operands in order SUM) after a GEMM
  * with a bias.  The CUDA prelude computes the sum as evtc_erf1pf, from erfc, and its e^(-x^2) is the one the
- * gradient's coefficient needs beside it. */
+ * gradient's coefficient needs beside it.  Its gradient is checked in f32: in bf16 the interpreter rounds each of
+ * the coefficient's eight nodes, which the fused kernel carries in f32, and the x gradient's 320-term sums of
+ * those drift past the bf16 tolerance (on the CPU backend too). */
 #define ERF_GELU_TEXT(T, SUM)                                                                                       \
   "graph erf_gelu {\n  %x = input() : " T "[200,64]\n  %w = input() : " T "[320,64]\n  %b = input() : " T "[320]\n" \
   "  %h0 = matmul(%x, %w) {trans_b=1} : " T "[200,320]\n  %h = add(%h0, %b) : " T "[200,320]\n"                    \
@@ -328,7 +330,7 @@ static void half_compile_only(void) {
                "bf16 layernorm gradient 1500x1024");
   compile_only(oracle_parse(half_gemm_text, "half gemm"), "bf16 / f16 gemm epilogues");
   compile_only(differentiate(ERF_GELU_TEXT("bf16", "%e, %one"), "bf16 erf gelu", "x", EVTC_OPTIM_NONE),
-               "bf16 gemm + erf gelu fwd+bwd");
+               "bf16 gemm + erf gelu fwd+bwd");     /* the kernels the bf16 model's training runs */
   compile_only(differentiate(block_text, "block", NULL, EVTC_OPTIM_ADAMW), "graph replay: dropout block with adamw");
   compile_only(differentiate(bf16_mlp_text, "bf16 mlp", NULL, EVTC_OPTIM_SGD),
                "graph replay: bf16 mlp with sgd (cuBLASLt epilogues)");
@@ -338,13 +340,13 @@ static void half_compile_only(void) {
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
-/* The gradient wrt %x of bf16 graph `text` on the GPU vs the interpreter, every kernel on the GPU. */
-static void compare_grads(const char *text, const char *name) {
+/* The gradient wrt %x of graph `text` on the GPU vs the interpreter within tol, every kernel on the GPU. */
+static void compare_grads(const char *text, const char *name, double tol) {
   evtc_graph *g = differentiate(text, name, "x", EVTC_OPTIM_NONE);
   if (!g) return;
   char what[128];
   snprintf(what, sizeof what, "%s fwd+bwd", name);
-  evtc_program *p = cpu_compare(g, NULL, 0, TOL_BF16, 3000, what);
+  evtc_program *p = cpu_compare(g, NULL, 0, tol, 3000, what);
   if (p) CHECK(evtc_program_get_stats(p).interpreted == 0, "%s: every kernel on the GPU", what);
   evtc_program_free(p);
   evtc_graph_free(g);
@@ -676,10 +678,10 @@ int main(int argc, char **argv) {
   compare(HALF_ROWS_TEXT("bf16", 5, 20000), "bf16 rows-block-smem-20000", 1, TOL_BF16);
   compare(HALF_ROWS_TEXT("f16", 3, 70000), "f16 rows-block-reread-70000", 1, TOL_F16);
   compare(half_gemm_text, "bf16 / f16 gemm", 1, TOL_BF16);
-  compare(ERF_GELU_TEXT("f32", "%one, %e"), "f32 gemm + erf gelu", 1, 1e-4);
-  compare_grads(ERF_GELU_TEXT("bf16", "%e, %one"), "bf16 gemm + erf gelu");
-  compare_grads(half_ce_text, "bf16 cross-entropy");
-  compare_grads(sliced_views_text, "reshapes of sliced views");
+  compare(ERF_GELU_TEXT("bf16", "%e, %one"), "bf16 gemm + erf gelu", 1, TOL_BF16);
+  compare_grads(ERF_GELU_TEXT("f32", "%one, %e"), "f32 gemm + erf gelu", 1e-4);
+  compare_grads(half_ce_text, "bf16 cross-entropy", TOL_BF16);
+  compare_grads(sliced_views_text, "reshapes of sliced views", TOL_BF16);
   test_in_place_outputs();
   check_erf_gelu(oracle_be, "CUDA erf and gelu");
   check_exp(oracle_be, "CUDA exp", 2.0, 1.25, true);

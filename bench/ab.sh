@@ -14,7 +14,7 @@
 #                              program on each library, where A's headers
 #                              still build it); about 40 MB
 #   bench/ab.sh run [--no-tests] [--models M,...] [--rounds N] [--steps N]
-#                   [--bench FILTER,...] [--graph FILE[:train],...]
+#                   [--bench FILTER,...] [--graph FILE[:train],...] [--attn]
 #                              on the GPU machine, from the repo root: B's GPU
 #                              tests (failing checks shown; exit 1 if any),
 #                              then for each model (bench/train_models.py,
@@ -25,7 +25,10 @@
 #                              (N rounds), each graph file through A's and B's
 #                              `evtc explain --target h200 --profile 5`
 #                              (":train" adds --train; the kernels' measured
-#                              total), and the table: what, A, B, B / A.
+#                              total), with --attn A's and B's
+#                              gpu_attention_bench (N rounds: each system,
+#                              shape and pass), and the table: what, A, B,
+#                              B / A.
 #
 # $PYTHON: the interpreter with torch for the models' export (default python3).
 # A and B keep apart kernel caches (XDG_CACHE_HOME): a plan cached by one is
@@ -35,8 +38,8 @@
 set -eu
 ab=.gpu-ab
 
-# gpu_bench from $4 (a bench/gpu_bench.c), built with the headers of the tree at $1 against its Release library in
-# $2, into $3
+# a bench program from $4 (bench/gpu_bench.c or gpu_attention_bench.c), built with the headers of the tree at $1
+# against its Release library in $2, into $3
 build_bench() {
   (cd "$1" && cc -O2 -std=gnu11 -fopenmp -Iinclude -Isrc "$4" "$2/libevtc.a" \
      $(pkg-config --libs libprotobuf-c cbc) -lm -ldl -lpthread -o "$3")
@@ -50,6 +53,7 @@ prepare)
   rm -rf "$ab/a" "$ab/b" && mkdir -p "$ab/a"
   EVTC_STAGE="$ab/b" EVTC_BUILD="${EVTC_BUILD:-build-ab}" sh bench/gpu_tests.sh prepare
   mkdir -p "$ab/b/extra" && build_bench . "$PWD/${EVTC_BUILD:-build-ab}" "$PWD/$ab/b/extra/gpu_bench" bench/gpu_bench.c
+  build_bench . "$PWD/${EVTC_BUILD:-build-ab}" "$PWD/$ab/b/extra/gpu_attention_bench" bench/gpu_attention_bench.c
   git worktree remove --force "$ab/src-a" 2>/dev/null || rm -rf "$ab/src-a"
   git worktree add --detach "$ab/src-a" "$base" >/dev/null
   cmake -S "$ab/src-a" -B "$ab/src-a/build" -DEVTC_WERROR=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -58,6 +62,8 @@ prepare)
   # one instrument: B's bench program (its workloads) on A's library, where A's headers still build it
   build_bench "$ab/src-a" "$PWD/$ab/src-a/build" "$PWD/$ab/a/gpu_bench" "$PWD/bench/gpu_bench.c" 2>/dev/null ||
     build_bench "$ab/src-a" "$PWD/$ab/src-a/build" "$PWD/$ab/a/gpu_bench" bench/gpu_bench.c
+  build_bench "$ab/src-a" "$PWD/$ab/src-a/build" "$PWD/$ab/a/gpu_attention_bench" "$PWD/bench/gpu_attention_bench.c" \
+    2>/dev/null || build_bench "$ab/src-a" "$PWD/$ab/src-a/build" "$PWD/$ab/a/gpu_attention_bench" bench/gpu_attention_bench.c
   git -C "$ab/src-a" log --oneline -1 >"$ab/a/COMMIT"
   git log --oneline -1 >"$ab/b/extra/COMMIT"
   (git status --short | grep -q .) && echo "(B has uncommitted changes)" >>"$ab/b/extra/COMMIT"
@@ -66,10 +72,11 @@ prepare)
   ;;
 run)
   shift
-  tests=1 models="" rounds=2 steps=10 benches="" graphs=""
+  tests=1 models="" rounds=2 steps=10 benches="" graphs="" attn=0
   while [ $# -gt 0 ]; do
     case "$1" in
       --no-tests) tests=0; shift; continue ;;
+      --attn) attn=1; shift; continue ;;
       --models) models=$2 ;;
       --rounds) rounds=$2 ;;
       --steps) steps=$2 ;;
@@ -119,7 +126,8 @@ run)
   for w in $(echo "$benches" | tr , ' '); do
     for r in $(seq "$rounds"); do
       for s in a b; do
-        XDG_CACHE_HOME="$out/cache-$s" timeout 120 "$(bench_bin $s)" "$w" 2>&1 | grep '^RESULT' | grep -v ' copy' |
+        XDG_CACHE_HOME="$out/cache-$s" timeout 120 "$(bench_bin $s)" "$w" 2>&1 | tee "$out/gpu_bench.$w.$s.$r.log" |
+          grep '^RESULT' | grep -v ' copy' |
           awk -v s="$s" -v o="$out" '{ print $4 >> (o "/bench." $2 "." s) }' || true
       done
     done
@@ -132,7 +140,7 @@ run)
         "$(median <"$out/bench.$name.b" 2>/dev/null || echo -)"
       rm -f "$out/bench.$name.a" "$out/bench.$name.b"
     done
-    [ "$found" = 1 ] || row "gpu_bench $w: no results (see gpu_bench's errors)" - -
+    [ "$found" = 1 ] || row "gpu_bench $w: no results (see gpu_bench.$w.*.log)" - -
   done
   for gspec in $(echo "$graphs" | tr , ' '); do
     g=${gspec%:train} train=""
@@ -145,13 +153,30 @@ run)
     row "$(basename "$g")${train:+ (train)}: us of kernels" "$(us "$out/$(basename "$g").a.txt")" \
       "$(us "$out/$(basename "$g").b.txt")"
   done
+  if [ "$attn" = 1 ]; then
+    rm -f "$out"/attn.*.a "$out"/attn.*.b
+    for r in $(seq "$rounds"); do
+      for s in a b; do
+        [ "$s" = a ] && ab_attn="$ab/a/gpu_attention_bench" || ab_attn="$ab/b/extra/gpu_attention_bench"
+        [ -x "$ab_attn" ] || continue
+        XDG_CACHE_HOME="$out/cache-$s" timeout 120 "$ab_attn" 2>&1 | tee "$out/attn.$s.$r.log" | grep '^RESULT' |
+          awk -v s="$s" -v o="$out" '{ print $5 >> (o "/attn." $2 "_" $3 "_" $4 "." s) }' || true
+      done
+    done
+    for f in "$out"/attn.*.b; do
+      [ -f "$f" ] || continue
+      name=$(basename "$f") && name=${name#attn.} && name=${name%.b}
+      row "attention $name: ms" "$(median <"$out/attn.$name.a" 2>/dev/null || echo -)" "$(median <"$f")"
+    done
+    rm -f "$out"/attn.*.a "$out"/attn.*.b     # names with '+': they would not come back from $OUT
+  fi
   echo "== A / B table (B / A < 1: B is faster)"
   printf '%-52s %12s %12s %8s\n' "what" "A" "B" "B / A"
   cat "$table"
   exit "$failed"
   ;;
 *)
-  echo "usage: $0 prepare BASE | run [--no-tests] [--models M,...] [--rounds N] [--steps N] [--bench F,...] [--graph FILE[:train],...]" >&2
+  echo "usage: $0 prepare BASE | run [--no-tests] [--models M,...] [--rounds N] [--steps N] [--bench F,...] [--graph FILE[:train],...] [--attn]" >&2
   exit 2
   ;;
 esac

@@ -24,7 +24,9 @@
  * (pingpong vs cooperative consumers), and EVTC_GEMM=cublaslt (cuBLASLt
  * into f32 scratch, the epilogue kernel, the reductions in a rows kernel),
  * plus cuBLASLt called directly with its GELU_BIAS epilogue (tanh GELU,
- * bias bf16, D bf16).  Each time is the median of 20 runs after 3
+ * bias bf16, D bf16) and its DGELU_BGRAD epilogue (D = dh bf16 from the
+ * saved pre-activation h, bf16, as the aux matrix; the bias gradient in
+ * bf16, cuBLASLt's output type).  Each time is the median of 20 runs after 3
  * warm-ups, each run measured on the host around evtc_program_run (which
  * waits for the GPU: launches + one synchronisation + the error-flag read)
  * or around cublasLtMatmul + a stream synchronisation; the row "sync only"
@@ -49,7 +51,9 @@
 #include "runtime/program_plan.h"
 
 enum { WARM = 3, ITERS = 20, SAMPLES = 65536 };
-enum { DESC_EPILOGUE = 7, DESC_BIAS_POINTER = 8, EPILOGUE_GELU_BIAS = 36 };
+/* cublasLt.h's values (cuBLASLt is opened with dlopen, its header not included) */
+enum { DESC_EPILOGUE = 7, DESC_BIAS_POINTER = 8, DESC_EPILOGUE_AUX_POINTER = 11, DESC_EPILOGUE_AUX_LD = 12 };
+enum { EPILOGUE_GELU_BIAS = 32 | 4, EPILOGUE_DGELU_BGRAD = 64 | 128 | 16 };
 static const int64_t M = 16384, N = 4096, K = 1024;
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
@@ -227,13 +231,14 @@ out:
   return r;
 }
 
-/* cuBLASLt with its GELU_BIAS epilogue on its own buffers: median ms per call + synchronisation. */
-static double lt_gelu_bias(evtc_diag *d) {
+/* cuBLASLt with epilogue `epi` (EPILOGUE_GELU_BIAS: bias read; EPILOGUE_DGELU_BGRAD: aux h read, bias gradient
+ * written) on its own buffers: median ms per call + synchronisation. */
+static double lt_epilogue(int32_t epi, const char *what, evtc_diag *d) {
   evtc_cuda_device dev;
   if (evtc_cuda_device_open(&dev, 0, d) != EVTC_OK) return 0;
   const evtc_cuda_cublaslt *lt = evtc_cuda_cublaslt_get(d);
   double ms = 0;
-  CUdeviceptr x = 0, w = 0, b = 0, out = 0, ws = 0;
+  CUdeviceptr x = 0, w = 0, b = 0, out = 0, ws = 0, aux = 0;
   const size_t ws_bytes = (size_t)32 << 20;
   cublasLtHandle_t h = NULL;
   cublasLtMatmulDesc_t desc = NULL;
@@ -241,20 +246,25 @@ static double lt_gelu_bias(evtc_diag *d) {
   if (!lt || lt->cublasLtCreate(&h)) goto out;
   const evtc_cuda_driver *drv = dev.drv;
   if (drv->cuMemAlloc(&x, (size_t)(M * K) * 2) || drv->cuMemAlloc(&w, (size_t)(N * K) * 2) ||
-      drv->cuMemAlloc(&b, (size_t)N * 2) || drv->cuMemAlloc(&out, (size_t)(M * N) * 2) || drv->cuMemAlloc(&ws, ws_bytes)) {
+      drv->cuMemAlloc(&b, (size_t)N * 2) || drv->cuMemAlloc(&out, (size_t)(M * N) * 2) || drv->cuMemAlloc(&ws, ws_bytes) ||
+      (epi == EPILOGUE_DGELU_BGRAD && drv->cuMemAlloc(&aux, (size_t)(M * N) * 2))) {
     evtc_diag_set(d, EVTC_ERR_RUNTIME, "cuMemAlloc failed");
     goto out;
   }
   evtc_cuda_fill32(&dev, x, 0x3c003c00u, (size_t)(M * K) / 2, d);    /* bf16 0.0078: small, finite */
   evtc_cuda_fill32(&dev, w, 0x3c003c00u, (size_t)(N * K) / 2, d);
   evtc_cuda_fill32(&dev, b, 0x3c003c00u, (size_t)N / 2, d);
-  int32_t ta = EVTC_CUBLAS_OP_T, tb = EVTC_CUBLAS_OP_N, epi = EPILOGUE_GELU_BIAS;
-  void *bias = (void *)(uintptr_t)b;
+  if (aux) evtc_cuda_fill32(&dev, aux, 0x3c003c00u, (size_t)(M * N) / 2, d);
+  int32_t ta = EVTC_CUBLAS_OP_T, tb = EVTC_CUBLAS_OP_N;
+  void *bias = (void *)(uintptr_t)b, *auxp = (void *)(uintptr_t)aux;
+  int64_t aux_ld = N;      /* column-major D is N x M: h row-major [M, N] */
   cublasStatus_t st = lt->cublasLtMatmulDescCreate(&desc, EVTC_CUBLAS_COMPUTE_32F, EVTC_CUDA_R_32F);
   if (!st) st = lt->cublasLtMatmulDescSetAttribute(desc, EVTC_CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
   if (!st) st = lt->cublasLtMatmulDescSetAttribute(desc, EVTC_CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
   if (!st) st = lt->cublasLtMatmulDescSetAttribute(desc, DESC_EPILOGUE, &epi, sizeof epi);
   if (!st) st = lt->cublasLtMatmulDescSetAttribute(desc, DESC_BIAS_POINTER, &bias, sizeof bias);
+  if (!st && aux) st = lt->cublasLtMatmulDescSetAttribute(desc, DESC_EPILOGUE_AUX_POINTER, &auxp, sizeof auxp);
+  if (!st && aux) st = lt->cublasLtMatmulDescSetAttribute(desc, DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld);
   if (!st) st = lt->cublasLtMatrixLayoutCreate(&la, EVTC_CUDA_R_16BF, (uint64_t)K, (uint64_t)N, K);
   if (!st) st = lt->cublasLtMatrixLayoutCreate(&lb, EVTC_CUDA_R_16BF, (uint64_t)K, (uint64_t)M, K);
   if (!st) st = lt->cublasLtMatrixLayoutCreate(&lc, EVTC_CUDA_R_16BF, (uint64_t)N, (uint64_t)M, N);
@@ -267,7 +277,7 @@ static double lt_gelu_bias(evtc_diag *d) {
   if (!st) st = lt->cublasLtMatmulAlgoGetHeuristic(h, desc, la, lb, lc, lc, pref, 1, &algo, &found);
   if (pref) lt->cublasLtMatmulPreferenceDestroy(pref);
   if (st || found < 1) {
-    evtc_diag_set(d, EVTC_ERR_RUNTIME, "cuBLASLt GELU_BIAS setup: status %d, %d algorithms", st, found);
+    evtc_diag_set(d, EVTC_ERR_RUNTIME, "cuBLASLt %s setup: status %d, %d algorithms", what, st, found);
     goto out;
   }
   float one = 1, zero = 0;
@@ -277,8 +287,8 @@ static double lt_gelu_bias(evtc_diag *d) {
     st = lt->cublasLtMatmul(h, desc, &one, (const void *)(uintptr_t)w, la, (const void *)(uintptr_t)x, lb, &zero,
                             (void *)(uintptr_t)out, lc, (void *)(uintptr_t)out, lc, &algo.algo, (void *)(uintptr_t)ws,
                             ws_bytes, dev.stream);
-    if (st || evtc_cuda_sync(&dev, "cuBLASLt GELU_BIAS", d)) {
-      evtc_diag_set(d, EVTC_ERR_RUNTIME, "cublasLtMatmul (GELU_BIAS): status %d", st);
+    if (st || evtc_cuda_sync(&dev, what, d)) {
+      evtc_diag_set(d, EVTC_ERR_RUNTIME, "cublasLtMatmul (%s): status %d", what, st);
       goto out;
     }
     if (i >= WARM) t[i - WARM] = now_ms() - t0;
@@ -290,8 +300,8 @@ out:
   if (lc) lt->cublasLtMatrixLayoutDestroy(lc);
   if (desc) lt->cublasLtMatmulDescDestroy(desc);
   if (h) lt->cublasLtDestroy(h);
-  CUdeviceptr bufs[] = {x, w, b, out, ws};
-  for (int i = 0; i < 5; i++)
+  CUdeviceptr bufs[] = {x, w, b, out, ws, aux};
+  for (int i = 0; i < 6; i++)
     if (bufs[i]) dev.drv->cuMemFree(bufs[i]);
   evtc_cuda_device_close(&dev);
   return ms;
@@ -374,8 +384,11 @@ int main(int argc, char **argv) {
     res[v] = wanted(variants[v].graph, argc, argv) ? run_graph(be, variants[v].graph, variants[v].mode) : (result){0};
   }
   unsetenv("EVTC_GEMM_CONFIG");
-  double lt_ms = wanted("bias_gelu", argc, argv) ? lt_gelu_bias(&d) : 0;
+  double lt_ms = wanted("bias_gelu", argc, argv) ? lt_epilogue(EPILOGUE_GELU_BIAS, "GELU_BIAS", &d) : 0;
   if (d.status != EVTC_OK) fprintf(stderr, "cuBLASLt GELU_BIAS: %s\n", d.msg);
+  evtc_diag dd = {0};
+  double lt_dgelu_ms = wanted("dgelu_bgrad", argc, argv) ? lt_epilogue(EPILOGUE_DGELU_BGRAD, "DGELU_BGRAD", &dd) : 0;
+  if (dd.status != EVTC_OK) fprintf(stderr, "cuBLASLt DGELU_BGRAD: %s\n", dd.msg);
   double sync_ms = sync_only(be);
   const double flop = 2.0 * (double)M * (double)N * (double)K, base = res[0].ms;
   printf("\n== EVT on evtc's GEMM: %lldx%lldx%lld bf16 (M x N x K), H200; ms: median of %d host-timed runs\n",
@@ -403,6 +416,9 @@ int main(int argc, char **argv) {
   if (lt_ms)
     printf("%-11s %-9s %-22s %7d %8.3f %8.1f %11.3f\n", "bias_gelu", "cuBLASLt", "GELU_BIAS epilogue", 1,
            lt_ms, flop / lt_ms * 1e-9, base ? lt_ms / base : 0);
+  if (lt_dgelu_ms)
+    printf("%-11s %-9s %-22s %7d %8.3f %8.1f %11.3f\n", "dgelu_bgrad", "cuBLASLt", "DGELU_BGRAD epilogue", 1,
+           lt_dgelu_ms, flop / lt_dgelu_ms * 1e-9, base ? lt_dgelu_ms / base : 0);
   printf("%-11s %-9s %-22s %7d %8.3f\n", "sync only", "-", "(fixed cost per run)", 1, sync_ms);
   for (int v = 0; v < N_VARIANTS; v++) free(res[v].sample);
   return 0;

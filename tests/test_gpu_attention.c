@@ -32,8 +32,11 @@
  * program.c), which the check of their by-product count confirms, and, run
  * again with EVTC_ATTN_DQ=1 on each library, the gradients' dq from the
  * kernel of dk and dv (one pass over the scores, dq summed by atomics; the
- * wgmma one the default on the H200).  Without a GPU the kernels of dk and
- * dv with dq of every case are compiled for the wgmma schedules.  One more
+ * wgmma one the default on the H200 under a causal mask), and with
+ * EVTC_ATTN_DQ=first on the wgmma library, from dq's own kernel launched
+ * first by the kernel of dk and dv (the default elsewhere on the wgmma
+ * library).  Without a GPU the kernels of dk and dv with dq of every case
+ * are compiled for the wgmma schedules, both ways.  One more
  * program splits the heads of a packed bf16 projection and merges them back,
  * forward and backward: the attention kernels read and write them in place
  * through views (program_views.c), 14 layout kernels fewer.  Two chained
@@ -111,10 +114,10 @@ static evtc_graph *case_graph(const att_case *c) {
  * dq in the pass of dk and dv (4 warps, or warpgroups: at head dim 128 the mma.sync library's one pass). */
 static const struct schedule {
   const char *name, *wg, *warps, *dq;
-} schedules[] = {{"mma_w4", "0", "4", "0"},    {"mma_w8", "0", "8", "0"},       {"wgmma_1", "1", "4", "0"},
-                 {"wgmma_2", "2", "4", "0"},   {"mma_w4_dq", "0", "4", "1"},    {"wgmma_1_dq", "1", "4", "1"},
-                 {"wgmma_2_dq", "2", "4", "1"}};
-enum { N_SCHEDULES = 4, N_PROGRAM_SCHEDULES = 7 };
+} schedules[] = {{"mma_w4", "0", "4", "0"},       {"mma_w8", "0", "8", "0"},        {"wgmma_1", "1", "4", "0"},
+                 {"wgmma_2", "2", "4", "0"},      {"mma_w4_dq", "0", "4", "1"},     {"wgmma_1_dq", "1", "4", "1"},
+                 {"wgmma_2_dq", "2", "4", "1"},   {"wgmma_1_dqf", "1", "4", "first"}, {"wgmma_2_dqf", "2", "4", "first"}};
+enum { N_SCHEDULES = 4, N_PROGRAM_SCHEDULES = 9 };
 static void schedule_set(int w) {
   setenv("EVTC_ATTN_WG", schedules[w].wg, 1);
   setenv("EVTC_ATTN_WARPS", schedules[w].warps, 1);
@@ -159,7 +162,8 @@ static void compile_by_product(const evtc_graph *g, evtc_kernel *k, const char *
   k->args[k->n_args++] = (evtc_karg){.node = evtc_graph_find(g, by), .output = true};
   char why[200] = "", name[sizeof k->name];
   CHECK(evtc_cuda_attention_fits(k, true, why, sizeof why), "%s with %s: refused: %s", what, by, why);
-  snprintf(name, sizeof name, "%.40s_%s", kname, by);
+  const char *mode = getenv("EVTC_ATTN_DQ");
+  snprintf(name, sizeof name, "%.40s_%s%s", kname, by, mode && strcmp(mode, "first") == 0 ? "f" : "");
   snprintf(k->name, sizeof k->name, "%s", name);
   evtc_sb src = {0};
   evtc_cuda_emit_prelude(&src);
@@ -249,10 +253,11 @@ static void run_node(gpu *G, const char *what, const evtc_kernel *k, const char 
       else
         evtc_cuda_fill32(&G->dev, scratch, 0, x.scratch_bytes / 4, &d);
     }
-    unsigned pgrid[3] = {x.pre_grid, 1, 1}, fgrid[3] = {x.fin_grid, 1, 1}, b256[3] = {256, 1, 1};
+    unsigned pgrid[3] = {x.pre_grid, 1, 1}, pblock[3] = {x.pre_block, 1, 1}, fgrid[3] = {x.fin_grid, 1, 1};
+    unsigned b256[3] = {256, 1, 1};
     snprintf(fname, sizeof fname, "%s_pre", k->name);
     if (x.pre_grid && d.status == EVTC_OK && evtc_cuda_kernel_get(&G->dev, mod, fname, &pre, &d) == EVTC_OK)
-      evtc_cuda_launch(&G->dev, &pre, pgrid, b256, 0, pv, &d);
+      evtc_cuda_launch(&G->dev, &pre, pgrid, pblock, x.pre_smem, pv, &d);
     if (d.status == EVTC_OK) evtc_cuda_launch(&G->dev, &fn, grid, block, smem, pv, &d);
     snprintf(fname, sizeof fname, "%s_fin", k->name);
     if (x.fin_grid && d.status == EVTC_OK && evtc_cuda_kernel_get(&G->dev, mod, fname, &fin, &d) == EVTC_OK)
@@ -339,9 +344,14 @@ static void run_case(gpu *G, int ci, bool nvrtc) {
       }
       free(src);
       if (j == 0 && k && !G->open && nvrtc) compile_by_product(g, k, kname, what, "lse");
-      if (j == 3 && k && !G->open && nvrtc && strcmp(schedules[w].wg, "0") != 0) {     /* wgmma's one pass */
+      if (j == 3 && k && !G->open && nvrtc && strcmp(schedules[w].wg, "0") != 0) {     /* wgmma's one pass, dq first */
         setenv("EVTC_ATTN_DQ", "1", 1);
         compile_by_product(g, k, kname, what, "dq");
+        if (c->d == 64) {     /* the wgmma library's: dq first */
+          k->n_args--;
+          setenv("EVTC_ATTN_DQ", "first", 1);
+          compile_by_product(g, k, kname, what, "dq");
+        }
       }
       evtc_kernel_free(k);
     }
@@ -371,10 +381,13 @@ static void check_refusals(void) {
   }
 }
 
-/* Whether the programs take dq from the kernel of dk and dv: EVTC_ATTN_DQ=1 with blocks of 4 warps (taken by
- * the wgmma library at head dim 64 and by the mma.sync one otherwise). */
-static bool one_pass_dq(void) {
-  const char *dq = getenv("EVTC_ATTN_DQ"), *warps = getenv("EVTC_ATTN_WARPS");
+/* Whether the programs of attention at head dim d take dq from the kernel of dk and dv: EVTC_ATTN_DQ=1 with
+ * blocks of 4 warps (one pass: taken by the wgmma library at head dim 64 and by the mma.sync one otherwise), or
+ * EVTC_ATTN_DQ=first on the wgmma library (head dim 64: dq's own kernel launched first by the kernel of dk and
+ * dv). */
+static bool dq_by_product(int64_t d) {
+  const char *dq = getenv("EVTC_ATTN_DQ"), *warps = getenv("EVTC_ATTN_WARPS"), *wg = getenv("EVTC_ATTN_WG");
+  if (dq && strcmp(dq, "first") == 0) return d == 64 && wg && strcmp(wg, "0") != 0;
   return dq && strcmp(dq, "1") == 0 && warps && strcmp(warps, "4") == 0;
 }
 
@@ -387,7 +400,7 @@ static void run_program(int ci) {
   evtc_program *p = cpu_compare(g, NULL, 0, tol, 0, name);
   if (p) {
     evtc_program_stats st = evtc_program_get_stats(p);
-    int want = one_pass_dq() ? 2 : 1;
+    int want = dq_by_product(cases[ci].d) ? 2 : 1;
     CHECK(st.interpreted == 0 && st.by_products == want, "%s: %d kernels in the interpreter, %d by-products (want %d)",
           name, st.interpreted, st.by_products, want);
     printf("program %s (%s warps): %d kernels on the CUDA backend, %d interpreted, %d by-products\n", name,
@@ -430,7 +443,7 @@ static void run_joint_program(int ci) {
     evtc_program *p = cpu_compare(jg, NULL, 0, c->dt == EVTC_BF16 ? 4.0 / 256 : 4.0 / 2048, 0, name);
     if (p) {
       evtc_program_stats st = evtc_program_get_stats(p);
-      int want = one_pass_dq() ? 2 : 1;
+      int want = dq_by_product(c->d) ? 2 : 1;
       CHECK(st.interpreted == 0 && st.by_products == want, "%s: %d kernels in the interpreter, %d by-products (want %d: "
             "the log-sum-exp from the forward%s)", name, st.interpreted, st.by_products, want,
             want == 2 ? ", dq from the kernel of dk and dv" : "");
@@ -477,7 +490,7 @@ static void run_two_layer_program(void) {
     evtc_program *p = cpu_compare(jg, NULL, 0, 4.0 / 256, 0, what);
     if (p) {
       evtc_program_stats st = evtc_program_get_stats(p);
-      int want = one_pass_dq() ? 4 : 2;
+      int want = dq_by_product(64) ? 4 : 2;
       CHECK(st.interpreted == 0 && st.by_products == want, "%s: %d kernels in the interpreter, %d by-products (want %d)",
             what, st.interpreted, st.by_products, want);
       printf("program %s (%s warps): %d kernels on the CUDA backend, %d by-products\n", what, getenv("EVTC_ATTN_WARPS"),
@@ -530,7 +543,7 @@ static void run_views_program(void) {
   evtc_program *p = cpu_compare(g, plan, nk, 4.0 / 256, 0, "views (packed bf16 heads, one kernel per node)");
   if (p) {
     evtc_program_stats st = evtc_program_get_stats(p);
-    int want = one_pass_dq() ? 2 : 1;
+    int want = dq_by_product(d) ? 2 : 1;
     CHECK(st.views == 14 && st.interpreted == 0 && st.by_products == want, "views: %d layout kernels read or written "
           "in place (want 14), %d interpreted, %d by-products (want %d)", st.views, st.interpreted, st.by_products, want);
     printf("program views (%s warps): %d kernels on the CUDA backend, %d views, %d by-products\n",

@@ -68,7 +68,7 @@ typedef struct cuda_handle {
   char entry[64], fin_entry[72], pre_entry[72]; /* their entry points in the module */
   evtc_cuda_kernel main, fin, pre; /* main: NULL fn for a direct GEMM; evt: the GEMM with its epilogue */
   bool has_fin, has_pre;           /* pre: attention's NAME_pre, launched before main */
-  unsigned grid, block, smem, fin_grid, pre_grid;
+  unsigned grid, block, smem, fin_grid, pre_grid, pre_block, pre_smem;
   int n_args;
   CUdeviceptr scratch;             /* rows: reduction partials; GEMM: the result for the epilogue */
   bool shared_scratch;             /* the context's zeroed scratch instead (zeroed_scratch) */
@@ -403,6 +403,8 @@ static void *cuda_kernel(const evtc_backend *be, void *module, const char *entry
     if (h->has_fin && entry_get(c, m, h->fin_entry, h->fin_name, &h->fin, d)) return NULL;
     h->has_pre = x.pre_grid > 0;
     h->pre_grid = x.pre_grid;
+    h->pre_block = x.pre_block;
+    h->pre_smem = x.pre_smem;
     if (h->has_pre && entry_get(c, m, h->pre_entry, h->pre_name, &h->pre, d)) return NULL;
     h->shared_scratch = x.scratch_bytes > 0;
     if (h->shared_scratch && zeroed_scratch(c, x.scratch_bytes, d)) return NULL;
@@ -517,8 +519,9 @@ static evtc_status cuda_run(const evtc_backend *be, void *kernel, void *const *a
   launch_args la;
   launch_args_fill(c, h, args, &la);
   void *pv[] = {&la.params, &la.stepp, &la.err, scratch_of(c, h)};
-  unsigned grid[3] = {h->grid, 1, 1}, block[3] = {h->block, 1, 1}, pgrid[3] = {h->pre_grid, 1, 1}, pblock[3] = {256, 1, 1};
-  if (h->has_pre && evtc_cuda_launch(&c->dev, &h->pre, pgrid, pblock, 0, pv, d)) return d->status;
+  unsigned grid[3] = {h->grid, 1, 1}, block[3] = {h->block, 1, 1}, pgrid[3] = {h->pre_grid, 1, 1};
+  unsigned pblock[3] = {h->pre_block, 1, 1};
+  if (h->has_pre && evtc_cuda_launch(&c->dev, &h->pre, pgrid, pblock, h->pre_smem, pv, d)) return d->status;
   if (evtc_cuda_launch(&c->dev, &h->main, grid, block, h->smem, pv, d)) return d->status;
   return launch_fin(c, h, &la, d);
 }

@@ -42,7 +42,12 @@
  * kept (2026-11-30): the last key block of each batch-head pair storing dq
  * from L2 instead of NAME_fin (a count per pair): BERT-Large's shape 0.340 ->
  * 0.355-0.360 ms, GPT-2's 0.158 -> 0.185; one block finishing a pair's 128 KB
- * of sums alone is slower than NAME_fin's pass over all of them.
+ * of sums alone is slower than NAME_fin's pass over all of them.  Elsewhere
+ * on the wgmma library the key-block kernel gives dq by launching dq's own
+ * kernel first, as its NAME_pre (EVTC_ATTN_DQ=first, the default there):
+ * that kernel computes Dd for its rows anyway and writes it to the scratch
+ * the key-block kernel reads, in place of NAME_pre's own pass over dout and
+ * out (25 us a layer at BERT-Large's shape on the H200).
  *
  * On an sm_90a device at D = 64 the kernels call the warpgroup-MMA library
  * of cuda_emit_attention_wg.c instead (same schedule, same tiles; blocks of
@@ -617,15 +622,26 @@ static bool layout_fits(const evtc_kernel *k, int a) {
   return true;
 }
 
-/* Whether attention_backward_kv kernel k may write dq too (the program asks: a by-product): EVTC_ATTN_DQ=1 or 0
- * says; by default only in blocks of one warpgroup (nwg 1) under a causal mask, where one pass beat dq's own
- * kernel on the H200, and not without one, on the mma.sync library or in blocks of two warpgroups, where it did
- * not (see the top of the file). */
-static bool one_pass_dq(int nwg, bool causal) {
+/* How an attention_backward_kv kernel gives dq when the program asks it to (a by-product): not at all (dq keeps
+ * its own kernel), in its one pass over the scores (dq summed in f32 scratch, stored by NAME_fin), or from dq's
+ * own kernel launched first as its NAME_pre, which also writes the Dd the key-block kernel reads (wgmma library
+ * only), so that the pass that computed Dd alone goes.  EVTC_ATTN_DQ=0, 1 or first says; by default one pass in
+ * blocks of one warpgroup (nwg 1) under a causal mask, where it beat dq's own kernel on the H200, dq first on the
+ * rest of the wgmma library, where one pass did not (see the top of the file), and dq's own kernel on the
+ * mma.sync library (nwg 0). */
+typedef enum dq_mode { DQ_OWN, DQ_ONE_PASS, DQ_FIRST } dq_mode;
+static dq_mode dq_mode_of(int nwg, bool causal) {
   const char *e = getenv("EVTC_ATTN_DQ");
-  if (e && strcmp(e, "1") == 0) return true;
-  if (e && strcmp(e, "0") == 0) return false;
-  return nwg == 1 && causal;
+  if (e && strcmp(e, "1") == 0) return DQ_ONE_PASS;
+  if (e && strcmp(e, "0") == 0) return DQ_OWN;
+  if (e && strcmp(e, "first") == 0) return nwg ? DQ_FIRST : DQ_OWN;
+  return nwg == 1 && causal ? DQ_ONE_PASS : nwg ? DQ_FIRST : DQ_OWN;
+}
+
+/* kernel k's dq_mode: DQ_OWN unless it is attention_backward_kv with dq as a by-product. */
+static dq_mode dq_mode_of_kernel(const evtc_kernel *k, bool sm90a) {
+  if (k->main->op != EVTC_OP_ATTENTION_BACKWARD_KV || by_product_arg(k) < 0) return DQ_OWN;
+  return dq_mode_of(evtc_cuda_attention_warpgroups(k, sm90a), evtc_node_int(k->main, "causal") != 0);
 }
 
 bool evtc_cuda_attention_fits(const evtc_kernel *k, bool sm90a, char *why, size_t cap) {
@@ -644,14 +660,13 @@ bool evtc_cuda_attention_fits(const evtc_kernel *k, bool sm90a, char *why, size_
              attention_warps());
     return false;
   }
-  const bool causal = evtc_node_int(k->main, "causal") != 0;
-  if (by >= 0 && k->main->op == EVTC_OP_ATTENTION_BACKWARD_KV && !one_pass_dq(nwg, causal)) {
+  if (by >= 0 && k->main->op == EVTC_OP_ATTENTION_BACKWARD_KV && dq_mode_of_kernel(k, sm90a) == DQ_OWN) {
     const char *e = getenv("EVTC_ATTN_DQ");
     snprintf(why, cap, "attention_backward_kv with dq (%s)",
              e && strcmp(e, "0") == 0 ? "EVTC_ATTN_DQ=0"
-             : nwg == 2               ? "slower than dq's own kernel in blocks of two warpgroups; EVTC_ATTN_DQ=1 asks for it"
-             : nwg                    ? "slower than dq's own kernel without a causal mask; EVTC_ATTN_DQ=1 asks for it"
-                                      : "slower than dq's own kernel on the mma.sync library; EVTC_ATTN_DQ=1 asks for it");
+             : e && strcmp(e, "first") == 0
+                 ? "dq first needs the wgmma library"
+                 : "slower than dq's own kernel on the mma.sync library; EVTC_ATTN_DQ=1 asks for it");
     return false;
   }
   for (int a = 0; a < k->n_args; a++)
@@ -682,10 +697,8 @@ bool evtc_cuda_attention_fits(const evtc_kernel *k, bool sm90a, char *why, size_
   return true;
 }
 
-/* Whether kernel k is attention_backward_kv writing dq too. */
-static bool with_dq(const evtc_kernel *k) {
-  return k->main->op == EVTC_OP_ATTENTION_BACKWARD_KV && by_product_arg(k) >= 0;
-}
+/* Whether kernel k is attention_backward_kv summing dq in its pass (DQ_ONE_PASS). */
+static bool with_dq(const evtc_kernel *k, bool sm90a) { return dq_mode_of_kernel(k, sm90a) == DQ_ONE_PASS; }
 
 /* Floats of dq's f32 sums: row-major [B H, S, D] on the mma.sync library, tiles of 64 whole rows (S rounded up)
  * in the wgmma accumulators' order on the warpgroup one. */
@@ -702,6 +715,10 @@ static int64_t dd_floats(const evtc_kernel *k, bool sm90a) {
   return q->shape[0] * q->shape[1] * ((q->shape[2] + 63) / 64) * 64;
 }
 
+/* Dynamic shared memory of the wgmma dq kernel in blocks of br query rows: a 1024-byte boundary, q and dout of
+ * the block, two buffers of k and v (64 x 64 each). */
+static unsigned wg_q_smem(unsigned br) { return 1024 + 2 * br * 64 * 2 + 4 * 64 * 64 * 2; }
+
 /* Blocks of 256 threads for n items, at most 65536 (the kernels loop over the rest). */
 static unsigned grid_for(int64_t n) {
   int64_t blocks = (n + 255) / 256;
@@ -710,14 +727,20 @@ static unsigned grid_for(int64_t n) {
 
 evtc_cuda_attention_extra evtc_cuda_attention_extra_of(const evtc_kernel *k, bool sm90a) {
   evtc_cuda_attention_extra x = {0};
-  const int64_t sums = with_dq(k) ? dq_sums(k, sm90a) : 0, dd = dd_floats(k, sm90a);
+  const int64_t sums = with_dq(k, sm90a) ? dq_sums(k, sm90a) : 0, dd = dd_floats(k, sm90a);
   if (!sums && !dd) return x;
   const int per_thread = evtc_cuda_attention_warpgroups(k, sm90a) ? 4 : 2;     /* sums NAME_fin takes a thread */
   x.scratch_bytes = (size_t)(sums + dd) * sizeof(float);
   x.fin_grid = grid_for((sums > dd ? sums : dd) / per_thread);
-  if (dd) {     /* 8 threads a row of q */
-    const evtc_type *q = &k->main->inputs[0]->type;
+  const evtc_type *q = &k->main->inputs[0]->type;
+  if (dq_mode_of_kernel(k, sm90a) == DQ_FIRST) {     /* dq's own kernel: a block per 64 nwg query rows */
+    const int64_t br = 64 * evtc_cuda_attention_warpgroups(k, sm90a);
+    x.pre_grid = (unsigned)(q->shape[0] * q->shape[1] * ((q->shape[2] + br - 1) / br));
+    x.pre_block = (unsigned)(2 * br);
+    x.pre_smem = wg_q_smem((unsigned)br);
+  } else if (dd) {     /* 8 threads a row of q */
     x.pre_grid = (unsigned)((q->shape[0] * q->shape[1] * q->shape[2] * 8 + 255) / 256);
+    x.pre_block = 256;
   }
   return x;
 }
@@ -748,15 +771,15 @@ void evtc_cuda_attention_launch(const evtc_kernel *k, bool sm90a, unsigned *grid
   if (nwg) {     /* a 1024-byte boundary, then (cuda_emit_attention_wg.c) */
     const unsigned tile = 64 * 64 * 2, rows_bytes = (unsigned)br * 64 * 2;
     if (kv)     /* k, v; stages x (q, dout); dS^T for dq; stages x (lse, Dd) */
-      *smem = 1024 + 2 * rows_bytes + WG_KV_STAGES * (2 * tile + 2 * 64 * sizeof(float)) + (with_dq(k) ? rows_bytes : 0);
-    else if (n->op == EVTC_OP_ATTENTION_BACKWARD_Q) *smem = 1024 + 2 * rows_bytes + 4 * tile;   /* q, dout; 2 x (k, v) */
+      *smem = 1024 + 2 * rows_bytes + WG_KV_STAGES * (2 * tile + 2 * 64 * sizeof(float)) + (with_dq(k, sm90a) ? rows_bytes : 0);
+    else if (n->op == EVTC_OP_ATTENTION_BACKWARD_Q) *smem = wg_q_smem((unsigned)br);
     else *smem = 1024 + rows_bytes + 4 * tile * (WG_FWD_KEYS / 64);     /* q; 2 x (k, v) of WG_FWD_KEYS rows */
     return;
   }
   if (kv) {     /* evtc_att_bwd_kv: k and v of the block, ST query tiles of q, dout, out and their lse, Dd */
     int64_t st = d == 64 ? 2 : 1;
     *smem = (unsigned)(2 * br * d * 2 + st * (3 * 64 * d * 2 + 64 * sizeof(float)) + 64 * sizeof(float) +
-                       (with_dq(k) ? br * 64 * 2 : 0));     /* dS^T for dq */
+                       (with_dq(k, sm90a) ? br * 64 * 2 : 0));     /* dS^T for dq */
   } else {
     *smem = (unsigned)(2 * 64 * d * 2 + 2 * 64 * sizeof(float));
   }
@@ -795,7 +818,7 @@ void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k, bool sm90a) {
      made the forward and dq slower, and 2 warpgroups with dq asking for 2 or 3 blocks spill far more. */
   char bounds[32];
   if (n->op == EVTC_OP_ATTENTION_BACKWARD_KV && d == 64 && nw == 4 && !nwg) snprintf(bounds, sizeof bounds, "%d, 3", 32 * nw);
-  else if (nwg == 1 && with_dq(k)) snprintf(bounds, sizeof bounds, "%d, 3", 32 * nw);
+  else if (nwg == 1 && with_dq(k, sm90a)) snprintf(bounds, sizeof bounds, "%d, 3", 32 * nw);
   else snprintf(bounds, sizeof bounds, "%d", 32 * nw);
   evtc_sb_printf(b, "%s", attention_lib);
   if (nwg) evtc_cuda_emit_attention_wg_lib(b);
@@ -828,16 +851,16 @@ void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k, bool sm90a) {
     default: {
       bool kv = n->op == EVTC_OP_ATTENTION_BACKWARD_KV, pre = dd_floats(k, sm90a) > 0;
       if (nwg && kv)
-        evtc_sb_printf(b, "  evtc_awg_bwd_kv<%d, %d, %d, %s, %d>(", bf, causal, nwg, with_dq(k) ? "true" : "false",
+        evtc_sb_printf(b, "  evtc_awg_bwd_kv<%d, %d, %d, %s, %d>(", bf, causal, nwg, with_dq(k, sm90a) ? "true" : "false",
                        WG_KV_STAGES);
       else if (nwg)
         evtc_sb_printf(b, "  evtc_awg_bwd_q<%d, %d, %d>(", bf, causal, nwg);
       else
         evtc_sb_printf(b, "  evtc_att_bwd_%s<%d, %d, %d, %d%s>(", kv ? "kv" : "q", bf, d, causal, nw,
-                       !kv ? "" : with_dq(k) ? ", true" : ", false");
+                       !kv ? "" : with_dq(k, sm90a) ? ", true" : ", false");
       for (int j = 0; j < 5; j++) {
         if (j == 3 && pre)     /* Dd from NAME_pre in place of out, after the dq sums */
-          evtc_sb_printf(b, "(const float *)scratch + %lld, ", (long long)(with_dq(k) ? dq_sums(k, sm90a) : 0));
+          evtc_sb_printf(b, "(const float *)scratch + %lld, ", (long long)(with_dq(k, sm90a) ? dq_sums(k, sm90a) : 0));
         else
           evtc_sb_printf(b, "%sP.a[%d], ", u, evtc_kernel_input_arg(k, j));
       }
@@ -848,14 +871,29 @@ void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k, bool sm90a) {
       for (int i = 0; i < 6; i++) {
         if (i == 3 && pre) continue;     /* out's layout is NAME_pre's */
         emit_layout(b, k, lay[i]);
-        evtc_sb_printf(b, i < 5 ? ", " : kv ? ", %s);\n" : ");\n", with_dq(k) ? "(float *)scratch" : "nullptr");
+        evtc_sb_printf(b, i < 5 ? ", " : kv ? ", %s);\n" : nwg ? ", nullptr, 0);\n" : ");\n",
+                       with_dq(k, sm90a) ? "(float *)scratch" : "nullptr");
       }
       break;
     }
   }
   evtc_sb_printf(b, "}\n\n");
-  const int64_t dd = dd_floats(k, sm90a), sums = with_dq(k) ? dq_sums(k, sm90a) : 0;
-  if (dd) {     /* NAME_pre: Dd of every query row into the scratch after the dq sums */
+  const int64_t dd = dd_floats(k, sm90a), sums = with_dq(k, sm90a) ? dq_sums(k, sm90a) : 0;
+  if (dq_mode_of_kernel(k, sm90a) == DQ_FIRST) {     /* NAME_pre: dq's own kernel, writing Dd into the scratch too */
+    const int dq = by_product_arg(k);
+    evtc_sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(%d) %s_pre(evtc_params P, const uint64_t *stepp, "
+                      "int *err, void *scratch) {\n  const uint64_t step = *stepp;\n  (void)step; (void)err;\n"
+                      "  evtc_awg_bwd_q<%d, %d, %d>(", 128 * nwg, k->name, bf, causal, nwg);
+    for (int j = 0; j < 5; j++) evtc_sb_printf(b, "%sP.a[%d], ", u, evtc_kernel_input_arg(k, j));
+    evtc_sb_printf(b, "(const float *)P.a[%d], (uint16_t *)P.a[%d], %d, %d, (float)%.17g,\n    ",
+                   evtc_kernel_input_arg(k, 5), dq, s, t, scale);
+    for (int j = 0; j < 5; j++) {
+      emit_layout(b, k, evtc_kernel_input_arg(k, j));
+      evtc_sb_printf(b, ", ");
+    }
+    emit_layout(b, k, dq);
+    evtc_sb_printf(b, ", (float *)scratch, %d);\n}\n\n", (s + 63) / 64 * 64);
+  } else if (dd) {     /* NAME_pre: Dd of every query row into the scratch after the dq sums */
     evtc_sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(256) %s_pre(evtc_params P, const uint64_t *stepp, "
                       "int *err, void *scratch) {\n  const uint64_t step = *stepp;\n  (void)step; (void)err;\n"
                       "  evtc_awg_dd<%d>(%sP.a[%d], %sP.a[%d], (float *)scratch + %lld, %d, %d, %lldLL,\n    ",

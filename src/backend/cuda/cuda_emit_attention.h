@@ -10,8 +10,9 @@
  * (f16 / bf16, head dims 64 or 128, equal) on a device with (sm90a) or
  * without wgmma; else why ("no CUDA template for OP" for every other OPAQUE
  * kernel).  attention_backward_kv writing dq too is taken on the wgmma
- * library under a causal mask unless EVTC_ATTN_DQ=0, elsewhere only with
- * EVTC_ATTN_DQ=1. */
+ * library unless EVTC_ATTN_DQ=0 (in one pass under a causal mask in blocks
+ * of one warpgroup, else from dq's kernel launched first), on the mma.sync
+ * library only with EVTC_ATTN_DQ=1 (one pass). */
 bool evtc_cuda_attention_fits(const evtc_kernel *k, bool sm90a, char *why, size_t cap);
 /* Its schedule: on an sm_90a device (wgmma) at head dim 64 the warpgroup
  * library (cuda_emit_attention_wg.c; the scale positive), blocks of EVTC_ATTN_WG warpgroups (1
@@ -31,12 +32,15 @@ void evtc_cuda_attention_launch(const evtc_kernel *k, bool sm90a, unsigned *grid
  *     dq there, and NAME_fin stores dq;
  *   - the wgmma attention_backward_kv reads Dd = rowsum(dout * out) of each
  *     query row from there (after the dq sums), written by its preparing
- *     kernel NAME_pre (pre_grid blocks of 256 threads) launched before it.
+ *     kernel NAME_pre (pre_grid blocks of pre_block threads, pre_smem
+ *     bytes of dynamic shared memory) launched before it: a pass over dout
+ *     and out, or, where it gives dq from dq's own kernel launched first,
+ *     that kernel, which stores dq and writes Dd on the way.
  * All zero for the other kernels. */
 typedef struct evtc_cuda_attention_extra {
   size_t scratch_bytes;
   unsigned fin_grid;
-  unsigned pre_grid;
+  unsigned pre_grid, pre_block, pre_smem;
 } evtc_cuda_attention_extra;
 evtc_cuda_attention_extra evtc_cuda_attention_extra_of(const evtc_kernel *k, bool sm90a);
 /* Appends the device library (once per module) and the kernel k->name (and NAME_pre, NAME_fin when it has them). */

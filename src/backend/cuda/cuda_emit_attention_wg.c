@@ -29,8 +29,9 @@
  * another's softmax with their MMAs.  The key-block kernel (dk with dv)
  * keeps WG_KV_STAGES query tiles in flight and reads Dd = rowsum(dout *
  * out) of each query row, which its preparing kernel NAME_pre
- * (evtc_awg_dd) writes once, instead of loading the out tile and summing
- * Dd again in every key block; with the tile loads unrolled and its wgmma
+ * (evtc_awg_dd, or the dq kernel where dq runs first: cuda_emit_attention.c)
+ * writes once, instead of loading the out tile and summing Dd again in
+ * every key block; with the tile loads unrolled and its wgmma
  * descriptors made once, BERT-Large's shape went from 0.397 to 0.344 ms
  * with dq (H200, 2026-11-30).  With dq in the pass of dk and dv
  * (the default with one warpgroup a block) each warpgroup also writes its
@@ -219,12 +220,13 @@ static const char attention_wg_kernels[] =
     "}\n"
     "\n"
     "/* dq of query block blockIdx.x (NWG warpgroups of 64 rows; key tiles of 64 double-buffered): S = Q K^T and\n"
-    "   dP = dout V^T by wgmma, dS = P (dP - Dd) in registers, dq += dS K with K read as a transposed B. */\n"
+    "   dP = dout V^T by wgmma, dS = P (dP - Dd) in registers, dq += dS K with K read as a transposed B.  With ddo,\n"
+    "   Dd of each row into ddo[bh sp + s] too (sp = S rounded up to 64), for the key-block kernel after it. */\n"
     "template <bool BF, bool CAUSAL, int NWG>\n"
     "__device__ __forceinline__ void evtc_awg_bwd_q(const uint16_t *Q, const uint16_t *K, const uint16_t *V, const uint16_t *O,\n"
     "                                               const uint16_t *dO, const float *lse, uint16_t *dQ, int S, int T, float scale,\n"
     "                                               evtc_att_lay lq, evtc_att_lay lk, evtc_att_lay lv, evtc_att_lay lo,\n"
-    "                                               evtc_att_lay ld, evtc_att_lay lg) {\n"
+    "                                               evtc_att_lay ld, evtc_att_lay lg, float *ddo, int sp) {\n"
     "  constexpr int D = 64, BR = 64 * NWG, BC = 64, NT = 128 * NWG;\n"
     "  uint16_t *sq = evtc_awg_smem(), *sd = sq + BR * D, *sk = sd + BR * D, *sv = sk + 2 * BC * D;\n"
     "  const int qblocks = (S + BR - 1) / BR, wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;\n"
@@ -247,6 +249,10 @@ static const char attention_wg_kernels[] =
     "  const int r = wg * 64 + warp * 16 + (lane >> 2);\n"
     "  float dd[2], lse2[2];\n"
     "  evtc_att_dq_rows<BF, D>(dd, lse2, dO, O, lse, bh, q0, r, S, ld, lo);\n"
+    "  if (ddo && (lane & 3) == 0)     /* each lane of a quad holds its rows' sums */\n"
+    "#pragma unroll\n"
+    "    for (int h = 0; h < 2; h++)\n"
+    "      if (r + 8 * h < S - q0) ddo[bh * sp + q0 + r + 8 * h] = dd[h];\n"
     "  const uint32_t aq = evtc_att_saddr(sq + wg * 64 * D), ad = evtc_att_saddr(sd + wg * 64 * D);\n"
     "  const uint32_t ak = evtc_att_saddr(sk), av = evtc_att_saddr(sv);\n"
     "  float dq[8][4];\n"

@@ -31,11 +31,9 @@
  * The programs write the log-sum-exp from the forward kernel (a by-product,
  * program.c), which the check of their by-product count confirms, and, run
  * again with EVTC_ATTN_DQ=1 on each library, the gradients' dq from the
- * kernel of dk and dv (one pass over the scores, dq summed by atomics; the
- * wgmma one the default on the H200 under a causal mask), and with
- * EVTC_ATTN_DQ=first on the wgmma library, from dq's own kernel launched
- * first by the kernel of dk and dv (the default elsewhere on the wgmma
- * library).  Without a GPU the kernels of dk and dv with dq of every case
+ * kernel of dk and dv (one pass over the scores, dq summed by atomics), and
+ * with EVTC_ATTN_DQ=first on the wgmma library, from dq's own kernel
+ * launched first by the kernel of dk and dv (the default there).  Without a GPU the kernels of dk and dv with dq of every case
  * are compiled for the wgmma schedules, both ways.  One more
  * program splits the heads of a packed bf16 projection and merges them back,
  * forward and backward: the attention kernels read and write them in place

@@ -18,9 +18,9 @@
  * the forward attention kernel of the same q, k, scale and causality, when
  * the backend takes that second output (by_product), instead of running
  * the scores again; likewise attention's dq by the kernel of dk and dv of
- * the same inputs (absorb_dq: FlashAttention-2's single backward pass, its
- * dq summed in f32 by atomics), when no kernel between them touches dq's
- * buffer.  An update (a parameter's or optimizer state's next value) is written
+ * the same inputs (absorb_dq; the backend says how: the CUDA one launches
+ * dq's kernel first so that it shares Dd, or sums dq in the same pass),
+ * when no kernel between them touches dq's buffer.  An update (a parameter's or optimizer state's next value) is written
  * over the value it replaces when the kernel that computes it is the
  * value's last reader and reads it element by element (in_place_update):
  * no second copy of the weights, and no copy back after the step.  Any
@@ -158,8 +158,7 @@ static bool by_product(evtc_program *p, const evtc_node *n) {
 }
 
 /* attention_backward_kv kernel k, about to be appended: when an earlier kernel computes the dq of the same inputs
- * alone and no kernel since touches dq's buffer, k writes dq too (one pass over the scores instead of two) and
- * that kernel goes. */
+ * alone and no kernel since touches dq's buffer, k writes dq too (as its backend does it) and that kernel goes. */
 static bool absorb_dq(evtc_program *p, evtc_kernel *k) {
   for (int t = p->n_ks - 1; t >= 0; t--) {
     evtc_kernel *q = p->ks[t].k;

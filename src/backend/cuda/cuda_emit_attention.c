@@ -27,27 +27,27 @@
  * most keys start first.
  *
  * The key-block kernel also gives dq where the program asks for it (a
- * by-product: FlashAttention-2's single backward pass, dq summed in f32 by
- * atomics into scratch that NAME_fin stores and zeroes again), by default
- * only on the wgmma library in blocks of one warpgroup under a causal mask
- * (EVTC_ATTN_DQ=1 asks for it everywhere, 0 nowhere).  On the H200
- * (bench/gpu_attention_bench.c) the wgmma kernel with dq and its NAME_fin took
- * 0.158 ms against 0.073 + 0.091 for dq's own kernel and the key-block kernel
- * at GPT-2's shape (8 x 12 heads, 1024 x 1024, causal, D = 64), but 0.340
- * against 0.146 + 0.186 at BERT-Large's (32 x 16, 512 x 512), and inside
- * BERT-Large's step 403-422 us a layer against 385-399 (2026-11-30, two runs;
- * an earlier machine had 0.403 against 0.173 + 0.261 there); on mma.sync
- * 0.739 against 0.252 + 0.369 (scalar atomics, a second pass through shared
- * memory), and with two warpgroups 1.1 ms and more (spills).  Tried and not
- * kept (2026-11-30): the last key block of each batch-head pair storing dq
- * from L2 instead of NAME_fin (a count per pair): BERT-Large's shape 0.340 ->
- * 0.355-0.360 ms, GPT-2's 0.158 -> 0.185; one block finishing a pair's 128 KB
- * of sums alone is slower than NAME_fin's pass over all of them.  Elsewhere
- * on the wgmma library the key-block kernel gives dq by launching dq's own
- * kernel first, as its NAME_pre (EVTC_ATTN_DQ=first, the default there):
- * that kernel computes Dd for its rows anyway and writes it to the scratch
- * the key-block kernel reads, in place of NAME_pre's own pass over dout and
- * out (25 us a layer at BERT-Large's shape on the H200).
+ * by-product), in one of two ways.  By default on the wgmma library it
+ * launches dq's own kernel first, as its NAME_pre (EVTC_ATTN_DQ=first): that
+ * kernel computes Dd for its rows anyway and writes it to the scratch the
+ * key-block kernel reads, in place of NAME_pre's own pass over dout and out
+ * (25 us a layer at BERT-Large's shape on the H200), and dq is the same bit
+ * for bit as from dq's kernel apart.  With EVTC_ATTN_DQ=1 (on either
+ * library) it sums dq in its own pass over the scores, FlashAttention-2's
+ * single backward pass: f32 atomics into scratch that NAME_fin stores and
+ * zeroes again.  On the H200 (bench/gpu_attention_bench.c, 2026-11-30) that
+ * took 0.342 ms at BERT-Large's shape (32 x 16 heads, 512 x 512, D = 64)
+ * against 0.313 with dq first and 0.146 + 0.185 for the kernels apart, and
+ * 0.157 at GPT-2's (8 x 12, 1024 x 1024, causal) against 0.152 with dq
+ * first; an earlier session had one pass ahead of the kernels apart at
+ * GPT-2's shape (0.158 against 0.073 + 0.091), behind inside BERT-Large's
+ * step (403-422 us a layer against 385-399); on mma.sync 0.739 against
+ * 0.252 + 0.369 (scalar atomics, a second pass through shared memory), and
+ * with two warpgroups 1.1 ms and more (spills).  Tried and not kept
+ * (2026-11-30): the last key block of each batch-head pair storing dq from
+ * L2 instead of NAME_fin (a count per pair): BERT-Large's shape 0.340 ->
+ * 0.355-0.360 ms, GPT-2's 0.158 -> 0.185; one block finishing a pair's
+ * 128 KB of sums alone is slower than NAME_fin's pass over all of them.
  *
  * On an sm_90a device at D = 64 the kernels call the warpgroup-MMA library
  * of cuda_emit_attention_wg.c instead (same schedule, same tiles; blocks of
@@ -625,23 +625,24 @@ static bool layout_fits(const evtc_kernel *k, int a) {
 /* How an attention_backward_kv kernel gives dq when the program asks it to (a by-product): not at all (dq keeps
  * its own kernel), in its one pass over the scores (dq summed in f32 scratch, stored by NAME_fin), or from dq's
  * own kernel launched first as its NAME_pre, which also writes the Dd the key-block kernel reads (wgmma library
- * only), so that the pass that computed Dd alone goes.  EVTC_ATTN_DQ=0, 1 or first says; by default one pass in
- * blocks of one warpgroup (nwg 1) under a causal mask, where it beat dq's own kernel on the H200, dq first on the
- * rest of the wgmma library, where one pass did not (see the top of the file), and dq's own kernel on the
- * mma.sync library (nwg 0). */
+ * only), so that the pass that computed Dd alone goes.  EVTC_ATTN_DQ=0, 1 or first says; by default dq first on
+ * the wgmma library and dq's own kernel on the mma.sync library (nwg 0).  On the H200 (2026-11-30, bench/
+ * gpu_attention_bench.c, one warpgroup a block) dq first took 0.313 ms at BERT-Large's shape against 0.342 in
+ * one pass and 0.146 + 0.185 apart, and 0.152 at GPT-2's (causal) against 0.157 in one pass; its dq is bit for
+ * bit dq's own kernel's (no atomics). */
 typedef enum dq_mode { DQ_OWN, DQ_ONE_PASS, DQ_FIRST } dq_mode;
-static dq_mode dq_mode_of(int nwg, bool causal) {
+static dq_mode dq_mode_of(int nwg) {
   const char *e = getenv("EVTC_ATTN_DQ");
   if (e && strcmp(e, "1") == 0) return DQ_ONE_PASS;
   if (e && strcmp(e, "0") == 0) return DQ_OWN;
   if (e && strcmp(e, "first") == 0) return nwg ? DQ_FIRST : DQ_OWN;
-  return nwg == 1 && causal ? DQ_ONE_PASS : nwg ? DQ_FIRST : DQ_OWN;
+  return nwg ? DQ_FIRST : DQ_OWN;
 }
 
 /* kernel k's dq_mode: DQ_OWN unless it is attention_backward_kv with dq as a by-product. */
 static dq_mode dq_mode_of_kernel(const evtc_kernel *k, bool sm90a) {
   if (k->main->op != EVTC_OP_ATTENTION_BACKWARD_KV || by_product_arg(k) < 0) return DQ_OWN;
-  return dq_mode_of(evtc_cuda_attention_warpgroups(k, sm90a), evtc_node_int(k->main, "causal") != 0);
+  return dq_mode_of(evtc_cuda_attention_warpgroups(k, sm90a));
 }
 
 bool evtc_cuda_attention_fits(const evtc_kernel *k, bool sm90a, char *why, size_t cap) {

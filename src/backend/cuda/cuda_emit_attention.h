@@ -10,9 +10,9 @@
  * (f16 / bf16, head dims 64 or 128, equal) on a device with (sm90a) or
  * without wgmma; else why ("no CUDA template for OP" for every other OPAQUE
  * kernel).  attention_backward_kv writing dq too is taken on the wgmma
- * library unless EVTC_ATTN_DQ=0 (in one pass under a causal mask in blocks
- * of one warpgroup, else from dq's kernel launched first), on the mma.sync
- * library only with EVTC_ATTN_DQ=1 (one pass). */
+ * library unless EVTC_ATTN_DQ=0 (from dq's kernel launched first, or in one
+ * pass with EVTC_ATTN_DQ=1), on the mma.sync library only with
+ * EVTC_ATTN_DQ=1 (one pass). */
 bool evtc_cuda_attention_fits(const evtc_kernel *k, bool sm90a, char *why, size_t cap);
 /* Its schedule: on an sm_90a device (wgmma) at head dim 64 the warpgroup
  * library (cuda_emit_attention_wg.c; the scale positive), blocks of EVTC_ATTN_WG warpgroups (1

@@ -635,8 +635,7 @@ static dq_mode dq_mode_of(int nwg) {
   const char *e = getenv("EVTC_ATTN_DQ");
   if (e && strcmp(e, "1") == 0) return DQ_ONE_PASS;
   if (e && strcmp(e, "0") == 0) return DQ_OWN;
-  if (e && strcmp(e, "first") == 0) return nwg ? DQ_FIRST : DQ_OWN;
-  return nwg ? DQ_FIRST : DQ_OWN;
+  return nwg ? DQ_FIRST : DQ_OWN;     /* "first", and the default */
 }
 
 /* kernel k's dq_mode: DQ_OWN unless it is attention_backward_kv with dq as a by-product. */

@@ -2,9 +2,12 @@
  *
  * Runs the partition that explain shows as a program on the target's
  * backend (cmd_explain.c opens it: the CPU backend for cpu, the CUDA
- * backend, which needs a GPU, for h200), on random leaves (floats uniform in [-1, 1]; integers that
+ * backend, which needs a GPU, for h200), on random inputs (floats uniform in [-1, 1]; integers that
  * index a gather, embedding, scatter_add, one_hot or cross-entropy uniform over the smallest range those
- * readers allow, so that a scatter's atomics spread as they do on real ids; other integers and bools 0),
+ * readers allow, so that a scatter's atomics spread as they do on real ids; other integers and bools 0) and
+ * parameters and optimizer states initialised as `train` starts them (evtc_init_leaf: with weights uniform in
+ * [-1, 1] instead, a transformer layer's softmax saturated and its backward ran on subnormal floats, which the
+ * CPU takes 2-5x longer over: 189 ms a run against 39 ms for the same step in bench/cpu.sh, 2026-11-30),
  * twice to warm up (on a GPU the second run captures the CUDA graph the later runs replay), N times as a whole
  * (the mean time of a run), then N times kernel by kernel
  * (evtc_program_profile: on a GPU CUDA events between the kernels, no
@@ -26,6 +29,7 @@
 #include "backend/backend.h"
 #include "cli.h"
 #include "fusion/partition.h"
+#include "runtime/init.h"
 #include "runtime/program.h"
 #include "runtime/program_plan.h"
 
@@ -71,7 +75,7 @@ static uint64_t next_random(uint64_t *s) {
   return *s * 2685821657736338717ull;
 }
 
-/* Random leaves, as the header says (a fixed seed: the same inputs every time). */
+/* The leaves, as the header says (fixed seeds: the same values every time). */
 static void fill_leaves(evtc_program *prog, const evtc_graph *g) {
   uint64_t s = 0x9E3779B97F4A7C15ull;
   for (int32_t i = 0; i < g->n_nodes; i++) {
@@ -79,6 +83,12 @@ static void fill_leaves(evtc_program *prog, const evtc_graph *g) {
     if (n->op != EVTC_OP_INPUT && n->op != EVTC_OP_PARAM && n->op != EVTC_OP_STATE) continue;
     int64_t numel = evtc_type_numel(&n->type);
     double *v = calloc((size_t)(numel > 0 ? numel : 1), sizeof(double));
+    if (n->op != EVTC_OP_INPUT) {
+      evtc_init_leaf(n, v, 0);
+      evtc_program_set(prog, n, v);
+      free(v);
+      continue;
+    }
     const bool is_float = evtc_dtype_is_float(n->type.dtype);
     const int64_t bound = is_float || n->type.dtype == EVTC_BOOL ? INT64_MAX : index_bound(g, n);
     for (int64_t e = 0; e < numel && (is_float || bound < INT64_MAX); e++)

@@ -10,7 +10,8 @@
  * accumulates the column reductions it finishes.  Reductions over rows
  * (ROW) and over everything (SCALAR) accumulate into per-thread partials,
  * combined in thread order after the parallel loop.  All accumulation is
- * in double.
+ * in double; a column loop whose reductions are all sums of its row or
+ * column is vectorised over lanes (simd_pragma).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,28 @@ static void emit_phase_start(const evtc_cpu_vctx *x, int p) {
   }
 }
 
+/* "#pragma omp simd reduction(+: acc...)" before phase p's column loop when every reduction it finishes is a sum
+ * into a row's accumulator or a partial of its own column: the compiler may then split the sums over vector
+ * lanes (a fixed order for a build, so still deterministic), which it does not do for a double accumulator of
+ * its own accord (no reassociation without the pragma).  A max or min (NaN-propagating, unlike OpenMP's) or a sum
+ * of everything (one partial the iterations share) keeps the loop as it is. */
+static void simd_pragma(const evtc_cpu_vctx *row, int p, evtc_sb *b) {
+  const evtc_kernel *k = row->k;
+  unsigned wide = 1u << EVTC_VC_FULL | 1u << EVTC_VC_ROW;
+  evtc_sb list = {0};
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    if (v->kind != EVTC_V_REDUCE || v->phase != p + 1 || !((wide >> k->v[v->args[0]].cls) & 1)) continue;
+    if ((v->op != EVTC_OP_REDUCE_SUM && v->op != EVTC_OP_REDUCE_MEAN) || v->cls == EVTC_VC_SCALAR) {
+      free(list.s);
+      return;
+    }
+    if (v->cls == EVTC_VC_COL) evtc_sb_printf(&list, "%sacc%d", list.s ? ", " : "", i);
+  }
+  if (list.s) evtc_sb_printf(b, "      #pragma omp simd reduction(+: %s)\n", list.s);
+  free(list.s);
+}
+
 /* The column loop of phase p, when it has work. */
 static void emit_pass(const evtc_cpu_vctx *row, int p, bool *need) {
   const evtc_kernel *k = row->k;
@@ -71,6 +94,7 @@ static void emit_pass(const evtc_cpu_vctx *row, int p, bool *need) {
     if (reduce_here && v->cls == EVTC_VC_COL) evtc_sb_printf(b, "      double acc%d = %s;\n", i, acc_init(v->op));
   }
   if (!any) return;
+  simd_pragma(row, p, b);
   evtc_sb_printf(b, "      for (int64_t c = 0; c < CC; c++) {\n");
   evtc_cpu_vctx x = *row;
   x.ind = "        ";

@@ -6,8 +6,8 @@
  * index a gather, embedding, scatter_add, one_hot or cross-entropy uniform over the smallest range those
  * readers allow, so that a scatter's atomics spread as they do on real ids; other integers and bools 0) and
  * parameters and optimizer states initialised as `train` starts them (evtc_init_leaf: with weights uniform in
- * [-1, 1] instead, a transformer layer's softmax saturated and its backward ran on subnormal floats, which the
- * CPU takes 2-5x longer over: 189 ms a run against 39 ms for the same step in bench/cpu.sh, 2026-11-30),
+ * [-1, 1] instead, a transformer layer's softmax saturated and its backward ran on subnormal floats: 189 ms a
+ * run on the CPU against 36 ms so, and 39 ms for the same step in bench/cpu.sh, 2026-11-30),
  * twice to warm up (on a GPU the second run captures the CUDA graph the later runs replay), N times as a whole
  * (the mean time of a run), then N times kernel by kernel
  * (evtc_program_profile: on a GPU CUDA events between the kernels, no
@@ -83,16 +83,12 @@ static void fill_leaves(evtc_program *prog, const evtc_graph *g) {
     if (n->op != EVTC_OP_INPUT && n->op != EVTC_OP_PARAM && n->op != EVTC_OP_STATE) continue;
     int64_t numel = evtc_type_numel(&n->type);
     double *v = calloc((size_t)(numel > 0 ? numel : 1), sizeof(double));
-    if (n->op != EVTC_OP_INPUT) {
-      evtc_init_leaf(n, v, 0);
-      evtc_program_set(prog, n, v);
-      free(v);
-      continue;
-    }
     const bool is_float = evtc_dtype_is_float(n->type.dtype);
     const int64_t bound = is_float || n->type.dtype == EVTC_BOOL ? INT64_MAX : index_bound(g, n);
-    for (int64_t e = 0; e < numel && (is_float || bound < INT64_MAX); e++)
-      v[e] = is_float ? (double)(next_random(&s) >> 11) * 0x1.0p-52 - 1 : (double)(next_random(&s) % (uint64_t)bound);
+    if (n->op != EVTC_OP_INPUT) evtc_init_leaf(n, v, 0);
+    else
+      for (int64_t e = 0; e < numel && (is_float || bound < INT64_MAX); e++)
+        v[e] = is_float ? (double)(next_random(&s) >> 11) * 0x1.0p-52 - 1 : (double)(next_random(&s) % (uint64_t)bound);
     evtc_program_set(prog, n, v);
     free(v);
   }

@@ -52,18 +52,20 @@ prepare)
   base=$(git rev-parse --verify "$2^{commit}")
   rm -rf "$ab/a" "$ab/b" && mkdir -p "$ab/a"
   EVTC_STAGE="$ab/b" EVTC_BUILD="${EVTC_BUILD:-build-ab}" sh bench/gpu_tests.sh prepare
-  mkdir -p "$ab/b/extra" && build_bench . "$PWD/${EVTC_BUILD:-build-ab}" "$PWD/$ab/b/extra/gpu_bench" bench/gpu_bench.c
-  build_bench . "$PWD/${EVTC_BUILD:-build-ab}" "$PWD/$ab/b/extra/gpu_attention_bench" bench/gpu_attention_bench.c
+  mkdir -p "$ab/b/extra"
+  for prog in gpu_bench gpu_attention_bench; do
+    build_bench . "$PWD/${EVTC_BUILD:-build-ab}" "$PWD/$ab/b/extra/$prog" "bench/$prog.c"
+  done
   git worktree remove --force "$ab/src-a" 2>/dev/null || rm -rf "$ab/src-a"
   git worktree add --detach "$ab/src-a" "$base" >/dev/null
   cmake -S "$ab/src-a" -B "$ab/src-a/build" -DEVTC_WERROR=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build "$ab/src-a/build" -j2 --target evtc_tool evtc >/dev/null
   cp "$ab/src-a/build/evtc" "$ab/a/evtc" && strip "$ab/a/evtc"
-  # one instrument: B's bench program (its workloads) on A's library, where A's headers still build it
-  build_bench "$ab/src-a" "$PWD/$ab/src-a/build" "$PWD/$ab/a/gpu_bench" "$PWD/bench/gpu_bench.c" 2>/dev/null ||
-    build_bench "$ab/src-a" "$PWD/$ab/src-a/build" "$PWD/$ab/a/gpu_bench" bench/gpu_bench.c
-  build_bench "$ab/src-a" "$PWD/$ab/src-a/build" "$PWD/$ab/a/gpu_attention_bench" "$PWD/bench/gpu_attention_bench.c" \
-    2>/dev/null || build_bench "$ab/src-a" "$PWD/$ab/src-a/build" "$PWD/$ab/a/gpu_attention_bench" bench/gpu_attention_bench.c
+  # one instrument: B's bench programs (their workloads) on A's library, where A's headers still build them
+  for prog in gpu_bench gpu_attention_bench; do
+    build_bench "$ab/src-a" "$PWD/$ab/src-a/build" "$PWD/$ab/a/$prog" "$PWD/bench/$prog.c" 2>/dev/null ||
+      build_bench "$ab/src-a" "$PWD/$ab/src-a/build" "$PWD/$ab/a/$prog" "bench/$prog.c"
+  done
   git -C "$ab/src-a" log --oneline -1 >"$ab/a/COMMIT"
   git log --oneline -1 >"$ab/b/extra/COMMIT"
   (git status --short | grep -q .) && echo "(B has uncommitted changes)" >>"$ab/b/extra/COMMIT"

@@ -33,8 +33,9 @@
  * again with EVTC_ATTN_DQ=1 on each library, the gradients' dq from the
  * kernel of dk and dv (one pass over the scores, dq summed by atomics), and
  * with EVTC_ATTN_DQ=first on the wgmma library, from dq's own kernel
- * launched first by the kernel of dk and dv (the default there).  Without a GPU the kernels of dk and dv with dq of every case
- * are compiled for the wgmma schedules, both ways.  One more
+ * launched first by the kernel of dk and dv (the default there).  Without a
+ * GPU the kernels of dk and dv with dq of every case are compiled for the
+ * wgmma schedules, both ways.  One more
  * program splits the heads of a packed bf16 projection and merges them back,
  * forward and backward: the attention kernels read and write them in place
  * through views (program_views.c), 14 layout kernels fewer.  Two chained

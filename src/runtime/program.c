@@ -20,8 +20,9 @@
  * the scores again; likewise attention's dq by the kernel of dk and dv of
  * the same inputs (absorb_dq; the backend says how: the CUDA one launches
  * dq's kernel first so that it shares Dd, or sums dq in the same pass),
- * when no kernel between them touches dq's buffer.  An update (a parameter's or optimizer state's next value) is written
- * over the value it replaces when the kernel that computes it is the
+ * when no kernel between them touches dq's buffer.  An update (a
+ * parameter's or optimizer state's next value) is written over the value
+ * it replaces when the kernel that computes it is the
  * value's last reader and reads it element by element (in_place_update):
  * no second copy of the weights, and no copy back after the step.  Any
  * elementwise or rows kernel's output goes over an input of the same size

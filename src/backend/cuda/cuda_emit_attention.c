@@ -802,6 +802,26 @@ static void emit_layout(evtc_sb *b, const evtc_kernel *k, int a) {
                  (long long)st[1], (long long)st[2], (long long)c2, (int)sh[1]);
 }
 
+/* "  evtc_awg_bwd_q<...>(...);": the wgmma dq of kernel k's inputs (q, k, v, out, dout, lse) into argument `out`
+ * -- an attention_backward_q node's own, or the by-product dq of a key-block kernel that launches it first --
+ * with Dd written to `ddo` ("nullptr, 0": nowhere). */
+static void emit_awg_bwd_q(evtc_sb *b, const evtc_kernel *k, int nwg, int out, const char *ddo) {
+  const evtc_node *n = k->main;
+  const char *u = "(const uint16_t *)";
+  evtc_sb_printf(b, "  evtc_awg_bwd_q<%d, %d, %d>(", n->inputs[0]->type.dtype == EVTC_BF16,
+                 (int)evtc_node_int(n, "causal"), nwg);
+  for (int j = 0; j < 5; j++) evtc_sb_printf(b, "%sP.a[%d], ", u, evtc_kernel_input_arg(k, j));
+  evtc_sb_printf(b, "(const float *)P.a[%d], (uint16_t *)P.a[%d], %d, %d, (float)%.17g,\n    ",
+                 evtc_kernel_input_arg(k, 5), out, (int)n->inputs[0]->type.shape[2], (int)n->inputs[1]->type.shape[2],
+                 evtc_node_float(n, "scale"));
+  for (int j = 0; j < 5; j++) {
+    emit_layout(b, k, evtc_kernel_input_arg(k, j));
+    evtc_sb_printf(b, ", ");
+  }
+  emit_layout(b, k, out);
+  evtc_sb_printf(b, ", %s);\n", ddo);
+}
+
 void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k, bool sm90a) {
   const evtc_node *n = k->main;
   const evtc_type *q = &n->inputs[0]->type;
@@ -850,11 +870,13 @@ void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k, bool sm90a) {
     }
     default: {
       bool kv = n->op == EVTC_OP_ATTENTION_BACKWARD_KV, pre = dd_floats(k, sm90a) > 0;
-      if (nwg && kv)
+      if (nwg && !kv) {
+        emit_awg_bwd_q(b, k, nwg, evtc_kernel_output_arg(k), "nullptr, 0");
+        break;
+      }
+      if (nwg)
         evtc_sb_printf(b, "  evtc_awg_bwd_kv<%d, %d, %d, %s, %d>(", bf, causal, nwg, with_dq(k, sm90a) ? "true" : "false",
                        WG_KV_STAGES);
-      else if (nwg)
-        evtc_sb_printf(b, "  evtc_awg_bwd_q<%d, %d, %d>(", bf, causal, nwg);
       else
         evtc_sb_printf(b, "  evtc_att_bwd_%s<%d, %d, %d, %d%s>(", kv ? "kv" : "q", bf, d, causal, nw,
                        !kv ? "" : with_dq(k, sm90a) ? ", true" : ", false");
@@ -871,8 +893,7 @@ void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k, bool sm90a) {
       for (int i = 0; i < 6; i++) {
         if (i == 3 && pre) continue;     /* out's layout is NAME_pre's */
         emit_layout(b, k, lay[i]);
-        evtc_sb_printf(b, i < 5 ? ", " : kv ? ", %s);\n" : nwg ? ", nullptr, 0);\n" : ");\n",
-                       with_dq(k, sm90a) ? "(float *)scratch" : "nullptr");
+        evtc_sb_printf(b, i < 5 ? ", " : kv ? ", %s);\n" : ");\n", with_dq(k, sm90a) ? "(float *)scratch" : "nullptr");
       }
       break;
     }
@@ -880,19 +901,13 @@ void evtc_cuda_emit_attention(evtc_sb *b, const evtc_kernel *k, bool sm90a) {
   evtc_sb_printf(b, "}\n\n");
   const int64_t dd = dd_floats(k, sm90a), sums = with_dq(k, sm90a) ? dq_sums(k, sm90a) : 0;
   if (dq_mode_of_kernel(k, sm90a) == DQ_FIRST) {     /* NAME_pre: dq's own kernel, writing Dd into the scratch too */
-    const int dq = by_product_arg(k);
+    char ddo[48];
+    snprintf(ddo, sizeof ddo, "(float *)scratch, %d", (s + 63) / 64 * 64);
     evtc_sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(%d) %s_pre(evtc_params P, const uint64_t *stepp, "
-                      "int *err, void *scratch) {\n  const uint64_t step = *stepp;\n  (void)step; (void)err;\n"
-                      "  evtc_awg_bwd_q<%d, %d, %d>(", 128 * nwg, k->name, bf, causal, nwg);
-    for (int j = 0; j < 5; j++) evtc_sb_printf(b, "%sP.a[%d], ", u, evtc_kernel_input_arg(k, j));
-    evtc_sb_printf(b, "(const float *)P.a[%d], (uint16_t *)P.a[%d], %d, %d, (float)%.17g,\n    ",
-                   evtc_kernel_input_arg(k, 5), dq, s, t, scale);
-    for (int j = 0; j < 5; j++) {
-      emit_layout(b, k, evtc_kernel_input_arg(k, j));
-      evtc_sb_printf(b, ", ");
-    }
-    emit_layout(b, k, dq);
-    evtc_sb_printf(b, ", (float *)scratch, %d);\n}\n\n", (s + 63) / 64 * 64);
+                      "int *err, void *scratch) {\n  const uint64_t step = *stepp;\n  (void)step; (void)err;\n",
+                   128 * nwg, k->name);
+    emit_awg_bwd_q(b, k, nwg, by_product_arg(k), ddo);
+    evtc_sb_printf(b, "}\n\n");
   } else if (dd) {     /* NAME_pre: Dd of every query row into the scratch after the dq sums */
     evtc_sb_printf(b, "extern \"C\" __global__ void __launch_bounds__(256) %s_pre(evtc_params P, const uint64_t *stepp, "
                       "int *err, void *scratch) {\n  const uint64_t step = *stepp;\n  (void)step; (void)err;\n"

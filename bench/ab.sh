@@ -15,6 +15,7 @@
 #                              still build it); about 40 MB
 #   bench/ab.sh run [--no-tests] [--models M,...] [--rounds N] [--steps N]
 #                   [--bench FILTER,...] [--graph FILE[:train],...] [--attn]
+#                   [--evt GRAPH,...]
 #                              on the GPU machine, from the repo root: B's GPU
 #                              tests (failing checks shown; exit 1 if any),
 #                              then for each model (bench/train_models.py,
@@ -27,8 +28,10 @@
 #                              (":train" adds --train; the kernels' measured
 #                              total), with --attn A's and B's
 #                              gpu_attention_bench (N rounds: each system,
-#                              shape and pass), and the table: what, A, B,
-#                              B / A.
+#                              shape and pass), with --evt A's and B's
+#                              gpu_evt_bench on those graphs (N rounds: each
+#                              variant's device time), and the table: what,
+#                              A, B, B / A.
 #
 # $PYTHON: the interpreter with torch for the models' export (default python3).
 # A and B keep apart kernel caches (XDG_CACHE_HOME): a plan cached by one is
@@ -53,7 +56,7 @@ prepare)
   rm -rf "$ab/a" "$ab/b" && mkdir -p "$ab/a"
   EVTC_STAGE="$ab/b" EVTC_BUILD="${EVTC_BUILD:-build-ab}" sh bench/gpu_tests.sh prepare
   mkdir -p "$ab/b/extra"
-  for prog in gpu_bench gpu_attention_bench; do
+  for prog in gpu_bench gpu_attention_bench gpu_evt_bench; do
     build_bench . "$PWD/${EVTC_BUILD:-build-ab}" "$PWD/$ab/b/extra/$prog" "bench/$prog.c"
   done
   git worktree remove --force "$ab/src-a" 2>/dev/null || rm -rf "$ab/src-a"
@@ -62,7 +65,7 @@ prepare)
   cmake --build "$ab/src-a/build" -j2 --target evtc_tool evtc >/dev/null
   cp "$ab/src-a/build/evtc" "$ab/a/evtc" && strip "$ab/a/evtc"
   # one instrument: B's bench programs (their workloads) on A's library, where A's headers still build them
-  for prog in gpu_bench gpu_attention_bench; do
+  for prog in gpu_bench gpu_attention_bench gpu_evt_bench; do
     build_bench "$ab/src-a" "$PWD/$ab/src-a/build" "$PWD/$ab/a/$prog" "$PWD/bench/$prog.c" 2>/dev/null ||
       build_bench "$ab/src-a" "$PWD/$ab/src-a/build" "$PWD/$ab/a/$prog" "bench/$prog.c"
   done
@@ -74,7 +77,7 @@ prepare)
   ;;
 run)
   shift
-  tests=1 models="" rounds=2 steps=10 benches="" graphs="" attn=0
+  tests=1 models="" rounds=2 steps=10 benches="" graphs="" attn=0 evt=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --no-tests) tests=0; shift; continue ;;
@@ -84,6 +87,7 @@ run)
       --steps) steps=$2 ;;
       --bench) benches=$2 ;;
       --graph) graphs=$2 ;;
+      --evt) evt=$2 ;;
       *) echo "ab.sh run: unknown option $1" >&2; exit 2 ;;
     esac
     shift 2
@@ -172,13 +176,31 @@ run)
     done
     rm -f "$out"/attn.*.a "$out"/attn.*.b     # names with '+': they would not come back from $OUT
   fi
+  if [ -n "$evt" ]; then
+    rm -f "$out"/evt.*.a "$out"/evt.*.b
+    for r in $(seq "$rounds"); do
+      for s in a b; do
+        [ "$s" = a ] && ab_evt="$ab/a/gpu_evt_bench" || ab_evt="$ab/b/extra/gpu_evt_bench"
+        [ -x "$ab_evt" ] || continue
+        # shellcheck disable=SC2046
+        XDG_CACHE_HOME="$out/cache-$s" timeout 300 "$ab_evt" $(echo "$evt" | tr , ' ') 2>&1 | tee "$out/evt.$s.$r.log" |
+          grep '^RESULT evt' | awk -v s="$s" -v o="$out" '{ print $4 >> (o "/evt." $3 "." s) }' || true
+      done
+    done
+    for f in "$out"/evt.*.b; do
+      [ -f "$f" ] || continue
+      name=$(basename "$f") && name=${name#evt.} && name=${name%.b}
+      row "gpu_evt_bench $name: dev ms" "$(median <"$out/evt.$name.a" 2>/dev/null || echo -)" "$(median <"$f")"
+    done
+    rm -f "$out"/evt.*.a "$out"/evt.*.b
+  fi
   echo "== A / B table (B / A < 1: B is faster)"
   printf '%-52s %12s %12s %8s\n' "what" "A" "B" "B / A"
   cat "$table"
   exit "$failed"
   ;;
 *)
-  echo "usage: $0 prepare BASE | run [--no-tests] [--models M,...] [--rounds N] [--steps N] [--bench F,...] [--graph FILE[:train],...] [--attn]" >&2
+  echo "usage: $0 prepare BASE | run [--no-tests] [--models M,...] [--rounds N] [--steps N] [--bench F,...] [--graph FILE[:train],...] [--attn] [--evt GRAPH,...]" >&2
   exit 2
   ;;
 esac

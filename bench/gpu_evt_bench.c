@@ -26,16 +26,20 @@
  * plus cuBLASLt called directly with its GELU_BIAS epilogue (tanh GELU,
  * bias bf16, D bf16) and its DGELU_BGRAD epilogue (D = dh bf16 from the
  * saved pre-activation h, bf16, as the aux matrix; the bias gradient in
- * bf16, cuBLASLt's output type).  Each time is the median of 20 runs after 3
- * warm-ups, each run measured on the host around evtc_program_run (which
- * waits for the GPU: launches + one synchronisation + the error-flag read)
- * or around cublasLtMatmul + a stream synchronisation; the row "sync only"
- * (a one-element graph) shows that fixed cost.  Every variant of a graph
+ * bf16, cuBLASLt's output type).  Two times each, after 3 warm-ups: on the
+ * device clock (BENCHMARKS.md's method, the ratios' basis): for evtc the
+ * sum of its kernels' times from evtc_program_profile (CUDA events between
+ * the kernels, mean of 20 runs), for cuBLASLt the median of 20 event pairs
+ * around its call; and on the host, the median of 20 runs of
+ * evtc_program_run (launches + one synchronisation + the error-flag read) or
+ * of cublasLtMatmul + a stream synchronisation, whose fixed cost the row
+ * "sync only" (a one-element graph) shows.  Every variant of a graph
  * gets the same inputs; its first output is compared with the cuBLASLt
  * run's on 65536 sampled elements (max |difference| / max |value|: both
  * GPU, rounding order only, dropout masks identical).  TFLOP/s counts the
  * GEMM's 2 M N K.  Arguments name the graphs to run (the GEMM alone always
- * runs: the ratios' base); none: all.  The table comes last.
+ * runs: the ratios' base); none: all.  The table comes last, then one line
+ * `RESULT evt NAME DEV_MS` per row for scripts (bench/ab.sh --evt).
  */
 #include <math.h>
 #include <stdint.h>
@@ -161,7 +165,8 @@ static char *graph_text(const char *name) {
 }
 
 typedef struct result {
-  double ms;
+  double ms;                /* host clock */
+  double dev_ms;            /* device clock: the kernels' sum */
   int kernels;
   double *sample;           /* SAMPLES values of the first output */
   bool ok;
@@ -215,6 +220,16 @@ static result run_graph(const evtc_backend *be, const char *name, const char *mo
     if (i >= WARM) t[i - WARM] = now_ms() - t0;
   }
   r.ms = median(t);
+  const int nk_run = evtc_program_kernel_count(p);
+  double *us = calloc((size_t)nk_run, sizeof(double));
+  bool device_clock = false;
+  if (evtc_program_profile(p, ITERS, 1, us, &device_clock, &d) != EVTC_OK || !device_clock) {
+    fprintf(stderr, "%s (%s): no device-clock profile: %s\n", name, mode, d.msg);
+    free(us);
+    goto out;
+  }
+  for (int k = 0; k < nk_run; k++) r.dev_ms += us[k] * 1e-3;
+  free(us);
   r.kernels = evtc_program_get_stats(p).compiled;
   const evtc_node *o = g->outputs[0].node;
   int64_t numel = evtc_type_numel(&o->type);
@@ -232,13 +247,15 @@ out:
 }
 
 /* cuBLASLt with epilogue `epi` (EPILOGUE_GELU_BIAS: bias read; EPILOGUE_DGELU_BGRAD: aux h read, bias gradient
- * written) on its own buffers: median ms per call + synchronisation. */
-static double lt_epilogue(int32_t epi, const char *what, evtc_diag *d) {
+ * written) on its own buffers: median ms per call + synchronisation (returned) and, into *dev_ms, the median
+ * device time between events around the call. */
+static double lt_epilogue(int32_t epi, const char *what, double *dev_ms, evtc_diag *d) {
   evtc_cuda_device dev;
   if (evtc_cuda_device_open(&dev, 0, d) != EVTC_OK) return 0;
   const evtc_cuda_cublaslt *lt = evtc_cuda_cublaslt_get(d);
   double ms = 0;
   CUdeviceptr x = 0, w = 0, b = 0, out = 0, ws = 0, aux = 0;
+  CUevent ev0 = NULL, ev1 = NULL;
   const size_t ws_bytes = (size_t)32 << 20;
   cublasLtHandle_t h = NULL;
   cublasLtMatmulDesc_t desc = NULL;
@@ -281,20 +298,34 @@ static double lt_epilogue(int32_t epi, const char *what, evtc_diag *d) {
     goto out;
   }
   float one = 1, zero = 0;
-  double t[ITERS];
+  double t[ITERS], te[ITERS];
+  if (drv->cuEventCreate(&ev0, EVTC_CU_EVENT_DEFAULT) || drv->cuEventCreate(&ev1, EVTC_CU_EVENT_DEFAULT)) {
+    evtc_diag_set(d, EVTC_ERR_RUNTIME, "cuEventCreate failed");
+    goto out;
+  }
   for (int i = 0; i < WARM + ITERS; i++) {
     double t0 = now_ms();
+    drv->cuEventRecord(ev0, dev.stream);
     st = lt->cublasLtMatmul(h, desc, &one, (const void *)(uintptr_t)w, la, (const void *)(uintptr_t)x, lb, &zero,
                             (void *)(uintptr_t)out, lc, (void *)(uintptr_t)out, lc, &algo.algo, (void *)(uintptr_t)ws,
                             ws_bytes, dev.stream);
+    drv->cuEventRecord(ev1, dev.stream);
     if (st || evtc_cuda_sync(&dev, what, d)) {
       evtc_diag_set(d, EVTC_ERR_RUNTIME, "cublasLtMatmul (%s): status %d", what, st);
       goto out;
     }
-    if (i >= WARM) t[i - WARM] = now_ms() - t0;
+    if (i >= WARM) {
+      t[i - WARM] = now_ms() - t0;
+      float e = 0;
+      drv->cuEventElapsedTime(&e, ev0, ev1);
+      te[i - WARM] = e;
+    }
   }
   ms = median(t);
+  *dev_ms = median(te);
 out:
+  if (ev0) dev.drv->cuEventDestroy(ev0);
+  if (ev1) dev.drv->cuEventDestroy(ev1);
   if (la) lt->cublasLtMatrixLayoutDestroy(la);
   if (lb) lt->cublasLtMatrixLayoutDestroy(lb);
   if (lc) lt->cublasLtMatrixLayoutDestroy(lc);
@@ -384,19 +415,21 @@ int main(int argc, char **argv) {
     res[v] = wanted(variants[v].graph, argc, argv) ? run_graph(be, variants[v].graph, variants[v].mode) : (result){0};
   }
   unsetenv("EVTC_GEMM_CONFIG");
-  double lt_ms = wanted("bias_gelu", argc, argv) ? lt_epilogue(EPILOGUE_GELU_BIAS, "GELU_BIAS", &d) : 0;
+  double lt_dev = 0, lt_dgelu_dev = 0;
+  double lt_ms = wanted("bias_gelu", argc, argv) ? lt_epilogue(EPILOGUE_GELU_BIAS, "GELU_BIAS", &lt_dev, &d) : 0;
   if (d.status != EVTC_OK) fprintf(stderr, "cuBLASLt GELU_BIAS: %s\n", d.msg);
   evtc_diag dd = {0};
-  double lt_dgelu_ms = wanted("dgelu_bgrad", argc, argv) ? lt_epilogue(EPILOGUE_DGELU_BGRAD, "DGELU_BGRAD", &dd) : 0;
+  double lt_dgelu_ms = wanted("dgelu_bgrad", argc, argv) ? lt_epilogue(EPILOGUE_DGELU_BGRAD, "DGELU_BGRAD", &lt_dgelu_dev, &dd) : 0;
   if (dd.status != EVTC_OK) fprintf(stderr, "cuBLASLt DGELU_BGRAD: %s\n", dd.msg);
   double sync_ms = sync_only(be);
-  const double flop = 2.0 * (double)M * (double)N * (double)K, base = res[0].ms;
-  printf("\n== EVT on evtc's GEMM: %lldx%lldx%lld bf16 (M x N x K), H200; ms: median of %d host-timed runs\n",
-         (long long)M, (long long)N, (long long)K, ITERS);
-  printf("(tile: EVTC_GEMM_CONFIG, '-' = the plan's choice; ~cublaslt: max |diff| / max |value| against the"
-         " EVTC_GEMM=cublaslt run on the same inputs)\n");
-  printf("%-11s %-9s %-22s %7s %8s %8s %11s %10s\n", "graph", "gemm", "tile", "kernels", "ms", "TFLOP/s",
-         "/gemm(evtc)", "~cublaslt");
+  const double flop = 2.0 * (double)M * (double)N * (double)K, base = res[0].dev_ms;
+  printf("\n== EVT on evtc's GEMM: %lldx%lldx%lld bf16 (M x N x K), H200\n", (long long)M, (long long)N, (long long)K);
+  printf("(dev ms: device clock, evtc's kernels summed, mean of %d runs; cuBLASLt's call between events, median of %d;\n"
+         " TFLOP/s and /gemm(evtc) from dev ms; host ms: median of %d runs with launch + synchronisation;\n"
+         " tile: EVTC_GEMM_CONFIG, '-' = the plan's choice; ~cublaslt: max |diff| / max |value| against the"
+         " EVTC_GEMM=cublaslt run on the same inputs)\n", ITERS, ITERS, ITERS);
+  printf("%-11s %-9s %-22s %7s %8s %8s %8s %11s %10s\n", "graph", "gemm", "tile", "kernels", "dev ms", "host ms",
+         "TFLOP/s", "/gemm(evtc)", "~cublaslt");
   for (int v = 0; v < N_VARIANTS; v++) {
     const variant *x = &variants[v];
     const result *r = &res[v];
@@ -407,19 +440,33 @@ int main(int argc, char **argv) {
         snprintf(agree, sizeof agree, "%.2e", max_rel(r->sample, res[u].sample));
     if (!wanted(x->graph, argc, argv)) continue;
     printf("%-11s %-9s %-22s ", x->graph, x->mode, x->config ? x->config : "-");
-    if (!r->ms) {
+    if (!r->dev_ms) {
       printf("  FAILED\n");
       continue;
     }
-    printf("%7d %8.3f %8.1f %11.3f %10s\n", r->kernels, r->ms, flop / r->ms * 1e-9, base ? r->ms / base : 0, agree);
+    printf("%7d %8.3f %8.3f %8.1f %11.3f %10s\n", r->kernels, r->dev_ms, r->ms, flop / r->dev_ms * 1e-9,
+           base ? r->dev_ms / base : 0, agree);
   }
   if (lt_ms)
-    printf("%-11s %-9s %-22s %7d %8.3f %8.1f %11.3f\n", "bias_gelu", "cuBLASLt", "GELU_BIAS epilogue", 1,
-           lt_ms, flop / lt_ms * 1e-9, base ? lt_ms / base : 0);
+    printf("%-11s %-9s %-22s %7d %8.3f %8.3f %8.1f %11.3f\n", "bias_gelu", "cuBLASLt", "GELU_BIAS epilogue", 1,
+           lt_dev, lt_ms, flop / lt_dev * 1e-9, base ? lt_dev / base : 0);
   if (lt_dgelu_ms)
-    printf("%-11s %-9s %-22s %7d %8.3f %8.1f %11.3f\n", "dgelu_bgrad", "cuBLASLt", "DGELU_BGRAD epilogue", 1,
-           lt_dgelu_ms, flop / lt_dgelu_ms * 1e-9, base ? lt_dgelu_ms / base : 0);
-  printf("%-11s %-9s %-22s %7d %8.3f\n", "sync only", "-", "(fixed cost per run)", 1, sync_ms);
+    printf("%-11s %-9s %-22s %7d %8.3f %8.3f %8.1f %11.3f\n", "dgelu_bgrad", "cuBLASLt", "DGELU_BGRAD epilogue", 1,
+           lt_dgelu_dev, lt_dgelu_ms, flop / lt_dgelu_dev * 1e-9, base ? lt_dgelu_dev / base : 0);
+  printf("%-11s %-9s %-22s %7d %8s %8.3f\n", "sync only", "-", "(fixed cost per run)", 1, "-", sync_ms);
+  /* machine-readable device times (bench/ab.sh --evt): RESULT evt NAME dev_ms, NAME graph_mode[_config] */
+  for (int v = 0; v < N_VARIANTS; v++) {
+    if (!wanted(variants[v].graph, argc, argv) || !res[v].dev_ms) continue;
+    char cfg[64] = "";
+    if (variants[v].config) {
+      snprintf(cfg, sizeof cfg, "_%s", variants[v].config);
+      for (char *c = cfg; *c; c++)
+        if (*c == ' ') *c = '-';
+    }
+    printf("RESULT evt %s_%s%s %.4f\n", variants[v].graph, variants[v].mode, cfg, res[v].dev_ms);
+  }
+  if (lt_ms) printf("RESULT evt bias_gelu_cuBLASLt-GELU_BIAS %.4f\n", lt_dev);
+  if (lt_dgelu_ms) printf("RESULT evt dgelu_bgrad_cuBLASLt-DGELU_BGRAD %.4f\n", lt_dgelu_dev);
   for (int v = 0; v < N_VARIANTS; v++) free(res[v].sample);
   return 0;
 }

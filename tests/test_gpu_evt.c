@@ -3,7 +3,8 @@
  *
  * Each case is a generated text-IR graph: a matmul (or batch_matmul) of
  * bf16 or f16 inputs in every layout (trans_a, trans_b), cast to f32, then
- * a random chain (fixed seed) of add / mul / gelu / tanh / relu / sigmoid /
+ * a random chain (fixed seed) of add / mul / gelu (erf at odd steps, tanh at
+ * even ones) / tanh / relu / sigmoid /
  * where / dropout, and x - one_hot(label), with row-vector (bias [N]), column-vector ([.., M, 1])
  * and scalar broadcasts and FULL aux loads (f32 and bf16), several outputs
  * (f32 values, a value stored as bf16 / f16; plain GEMMs, whose store is
@@ -137,7 +138,7 @@ static char *case_text(const evt_case *c) {
       case 0: evtc_sb_printf(&b, "  %%x%d = add(%s, %%bias) : f32[%s]\n", j, x, s); break;
       case 1: evtc_sb_printf(&b, "  %%x%d = mul(%s, %%cv) : f32[%s]\n", j, x, s); break;
       case 2: evtc_sb_printf(&b, "  %%x%d = add(%s, %%sc) : f32[%s]\n", j, x, s); break;
-      case 3: evtc_sb_printf(&b, "  %%x%d = gelu(%s) : f32[%s]\n", j, x, s); break;
+      case 3: evtc_sb_printf(&b, "  %%x%d = %s(%s) : f32[%s]\n", j, j % 2 ? "gelu" : "gelu_tanh", x, s); break;
       case 4: evtc_sb_printf(&b, "  %%x%d = tanh(%s) : f32[%s]\n", j, x, s); break;
       case 5: evtc_sb_printf(&b, "  %%x%d = relu(%s) : f32[%s]\n", j, x, s); break;
       case 6: evtc_sb_printf(&b, "  %%x%d = sigmoid(%s) : f32[%s]\n", j, x, s); break;

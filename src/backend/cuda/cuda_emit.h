@@ -63,6 +63,8 @@ typedef struct evtc_cuda_rows_plan {
                                    partial rows in shared memory */
   bool row_acc_f32;             /* row_partials 1: partial rows in f32 (EVTC_CUDA_ROW_ACC=f32) */
   int prefetch;                 /* rows ahead (0, 1 or 2) whose loads go to shared memory (cp.async) */
+  bool prefetch_all;            /* not only the loads kept for later passes: every FULL row load of 16-byte vectors
+                                   (evtc_cuda_rows_prefetches) */
   bool pf_hold;                 /* prefetched loads are read from their buffers in every pass (not kept in
                                    registers); the next row goes into a buffer once its row is done */
   int min_blocks;
@@ -116,6 +118,11 @@ typedef struct evtc_cuda_rows_info {
   int col_rounds;               /* passes finishing COL reductions */
 } evtc_cuda_rows_info;
 
+/* Whether a persistent plan with prefetch rows (plan pl's vec and prefetch_all) copies load i's next rows to shared
+ * memory: a FULL load of 16-byte vectors that is kept for later passes, or with prefetch_all any such load that
+ * moves along the rows and that one pass reads. */
+bool evtc_cuda_rows_prefetches(const evtc_kernel *k, const evtc_cuda_rows_info *info, const evtc_cuda_rows_plan *pl,
+                               int i);
 /* Bytes of a kept value of dtype t (f16 / bf16 values are floats in kernels; bool: one byte). */
 int evtc_cuda_value_bytes(evtc_dtype t);
 /* Fills info for k with columns moved by vectors of `vec` (caching as if

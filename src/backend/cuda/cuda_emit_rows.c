@@ -141,8 +141,7 @@ static bool shares_philox(const rows_ctx *x) {
 
 /* Load i comes from the block's prefetch buffers in shared memory. */
 static bool prefetched(const rows_ctx *x, int i) {
-  return x->pl->prefetch > 0 && x->info.kept[i] && x->info.vec_load[i] && x->k->v[i].cls == EVTC_VC_FULL &&
-         x->V * (int)evtc_buffer_elem_size(x->k->v[i].dtype) == 16;
+  return x->pl->prefetch > 0 && evtc_cuda_rows_prefetches(x->k, &x->info, x->pl, i);
 }
 
 /* Vector load i reads the same columns in every row (a gamma, a bias: row stride 0) and is loaded once, before the

@@ -518,11 +518,31 @@ evtc_cuda_rows_plan evtc_cuda_rows_plan_of(const evtc_kernel *k, int sm_count, i
     for (int i = 0; i < k->n_v; i++)
       pl.stage_stores += k->v[i].kind == EVTC_V_STORE && k->v[i].cls == EVTC_VC_FULL && evtc_buffer_elem_size(k->v[i].dtype) == 2;
   smem += (int64_t)pl.stage_stores * (pl.threads / 32) * EVTC_CUDA_STAGE_BYTES;
-  /* the next rows' kept 16-byte loads prefetched into shared memory, in a persistent loop (as the emitter's prefetched()) */
-  int64_t pf = 0;
+  /* the next rows' 16-byte loads prefetched into shared memory, in a persistent loop (as the emitter's prefetched()):
+   * the kept ones; with EVTC_CUDA_PREFETCH_ALL=1 also every other row load that one pass reads (prefetch_all), two
+   * rows ahead instead of one in registers (cuda_emit_rows.c's decide_ahead), where their buffers cost no blocks
+   * per SM.  Not the default: it made BERT-Large's layernorm gradient 0.0718-0.0731 -> 0.0678-0.0688 ms and dropout +
+   * residual + layernorm fwd+bwd 16384 x 1024 0.137-0.140 -> 0.130-0.134 ms, the other row workloads of gpu_bench
+   * unchanged, but BERT-Large's whole step 0.15-0.19 ms slower in each of four rounds (H200, A and B alternating,
+   * 2026-11-30); which kernel lost was not measured. */
+  pl.prefetch_all = true;
+  int64_t pf = 0, pf_kept = 0;
   for (int i = 0; i < k->n_v; i++)
-    if (info.kept[i] && info.vec_load[i] && k->v[i].cls == EVTC_VC_FULL && V * (int64_t)evtc_buffer_elem_size(k->v[i].dtype) == 16)
-      pf += (Cp * (int64_t)evtc_buffer_elem_size(k->v[i].dtype) + 15) / 16 * 16;
+    if (evtc_cuda_rows_prefetches(k, &info, &pl, i)) {
+      const int64_t bytes = (Cp * (int64_t)evtc_buffer_elem_size(k->v[i].dtype) + 15) / 16 * 16;
+      pf += bytes;
+      pf_kept += info.kept[i] ? bytes : 0;
+    }
+  /* the others only where their buffers (two rows) cost no blocks per SM */
+  evtc_cuda_rows_plan with_all = pl, kept_only = pl;
+  with_all.smem = (unsigned)(smem + 2 * pf);
+  kept_only.smem = (unsigned)(smem + 2 * pf_kept);
+  occupancy(&with_all, &info, smem_max);
+  occupancy(&kept_only, &info, smem_max);
+  if (!env_is("EVTC_CUDA_PREFETCH_ALL", "1") || with_all.min_blocks < kept_only.min_blocks) {
+    pl.prefetch_all = false;
+    pf = pf_kept;
+  }
   /* a kernel without ROW partials and with little arithmetic per column runs best as a block per row
    * (softmax 8192x32000: 94% of copy bandwidth against 89% prefetched); more arithmetic (cross-entropy:
    * 83% against 62%) or a persistent loop anyway (layernorm: 77% against 56%) hides the copy */
@@ -570,6 +590,21 @@ evtc_cuda_rows_plan evtc_cuda_rows_plan_of(const evtc_kernel *k, int sm_count, i
   pl.fin_grid = (unsigned)(info.n_row ? cdiv(C, EVTC_CUDA_FIN_COLS) : 1);
   evtc_cuda_rows_info_free(&info);
   return pl;
+}
+
+bool evtc_cuda_rows_prefetches(const evtc_kernel *k, const evtc_cuda_rows_info *info, const evtc_cuda_rows_plan *pl,
+                               int i) {
+  const evtc_vnode *v = &k->v[i];
+  if (!info->vec_load[i] || v->cls != EVTC_VC_FULL || pl->vec * (int)evtc_buffer_elem_size(v->dtype) != 16) return false;
+  if (info->kept[i]) return true;
+  int64_t row_stride;
+  if (!pl->prefetch_all || v->kind != EVTC_V_LOAD || !evtc_cuda_load_vectorizes(k, v, pl->vec, &row_stride) ||
+      row_stride == 0)
+    return false;
+  /* one pass reads it: the row two ahead goes into its buffer after that pass (the emitter's pf_pass) */
+  int passes = 0;
+  for (int p = 0; p < info->n_passes; p++) passes += info->has_work[p] && info->need[(size_t)p * (size_t)k->n_v + (size_t)i];
+  return passes == 1;
 }
 
 int64_t evtc_cuda_reduce_offset(const evtc_kernel *k, const evtc_cuda_rows_plan *pl, int i) {

@@ -15,7 +15,7 @@
 #                              still build it); about 40 MB
 #   bench/ab.sh run [--no-tests] [--models M,...] [--rounds N] [--steps N]
 #                   [--bench FILTER,...] [--graph FILE[:train],...] [--attn]
-#                   [--evt GRAPH,...]
+#                   [--evt GRAPH,...] [--b-env 'VAR=VALUE ...']
 #                              on the GPU machine, from the repo root: B's GPU
 #                              tests (failing checks shown; exit 1 if any),
 #                              then for each model (bench/train_models.py,
@@ -31,7 +31,10 @@
 #                              shape and pass), with --evt A's and B's
 #                              gpu_evt_bench on those graphs (N rounds: each
 #                              variant's device time), and the table: what,
-#                              A, B, B / A.
+#                              A, B, B / A.  --b-env sets environment
+#                              variables for B's runs only: with BASE the
+#                              change's own commit, a knob's effect
+#                              (EVTC_CUDA_PREFETCH_ALL=1) on one binary.
 #
 # $PYTHON: the interpreter with torch for the models' export (default python3).
 # A and B keep apart kernel caches (XDG_CACHE_HOME): a plan cached by one is
@@ -77,7 +80,7 @@ prepare)
   ;;
 run)
   shift
-  tests=1 models="" rounds=2 steps=10 benches="" graphs="" attn=0 evt=""
+  tests=1 models="" rounds=2 steps=10 benches="" graphs="" attn=0 evt="" b_env=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --no-tests) tests=0; shift; continue ;;
@@ -88,6 +91,7 @@ run)
       --bench) benches=$2 ;;
       --graph) graphs=$2 ;;
       --evt) evt=$2 ;;
+      --b-env) b_env=$2 ;;
       *) echo "ab.sh run: unknown option $1" >&2; exit 2 ;;
     esac
     shift 2
@@ -102,9 +106,11 @@ run)
   else
     tar -xzf "$ab/b/stage.tgz" -C "$ab/b"
   fi
-  echo "== B: $(cat "$ab/b/extra/COMMIT")"
+  echo "== B: $(cat "$ab/b/extra/COMMIT")${b_env:+ with $b_env}"
   export LD_LIBRARY_PATH="$PWD/$ab/b/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" EVTC_DATA_DIR="${EVTC_DATA_DIR:-$PWD/data}"
   rm -rf "$out/cache-a" "$out/cache-b" && mkdir -p "$out/cache-a" && cp -r "$ab/b/cache" "$out/cache-b"   # B's tests' kernels
+  # B's extra environment (--b-env), split into words for env(1)
+  side_env() { [ "$1" = b ] && [ -n "$b_env" ] && echo "$b_env" || true; }
   # bin, cache of side a or b
   bin() { [ "$1" = a ] && echo "$ab/a" || echo "$ab/b/bin"; }
   bench_bin() { [ "$1" = a ] && echo "$ab/a/gpu_bench" || echo "$ab/b/extra/gpu_bench"; }
@@ -118,7 +124,7 @@ run)
     for r in $(seq "$rounds"); do
       for s in a b; do
         # bench/train.sh's training options (SGD, lr 0.02, cross-entropy on the exported labels)
-        XDG_CACHE_HOME="$out/cache-$s" timeout 300 "$(bin $s)/evtc" train "$out/models/$m.onnx" --data "$out/models/$m" \
+        env $(side_env "$s") XDG_CACHE_HOME="$out/cache-$s" timeout 300 "$(bin $s)/evtc" train "$out/models/$m.onnx" --data "$out/models/$m" \
           --epochs "$steps" --optimizer sgd --lr 0.02 --loss cross_entropy --labels labels --backend cuda \
           >"$out/$m.$s.$r.out" 2>&1 || true
         ms=$(sed -n 's/^steady step: \([0-9.]*\) ms.*/\1/p' "$out/$m.$s.$r.out")
@@ -132,7 +138,7 @@ run)
   for w in $(echo "$benches" | tr , ' '); do
     for r in $(seq "$rounds"); do
       for s in a b; do
-        XDG_CACHE_HOME="$out/cache-$s" timeout 120 "$(bench_bin $s)" "$w" 2>&1 | tee "$out/gpu_bench.$w.$s.$r.log" |
+        env $(side_env "$s") XDG_CACHE_HOME="$out/cache-$s" timeout 120 "$(bench_bin $s)" "$w" 2>&1 | tee "$out/gpu_bench.$w.$s.$r.log" |
           grep '^RESULT' | grep -v ' copy' |
           awk -v s="$s" -v o="$out" '{ print $4 >> (o "/bench." $2 "." s) }' || true
       done
@@ -152,7 +158,7 @@ run)
     g=${gspec%:train} train=""
     [ "$g" != "$gspec" ] && train=--train
     for s in a b; do
-      XDG_CACHE_HOME="$out/cache-$s" timeout 120 "$(bin $s)/evtc" explain "$g" $train --target h200 --profile 5 \
+      env $(side_env "$s") XDG_CACHE_HOME="$out/cache-$s" timeout 120 "$(bin $s)/evtc" explain "$g" $train --target h200 --profile 5 \
         >"$out/$(basename "$g").$s.txt" 2>&1 || true
     done
     us() { v=$(sed -n 's/.*measured \([0-9.]*\) us kernel by kernel.*/\1/p' "$1"); echo "${v:--}"; }
@@ -165,7 +171,7 @@ run)
       for s in a b; do
         [ "$s" = a ] && ab_attn="$ab/a/gpu_attention_bench" || ab_attn="$ab/b/extra/gpu_attention_bench"
         [ -x "$ab_attn" ] || continue
-        XDG_CACHE_HOME="$out/cache-$s" timeout 120 "$ab_attn" 2>&1 | tee "$out/attn.$s.$r.log" | grep '^RESULT' |
+        env $(side_env "$s") XDG_CACHE_HOME="$out/cache-$s" timeout 120 "$ab_attn" 2>&1 | tee "$out/attn.$s.$r.log" | grep '^RESULT' |
           awk -v s="$s" -v o="$out" '{ print $5 >> (o "/attn." $2 "_" $3 "_" $4 "." s) }' || true
       done
     done
@@ -183,7 +189,7 @@ run)
         [ "$s" = a ] && ab_evt="$ab/a/gpu_evt_bench" || ab_evt="$ab/b/extra/gpu_evt_bench"
         [ -x "$ab_evt" ] || continue
         # shellcheck disable=SC2046
-        XDG_CACHE_HOME="$out/cache-$s" timeout 300 "$ab_evt" $(echo "$evt" | tr , ' ') 2>&1 | tee "$out/evt.$s.$r.log" |
+        env $(side_env "$s") XDG_CACHE_HOME="$out/cache-$s" timeout 300 "$ab_evt" $(echo "$evt" | tr , ' ') 2>&1 | tee "$out/evt.$s.$r.log" |
           grep '^RESULT evt' | awk -v s="$s" -v o="$out" '{ print $4 >> (o "/evt." $3 "." s) }' || true
       done
     done
@@ -200,7 +206,7 @@ run)
   exit "$failed"
   ;;
 *)
-  echo "usage: $0 prepare BASE | run [--no-tests] [--models M,...] [--rounds N] [--steps N] [--bench F,...] [--graph FILE[:train],...] [--attn] [--evt GRAPH,...]" >&2
+  echo "usage: $0 prepare BASE | run [--no-tests] [--models M,...] [--rounds N] [--steps N] [--bench F,...] [--graph FILE[:train],...] [--attn] [--evt GRAPH,...] [--b-env 'VAR=VALUE ...']" >&2
   exit 2
   ;;
 esac

@@ -165,41 +165,31 @@ run)
     row "$(basename "$g")${train:+ (train)}: us of kernels" "$(us "$out/$(basename "$g").a.txt")" \
       "$(us "$out/$(basename "$g").b.txt")"
   done
-  if [ "$attn" = 1 ]; then
-    rm -f "$out"/attn.*.a "$out"/attn.*.b
+  # paired PROG TAG LABEL UNIT FILTER PICK ARGS...: N rounds of A's and B's bench program PROG ($ab/a/PROG,
+  # $ab/b/extra/PROG) with ARGS; awk program PICK turns each output line matching FILTER into "NAME VALUE"; a row
+  # "LABEL NAME: UNIT" per NAME
+  paired() {
+    prog=$1 tag=$2 label=$3 unit=$4 filter=$5 pick=$6
+    shift 6
+    rm -f "$out/$tag".*.a "$out/$tag".*.b
     for r in $(seq "$rounds"); do
       for s in a b; do
-        [ "$s" = a ] && ab_attn="$ab/a/gpu_attention_bench" || ab_attn="$ab/b/extra/gpu_attention_bench"
-        [ -x "$ab_attn" ] || continue
-        env $(side_env "$s") XDG_CACHE_HOME="$out/cache-$s" timeout 120 "$ab_attn" 2>&1 | tee "$out/attn.$s.$r.log" | grep '^RESULT' |
-          awk -v s="$s" -v o="$out" '{ print $5 >> (o "/attn." $2 "_" $3 "_" $4 "." s) }' || true
+        [ "$s" = a ] && bp="$ab/a/$prog" || bp="$ab/b/extra/$prog"
+        [ -x "$bp" ] || continue
+        env $(side_env "$s") XDG_CACHE_HOME="$out/cache-$s" timeout 300 "$bp" "$@" 2>&1 | tee "$out/$tag.$s.$r.log" |
+          grep "$filter" | awk "$pick" | while read -r name value; do echo "$value" >>"$out/$tag.$name.$s"; done || true
       done
     done
-    for f in "$out"/attn.*.b; do
+    for f in "$out/$tag".*.b; do
       [ -f "$f" ] || continue
-      name=$(basename "$f") && name=${name#attn.} && name=${name%.b}
-      row "attention $name: ms" "$(median <"$out/attn.$name.a" 2>/dev/null || echo -)" "$(median <"$f")"
+      name=$(basename "$f") && name=${name#"$tag".} && name=${name%.b}
+      row "$label $name: $unit" "$(median <"$out/$tag.$name.a" 2>/dev/null || echo -)" "$(median <"$f")"
     done
-    rm -f "$out"/attn.*.a "$out"/attn.*.b     # names with '+': they would not come back from $OUT
-  fi
-  if [ -n "$evt" ]; then
-    rm -f "$out"/evt.*.a "$out"/evt.*.b
-    for r in $(seq "$rounds"); do
-      for s in a b; do
-        [ "$s" = a ] && ab_evt="$ab/a/gpu_evt_bench" || ab_evt="$ab/b/extra/gpu_evt_bench"
-        [ -x "$ab_evt" ] || continue
-        # shellcheck disable=SC2046
-        env $(side_env "$s") XDG_CACHE_HOME="$out/cache-$s" timeout 300 "$ab_evt" $(echo "$evt" | tr , ' ') 2>&1 | tee "$out/evt.$s.$r.log" |
-          grep '^RESULT evt' | awk -v s="$s" -v o="$out" '{ print $4 >> (o "/evt." $3 "." s) }' || true
-      done
-    done
-    for f in "$out"/evt.*.b; do
-      [ -f "$f" ] || continue
-      name=$(basename "$f") && name=${name#evt.} && name=${name%.b}
-      row "gpu_evt_bench $name: dev ms" "$(median <"$out/evt.$name.a" 2>/dev/null || echo -)" "$(median <"$f")"
-    done
-    rm -f "$out"/evt.*.a "$out"/evt.*.b
-  fi
+    rm -f "$out/$tag".*.a "$out/$tag".*.b     # names with '+': they would not come back from $OUT
+  }
+  [ "$attn" = 1 ] && paired gpu_attention_bench attn attention ms '^RESULT' '{ print $2 "_" $3 "_" $4, $5 }'
+  # shellcheck disable=SC2046
+  [ -n "$evt" ] && paired gpu_evt_bench evt gpu_evt_bench "dev ms" '^RESULT evt' '{ print $3, $4 }' $(echo "$evt" | tr , ' ')
   echo "== A / B table (B / A < 1: B is faster)"
   printf '%-52s %12s %12s %8s\n' "what" "A" "B" "B / A"
   cat "$table"

@@ -525,7 +525,7 @@ evtc_cuda_rows_plan evtc_cuda_rows_plan_of(const evtc_kernel *k, int sm_count, i
    * residual + layernorm fwd+bwd 16384 x 1024 0.137-0.140 -> 0.130-0.134 ms, the other row workloads of gpu_bench
    * unchanged, but BERT-Large's whole step 0.15-0.19 ms slower in each of four rounds (H200, A and B alternating,
    * 2026-11-30); which kernel lost was not measured. */
-  pl.prefetch_all = true;
+  pl.prefetch_all = env_is("EVTC_CUDA_PREFETCH_ALL", "1");
   int64_t pf = 0, pf_kept = 0;
   for (int i = 0; i < k->n_v; i++)
     if (evtc_cuda_rows_prefetches(k, &info, &pl, i)) {
@@ -533,15 +533,16 @@ evtc_cuda_rows_plan evtc_cuda_rows_plan_of(const evtc_kernel *k, int sm_count, i
       pf += bytes;
       pf_kept += info.kept[i] ? bytes : 0;
     }
-  /* the others only where their buffers (two rows) cost no blocks per SM */
-  evtc_cuda_rows_plan with_all = pl, kept_only = pl;
-  with_all.smem = (unsigned)(smem + 2 * pf);
-  kept_only.smem = (unsigned)(smem + 2 * pf_kept);
-  occupancy(&with_all, &info, smem_max);
-  occupancy(&kept_only, &info, smem_max);
-  if (!env_is("EVTC_CUDA_PREFETCH_ALL", "1") || with_all.min_blocks < kept_only.min_blocks) {
-    pl.prefetch_all = false;
-    pf = pf_kept;
+  if (pl.prefetch_all) {   /* the others only where their buffers (two rows) cost no blocks per SM */
+    evtc_cuda_rows_plan with_all = pl, kept_only = pl;
+    with_all.smem = (unsigned)(smem + 2 * pf);
+    kept_only.smem = (unsigned)(smem + 2 * pf_kept);
+    occupancy(&with_all, &info, smem_max);
+    occupancy(&kept_only, &info, smem_max);
+    if (with_all.min_blocks < kept_only.min_blocks) {
+      pl.prefetch_all = false;
+      pf = pf_kept;
+    }
   }
   /* a kernel without ROW partials and with little arithmetic per column runs best as a block per row
    * (softmax 8192x32000: 94% of copy bandwidth against 89% prefetched); more arithmetic (cross-entropy:

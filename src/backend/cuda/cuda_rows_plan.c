@@ -568,7 +568,7 @@ evtc_cuda_rows_plan evtc_cuda_rows_plan_of(const evtc_kernel *k, int sm_count, i
    * registers of kept bf16 under 1024 threads' cap of 64): the prefetch buffers hold the row instead */
   double pf_regs = 0;
   for (int i = 0; i < k->n_v && pl.prefetch; i++)
-    if (info.kept[i] && info.vec_load[i] && k->v[i].cls == EVTC_VC_FULL && V * (int64_t)evtc_buffer_elem_size(k->v[i].dtype) == 16)
+    if (info.kept[i] && evtc_cuda_rows_prefetches(k, &info, &pl, i))
       pf_regs += k->v[i].dtype == EVTC_F16 || k->v[i].dtype == EVTC_BF16 ? 0.5 : evtc_cuda_value_bytes(k->v[i].dtype) / 4;
   const char *he = getenv("EVTC_CUDA_PF_HOLD");
   pl.pf_hold = pl.prefetch > 0 && (he && *he ? atoi(he) != 0 : (double)pl.per_thread * V * pf_regs > 16);

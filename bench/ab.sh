@@ -113,7 +113,6 @@ run)
   side_env() { [ "$1" = b ] && [ -n "$b_env" ] && echo "$b_env" || true; }
   # bin, cache of side a or b
   bin() { [ "$1" = a ] && echo "$ab/a" || echo "$ab/b/bin"; }
-  bench_bin() { [ "$1" = a ] && echo "$ab/a/gpu_bench" || echo "$ab/b/extra/gpu_bench"; }
   row() { printf '%-52s %12s %12s %8s\n' "$1" "$2" "$3" \
             "$(awk -v a="$2" -v b="$3" 'BEGIN { if (a > 0 && b > 0) printf "%.3f", b / a; else print "-" }')" >>"$table"; }
   median() { sort -n | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "-" }'; }
@@ -134,37 +133,6 @@ run)
     done
     row "$m: ms a step (median of $rounds runs)" "$(median <"$out/$m.a.steps")" "$(median <"$out/$m.b.steps")"
   done
-  rm -f "$out"/bench.*.a "$out"/bench.*.b
-  for w in $(echo "$benches" | tr , ' '); do
-    for r in $(seq "$rounds"); do
-      for s in a b; do
-        env $(side_env "$s") XDG_CACHE_HOME="$out/cache-$s" timeout 120 "$(bench_bin $s)" "$w" 2>&1 | tee "$out/gpu_bench.$w.$s.$r.log" |
-          grep '^RESULT' | grep -v ' copy' |
-          awk -v s="$s" -v o="$out" '{ print $4 >> (o "/bench." $2 "." s) }' || true
-      done
-    done
-    found=0
-    for f in "$out"/bench.*.a "$out"/bench.*.b; do
-      [ -f "$f" ] || continue
-      found=1
-      name=$(basename "$f") && name=${name#bench.} && name=${name%.?}
-      row "gpu_bench $name: ms" "$(median <"$out/bench.$name.a" 2>/dev/null || echo -)" \
-        "$(median <"$out/bench.$name.b" 2>/dev/null || echo -)"
-      rm -f "$out/bench.$name.a" "$out/bench.$name.b"
-    done
-    [ "$found" = 1 ] || row "gpu_bench $w: no results (see gpu_bench.$w.*.log)" - -
-  done
-  for gspec in $(echo "$graphs" | tr , ' '); do
-    g=${gspec%:train} train=""
-    [ "$g" != "$gspec" ] && train=--train
-    for s in a b; do
-      env $(side_env "$s") XDG_CACHE_HOME="$out/cache-$s" timeout 120 "$(bin $s)/evtc" explain "$g" $train --target h200 --profile 5 \
-        >"$out/$(basename "$g").$s.txt" 2>&1 || true
-    done
-    us() { v=$(sed -n 's/.*measured \([0-9.]*\) us kernel by kernel.*/\1/p' "$1"); echo "${v:--}"; }
-    row "$(basename "$g")${train:+ (train)}: us of kernels" "$(us "$out/$(basename "$g").a.txt")" \
-      "$(us "$out/$(basename "$g").b.txt")"
-  done
   # paired PROG TAG LABEL UNIT FILTER PICK ARGS...: N rounds of A's and B's bench program PROG ($ab/a/PROG,
   # $ab/b/extra/PROG) with ARGS; awk program PICK turns each output line matching FILTER into "NAME VALUE"; a row
   # "LABEL NAME: UNIT" per NAME
@@ -180,13 +148,30 @@ run)
           grep "$filter" | awk "$pick" | while read -r name value; do echo "$value" >>"$out/$tag.$name.$s"; done || true
       done
     done
+    found=0
     for f in "$out/$tag".*.b; do
       [ -f "$f" ] || continue
       name=$(basename "$f") && name=${name#"$tag".} && name=${name%.b}
       row "$label $name: $unit" "$(median <"$out/$tag.$name.a" 2>/dev/null || echo -)" "$(median <"$f")"
+      found=1
     done
+    [ "$found" = 1 ] || row "$label $*: no results (see $tag.*.log)" - -
     rm -f "$out/$tag".*.a "$out/$tag".*.b     # names with '+': they would not come back from $OUT
   }
+  for w in $(echo "$benches" | tr , ' '); do
+    paired gpu_bench "gpu_bench.$w" gpu_bench ms '^RESULT' '$0 !~ / copy/ { print $2, $4 }' "$w"
+  done
+  for gspec in $(echo "$graphs" | tr , ' '); do
+    g=${gspec%:train} train=""
+    [ "$g" != "$gspec" ] && train=--train
+    for s in a b; do
+      env $(side_env "$s") XDG_CACHE_HOME="$out/cache-$s" timeout 120 "$(bin $s)/evtc" explain "$g" $train --target h200 --profile 5 \
+        >"$out/$(basename "$g").$s.txt" 2>&1 || true
+    done
+    us() { v=$(sed -n 's/.*measured \([0-9.]*\) us kernel by kernel.*/\1/p' "$1"); echo "${v:--}"; }
+    row "$(basename "$g")${train:+ (train)}: us of kernels" "$(us "$out/$(basename "$g").a.txt")" \
+      "$(us "$out/$(basename "$g").b.txt")"
+  done
   [ "$attn" = 1 ] && paired gpu_attention_bench attn attention ms '^RESULT' '{ print $2 "_" $3 "_" $4, $5 }'
   # shellcheck disable=SC2046
   [ -n "$evt" ] && paired gpu_evt_bench evt gpu_evt_bench "dev ms" '^RESULT evt' '{ print $3, $4 }' $(echo "$evt" | tr , ' ')

@@ -146,10 +146,13 @@ static bool has_vector_reduction(const evtc_kernel *k) {
  * parse or fit is refused, naming it; *fixed then says so), else the tuner's winner for dev and the kernel's
  * family when `evtc tune` has measured it, else by the kernel: the cooperative 128x256 default for the built-in store;
  * for a visitor epilogue pingpong 128x128 tiles (that epilogue runs on the CUDA cores while the other
- * warpgroup's main loop keeps the tensor cores busy), with 4 stages and raster groups of 16 where the
- * epilogue also reduces (over a short K: the gradient through GELU with its bias gradient, 0.547 -> 0.428 ms
- * at 16384 x 4096 x 1024 on the H200 against 6 stages and groups of 8; over K = 4096: BERT-Large's gradient
- * into a layernorm with its two column sums, 16384 x 1024 x 4096, 0.255-0.260 -> 0.244 ms), and
+ * warpgroup's main loop keeps the tensor cores busy), with 4 stages where the epilogue also reduces (over a
+ * short K: the gradient through GELU with its bias gradient, 0.547 -> 0.428 ms at 16384 x 4096 x 1024 on the
+ * H200 against 6 stages; over K = 4096: BERT-Large's gradient into a layernorm with its two column sums,
+ * 16384 x 1024 x 4096, 0.255-0.260 -> 0.244 ms) and the default's raster groups of 8 (groups of 16, chosen
+ * with those 4 stages, measured slower since: BERT-Large's GELU gradient times its coefficient with the bias
+ * gradient 233-237 -> 225-232 us, the layernorm gradient's GEMM above 229-231 -> 224 us; `evtc explain
+ * --profile 5`, bench/epilogue/bert_gelu_grad.evt and ln_grad_col_sums.evt, H200, 2026-11-30), and
  * the cooperative 128x256 tiles where it does not reduce
  * over a long K (a bias added over K = 4096: 0.211 -> 0.185 ms; weight gradients with their update: the
  * same).  Measured with `evtc explain --train --profile 5` on the training graph of an MLP block (16384 x
@@ -171,7 +174,6 @@ static bool tile_config(const evtc_cuda_device *dev, const evtc_kernel *k, bool 
     if (!builtin_store && !(long_k && !reduces)) {
       cfg->tile_n = 128;
       cfg->stages = reduces ? 4 : 6;
-      cfg->group_m = reduces ? 16 : 8;
       cfg->pingpong = true;
     }
   }

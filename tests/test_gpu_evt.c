@@ -66,7 +66,8 @@ typedef struct evt_case {
   int reduce;               /* ROW, COL and SCALAR reductions */
   int want_evt;             /* the GEMM kernel runs on evtc's GEMM */
   int coef;                 /* an output 0.5 x * (res * 1.125) * 0.70703125 + x (GELU's coefficient's shape: the
-                               emitter folds the constants into one) */
+                               emitter folds the constants into one), and GELU decomposed with its coefficient's
+                               0.5 (1 + erf) (the emitter folds the 0.5 into 1 + erf) */
 } evt_case;
 
 static const evt_case cases[] = {
@@ -155,8 +156,15 @@ static char *case_text(const evt_case *c) {
     evtc_sb_printf(&b, "  %%k1 = const() {value=0.5} : f32[]\n  %%k2 = const() {value=1.125} : f32[]\n"
                        "  %%k3 = const() {value=0.70703125} : f32[]\n  %%q1 = mul(%%k1, %%x%d) : f32[%s]\n"
                        "  %%q2 = mul(%%resf, %%k2) : f32[%s]\n  %%q3 = mul(%%q1, %%q2) : f32[%s]\n"
-                       "  %%q4 = mul(%%q3, %%k3) : f32[%s]\n  %%cf = add(%%q4, %%x%d) : f32[%s]\n  output %%cf\n",
-                   n, s, s, s, s, n, s);
+                       "  %%q4 = mul(%%q3, %%k3) : f32[%s]\n  %%cf = add(%%q4, %%x%d) : f32[%s]\n  output %%cf\n"
+                       /* GELU as ONNX spells it, g = x (1 + erf(x k3)) 0.5, beside its coefficient's 0.5 (1 + erf):
+                        * both products' 0.5 goes into evtc_erf1p_scaledf */
+                       "  %%one = const() {value=1.0} : f32[]\n  %%ga = mul(%%x%d, %%k3) : f32[%s]\n"
+                       "  %%ge = erf(%%ga) : f32[%s]\n  %%ge1 = add(%%ge, %%one) : f32[%s]\n"
+                       "  %%gm = mul(%%x%d, %%ge1) : f32[%s]\n  %%gg = mul(%%gm, %%k1) : f32[%s]\n"
+                       "  %%gt = mul(%%k1, %%ge1) : f32[%s]\n  %%gj = add(%%gt, %%q4) : f32[%s]\n"
+                       "  output %%gg\n  output %%gj\n",
+                   n, s, s, s, s, n, s, n, s, s, s, n, s, s, s, s);
   if (c->reduce) {
     if (c->batch) {
       evtc_sb_printf(&b, "  %%rsum = reduce_sum(%%x%d) {axes=[0,1]} : f32[%lld]\n", n, (long long)c->N);

@@ -68,8 +68,7 @@ static int row_smem_offset(const evtc_kernel *k, const evtc_cuda_evt_plan *pl, i
 
 /* The quad stores' exchange in the hook's shared memory, after the ROW partials: per warp 8 quads of lanes x 4
  * blocks x 4 words, a quad's 64 bytes at an 80-byte stride (a lane's four stores of one block hit 32 different
- * banks; each quad's 16-byte loads stay aligned); QUAD_SMEM a slot, one slot per fragment row pair (i, h) of
- * an exchange where they fit (quad_slots). */
+ * banks; each quad's 16-byte loads stay aligned). */
 enum { QUAD_STRIDE = 80, QUAD_WARP = 8 * QUAD_STRIDE, QUAD_SMEM = 4 * QUAD_WARP };
 
 static int64_t round8(int64_t x) { return (x + 7) / 8 * 8; }
@@ -614,9 +613,27 @@ static void evt_pair_end(evtc_sb *b, const char *ind, void *ctx) {
     if (!is_pair_store(k, v)) continue;
     const char *st = evtc_cpu_storage_ctype(v->dtype);
     const bool half = v->dtype == EVTC_BF16 || v->dtype == EVTC_F16, f32 = v->dtype == EVTC_F32;
-    if (is_quad_store(k, v)) {   /* a full tile's pair waits in sq for the exchange after its block (col_end) */
-      evtc_sb_printf(b, "%sif (EVTC_FULL_TILE) sq%d[i][h][j & 3] = (uint32_t)sv%d[0] | (uint32_t)sv%d[1] << 16;\n%selse ",
-                     ind, i, i, i, ind);
+    if (is_quad_store(k, v)) {
+      /* after every fourth block the quad trades its words through shared memory: lane q writes its word of
+       * block b at [quad][b][q], then reads [quad][q][0..3] -- the four lanes' words of block q, in column
+       * order -- and stores them as one 16-byte unit; the warp syncs before the read and after it (the next
+       * exchange rewrites the buffer) */
+      evtc_sb_printf(b,
+        "%sif (EVTC_FULL_TILE) {\n"
+        "%s  sq%d[i][h][j & 3] = (uint32_t)sv%d[0] | (uint32_t)sv%d[1] << 16;\n"
+        "%s  if ((j & 3) == 3) {\n"
+        "%s    const int q = lane & 3;\n"
+        "%s    unsigned char *const xq = hook_smem + %d + warp * %d + (lane >> 2) * %d;\n"
+        "#pragma unroll\n"
+        "%s    for (int bq = 0; bq < 4; bq++) *(uint32_t *)(xq + bq * 16 + q * 4) = sq%d[i][h][bq];\n"
+        "%s    __syncwarp();\n"
+        "%s    const evtc_u32x4 o = *(const evtc_u32x4 *)(xq + q * 16);\n"
+        "%s    __syncwarp();\n"
+        "%s    *(evtc_u32x4 *)(a%d + rg * CC + n0 + (j - 3 + q) * 8) = o;\n"
+        "%s  }\n"
+        "%s} else ",
+        ind, ind, i, i, i, ind, ind, ind, row_smem_offset(k, e->pl, k->n_v), QUAD_WARP, QUAD_STRIDE, ind, i, ind, ind,
+        ind, ind, v->arg, ind, ind);
     } else {
       evtc_sb_printf(b, "%s", ind);
     }
@@ -810,45 +827,6 @@ static void evt_element(evtc_sb *b, const char *ind, const char *acc, void *ctx)
   evtc_sb_printf(b, "%s}\n", ind);
 }
 
-/* The quad stores' exchange after every fourth block of a full tile (see is_quad_store): lane q writes its word of
- * block b at [quad][b][q] of a slot, then reads [quad][q][0..3] -- the four lanes' words of block q, in column
- * order -- and stores them as one 16-byte unit.  The fragment rows (i, h) go through slots of their own, all
- * written, then all read, then all stored: their shared loads' latencies overlap (one exchange of one row
- * pair at a time left each 16-byte store waiting on its load, the main loop's operand reads filling the same
- * shared memory pipe: in ncu's samples of a GEMM with a trivial epilogue those stores held a third of all
- * stalls).  The warp syncs before the reads and after them (the next exchange rewrites the slots). */
-static void emit_quad_exchange(evtc_sb *b, const char *ind, const evt_ctx *e) {
-  const evtc_kernel *k = e->k;
-  const int wm = e->pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&e->pl->cfg)), base = row_smem_offset(k, e->pl, k->n_v);
-  int slots = (EVTC_CUDA_GEMM_HOOK_SMEM - base) / QUAD_SMEM;
-  if (slots > 2 * wm) slots = 2 * wm;
-  bool any = false;
-  for (int i = 0; i < k->n_v; i++) any = any || is_quad_store(k, &k->v[i]);
-  if (!any) return;
-  evtc_sb_printf(b, "%sif (EVTC_FULL_TILE && (j & 3) == 3) {\n%s  const int q = lane & 3;\n"
-                    "%s  unsigned char *const xq = hook_smem + %d + warp * %d + (lane >> 2) * %d;\n",
-                 ind, ind, ind, base, QUAD_WARP, QUAD_STRIDE);
-  for (int i = 0; i < k->n_v; i++) {
-    if (!is_quad_store(k, &k->v[i])) continue;
-    for (int s0 = 0; s0 < 2 * wm; s0 += slots) {
-      const int n = 2 * wm - s0 < slots ? 2 * wm - s0 : slots;
-      for (int s = 0; s < n; s++)
-        evtc_sb_printf(b, "#pragma unroll\n%s  for (int bq = 0; bq < 4; bq++) *(uint32_t *)(xq + %d + bq * 16 + q * 4) = sq%d[%d][%d][bq];\n",
-                       ind, s * QUAD_SMEM, i, (s0 + s) / 2, (s0 + s) % 2);
-      evtc_sb_printf(b, "%s  __syncwarp();\n", ind);
-      for (int s = 0; s < n; s++)
-        evtc_sb_printf(b, "%s  const evtc_u32x4 o%d_%d = *(const evtc_u32x4 *)(xq + %d + q * 16);\n", ind, i, s0 + s,
-                       s * QUAD_SMEM);
-      evtc_sb_printf(b, "%s  __syncwarp();\n", ind);
-      for (int s = 0; s < n; s++)
-        evtc_sb_printf(b, "%s  *(evtc_u32x4 *)(a%d + ((long long)bat * dims.M + m0 + (cw * %d + %d) * 64 + warp * 16 + %d * 8 + "
-                          "(lane >> 2)) * CC + n0 + (j - 3 + q) * 8) = o%d_%d;\n",
-                       ind, k->v[i].arg, wm, (s0 + s) / 2, (s0 + s) % 2, i, s0 + s);
-    }
-  }
-  evtc_sb_printf(b, "%s}\n", ind);
-}
-
 static void evt_col_end(evtc_sb *b, const char *ind, void *ctx) {
   const evt_ctx *e = ctx;
   const evtc_kernel *k = e->k;
@@ -864,7 +842,6 @@ static void evt_col_end(evtc_sb *b, const char *ind, void *ctx) {
                      part_type(k, v), row_smem_offset(k, e->pl, i), e->pl->cfg.tile_n, q, i, q);
     }
   }
-  emit_quad_exchange(b, ind, e);
 }
 
 static void evt_tile_end(evtc_sb *b, const char *ind, void *ctx) {

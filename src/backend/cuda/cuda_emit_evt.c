@@ -388,9 +388,7 @@ static bool is_pair_store(const evtc_kernel *k, const evtc_vnode *v) {
  * which word to send and where to put it (the fc GEMM with GELU and its coefficient: 16888 -> 15424 SASS
  * instructions). */
 static bool is_quad_store(const evtc_kernel *k, const evtc_vnode *v) {
-  const char *knob = getenv("EVTC_EVT_QUAD");   /* "0": every pair stored by its own lane (a measuring knob) */
-  return is_pair_store(k, v) && (v->dtype == EVTC_BF16 || v->dtype == EVTC_F16) && k->cols % 8 == 0 &&
-         !(knob && strcmp(knob, "0") == 0);
+  return is_pair_store(k, v) && (v->dtype == EVTC_BF16 || v->dtype == EVTC_F16) && k->cols % 8 == 0;
 }
 
 static void evt_tile_begin(evtc_sb *b, const char *ind, void *ctx) {

@@ -66,8 +66,8 @@ typedef struct evt_case {
   int reduce;               /* ROW, COL and SCALAR reductions */
   int want_evt;             /* the GEMM kernel runs on evtc's GEMM */
   int coef;                 /* an output 0.5 x * (res * 1.125) * 0.70703125 + x (GELU's coefficient's shape: the
-                               emitter folds the constants into one), and GELU decomposed with its coefficient's
-                               0.5 (1 + erf) (the emitter folds the 0.5 into 1 + erf) */
+                               emitter folds the constants into one), and GELU as ONNX spells it beside its
+                               coefficient's 0.5 (1 + erf): evtc_erf1pf read by two products */
 } evt_case;
 
 static const evt_case cases[] = {
@@ -157,8 +157,8 @@ static char *case_text(const evt_case *c) {
                        "  %%k3 = const() {value=0.70703125} : f32[]\n  %%q1 = mul(%%k1, %%x%d) : f32[%s]\n"
                        "  %%q2 = mul(%%resf, %%k2) : f32[%s]\n  %%q3 = mul(%%q1, %%q2) : f32[%s]\n"
                        "  %%q4 = mul(%%q3, %%k3) : f32[%s]\n  %%cf = add(%%q4, %%x%d) : f32[%s]\n  output %%cf\n"
-                       /* GELU as ONNX spells it, g = x (1 + erf(x k3)) 0.5, beside its coefficient's 0.5 (1 + erf):
-                        * both products' 0.5 goes into evtc_erf1p_scaledf */
+                       /* GELU as ONNX spells it, g = x (1 + erf(x k3)) 0.5, beside its coefficient's 0.5 (1 + erf),
+                        * as in BERT-Large's fc epilogue */
                        "  %%one = const() {value=1.0} : f32[]\n  %%ga = mul(%%x%d, %%k3) : f32[%s]\n"
                        "  %%ge = erf(%%ga) : f32[%s]\n  %%ge1 = add(%%ge, %%one) : f32[%s]\n"
                        "  %%gm = mul(%%x%d, %%ge1) : f32[%s]\n  %%gg = mul(%%gm, %%k1) : f32[%s]\n"

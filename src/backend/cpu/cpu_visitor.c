@@ -311,7 +311,9 @@ static void emit_cast(evtc_sb *sb, evtc_dtype to, evtc_dtype from, int a) {
   else evtc_sb_printf(sb, "(%s)v%d", evtc_cpu_ctype(to), a);
 }
 
-int evtc_cpu_erf_plus_one(const evtc_kernel *k, const evtc_vnode *v) {
+/* v = erf(x) + 1 (either order), x's node index, else -1: emitted as evtc_erf1pf(x), which a backend may compute
+ * better than the sum (the CUDA prelude's shares e^(-x^2) with the GELU gradient beside it). */
+static int erf_plus_one(const evtc_kernel *k, const evtc_vnode *v) {
   if (v->kind != EVTC_V_COMPUTE || v->op != EVTC_OP_ADD || v->n_args != 2) return -1;
   for (int j = 0; j < 2; j++) {
     const evtc_vnode *e = &k->v[v->args[j]], *one = &k->v[v->args[1 - j]];
@@ -371,8 +373,7 @@ void evtc_cpu_emit_value(const evtc_cpu_vctx *x, int i) {
       const char *u = unary_expr(v->op, f32), *bin = binary_expr(v->op, f32);
       if (v->op == EVTC_OP_CAST) emit_cast(sb, v->dtype, k->v[a].dtype, a);
       else if (v->op == EVTC_OP_WHERE) evtc_sb_printf(sb, "v%d ? v%d : v%d", a, b, v->args[2]);
-      else if (f32 && evtc_cpu_erf_plus_one(k, v) >= 0)
-        evtc_sb_printf(sb, "(%s)evtc_erf1pf(v%d)", t, evtc_cpu_erf_plus_one(k, v));
+      else if (f32 && erf_plus_one(k, v) >= 0) evtc_sb_printf(sb, "(%s)evtc_erf1pf(v%d)", t, erf_plus_one(k, v));
       else if (v->op == EVTC_OP_DROPOUT)
         evtc_sb_printf(sb, "v%d ? v%d * (%s)%.17g : (%s)0", b, a, t, 1.0 / (1.0 - v->value), t);
       else if (v->op == EVTC_OP_DIV && evtc_dtype_is_int(v->dtype))

@@ -683,64 +683,10 @@ static void mul_leaves(const evtc_kernel *k, const int *uses, int i, int *leaves
   }
 }
 
-/* The folds of k's epilogue: fold[i] as above; scale[i] for a node 1 + erf(x) (evtc_cpu_erf_plus_one) each read of
- * which is a leaf of a product with the same constant K: K, else 0.  That node is then emitted as K (1 + erf(x))
- * (evtc_erf1p_scaledf: K goes into the coefficients) and those products, folded, without K.  GELU's 0.5 x (1 +
- * erf) and the 0.5 (1 + erf) of its gradient's coefficient beside it in BERT-Large's fc GEMM: two products an
- * element fewer, which the other warpgroup's main loop feels (an epilogue's float instructions slow the tensor
- * cores beside them: clock stamps, RESULTS, tenth session).  uses[i], the nodes reading node i; mark and
- * leaves, scratch. */
+/* The folds of k's epilogue: fold[i] as above; uses[i], the nodes reading node i; mark and leaves, scratch. */
 typedef struct mul_folds {
   int *fold, *uses, *mark, *leaves;
-  double *scale;
 } mul_folds;
-
-/* The root of the product that float MUL i belongs to: up through MULs that are single-use MUL operands. */
-static int mul_root(const evtc_kernel *k, const int *uses, int i) {
-  for (;;) {
-    if (uses[i] != 1) return i;
-    int w = -1;
-    for (int j = i + 1; j < k->n_v && w < 0; j++)
-      for (int q = 0; q < k->v[j].n_args; q++)
-        if (k->v[j].args[q] == i) w = j;
-    if (w < 0 || !float_mul(&k->v[w])) return i;
-    i = w;
-  }
-}
-
-/* scale[e] and the folds of its products when every read of node e (1 + erf) qualifies (see mul_folds). */
-static void plan_erf_scale(mul_folds *f, const evtc_kernel *k, int e) {
-  enum { MAX_READS = 8 };
-  const evtc_dtype dt = k->v[e].dtype;
-  if ((dt != EVTC_F32 && dt != EVTC_BF16 && dt != EVTC_F16) || f->uses[e] > MAX_READS) return;
-  int roots[MAX_READS], n_roots = 0;
-  double K = 0;
-  for (int j = e + 1; j < k->n_v; j++)
-    for (int q = 0; q < k->v[j].n_args; q++) {
-      if (k->v[j].args[q] != e) continue;
-      if (!float_mul(&k->v[j])) return;
-      const int r = mul_root(k, f->uses, j);
-      int n_leaves = 0, n_imm = 0, hits = 0;
-      double c = 1;
-      memset(f->mark, 0, sizeof *f->mark * (size_t)k->n_v);
-      mul_leaves(k, f->uses, r, f->leaves, &n_leaves, &c, &n_imm, f->mark);
-      for (int l = 0; l < n_leaves; l++) hits += f->leaves[l] == e;
-      if (hits != 1 || n_imm == 0 || c == 0 || !isfinite((float)c) || (K != 0 && c != K)) return;
-      K = c;
-      roots[n_roots++] = r;
-    }
-  if (n_roots == 0) return;
-  f->scale[e] = K;
-  for (int q = 0; q < n_roots; q++) {
-    int n_leaves = 0, n_imm = 0;
-    double c = 1;
-    memset(f->mark, 0, sizeof *f->mark * (size_t)k->n_v);
-    mul_leaves(k, f->uses, roots[q], f->leaves, &n_leaves, &c, &n_imm, f->mark);
-    f->fold[roots[q]] = 1;
-    for (int j = 0; j < roots[q]; j++)
-      if (f->mark[j]) f->fold[j] = -1;
-  }
-}
 
 static void mul_folds_plan(mul_folds *f, const evtc_kernel *k) {
   const size_t n = (size_t)k->n_v;
@@ -748,14 +694,11 @@ static void mul_folds_plan(mul_folds *f, const evtc_kernel *k) {
   f->uses = calloc(n, sizeof *f->uses);
   f->mark = calloc(n, sizeof *f->mark);
   f->leaves = malloc(sizeof *f->leaves * (n + 1));
-  f->scale = calloc(n, sizeof *f->scale);
-  EVTC_ASSERT(f->fold && f->uses && f->mark && f->leaves && f->scale);
+  EVTC_ASSERT(f->fold && f->uses && f->mark && f->leaves);
   for (int i = 0; i < k->n_v; i++)
     for (int q = 0; q < k->v[i].n_args; q++) f->uses[k->v[i].args[q]]++;
-  for (int i = 0; i < k->n_v; i++)
-    if (evtc_cpu_erf_plus_one(k, &k->v[i]) >= 0) plan_erf_scale(f, k, i);
   for (int i = k->n_v - 1; i >= 0; i--) {     /* roots first: a root's absorbed MULs come before it */
-    if (!float_mul(&k->v[i]) || f->fold[i] != 0) continue;
+    if (!float_mul(&k->v[i]) || f->fold[i] < 0) continue;
     memset(f->mark, 0, sizeof *f->mark * n);
     int n_leaves = 0, n_imm = 0;
     double c = 1;
@@ -772,21 +715,16 @@ static void mul_folds_free(mul_folds *f) {
   free(f->uses);
   free(f->mark);
   free(f->leaves);
-  free(f->scale);
 }
 
-/* Root i of a folded product: float v<i> = leaves * K, K without the factors that scaled leaves took (none
- * written when that leaves 1). */
+/* Root i of a folded product: float v<i> = leaves * K. */
 static void emit_mul_fold(evtc_sb *b, const char *ind, const evtc_kernel *k, const mul_folds *f, int i) {
   int n_leaves = 0, n_imm = 0;
   double c = 1;
   mul_leaves(k, f->uses, i, f->leaves, &n_leaves, &c, &n_imm, f->mark);
-  for (int q = 0; q < n_leaves; q++)
-    if (f->scale[f->leaves[q]] != 0) c /= f->scale[f->leaves[q]];
   evtc_sb_printf(b, "%sfloat v%d = ", ind, i);
   for (int q = 0; q < n_leaves; q++) evtc_sb_printf(b, "%sv%d", q ? " * " : "(", f->leaves[q]);
-  if (n_leaves && c == 1) evtc_sb_printf(b, ");\n");
-  else evtc_sb_printf(b, "%s%.9ef;\n", n_leaves ? ") * " : "", (double)(float)c);
+  evtc_sb_printf(b, "%s%.9ef;\n", n_leaves ? ") * " : "", (double)(float)c);
 }
 
 static void evt_element(evtc_sb *b, const char *ind, const char *acc, void *ctx) {
@@ -803,11 +741,6 @@ static void evt_element(evtc_sb *b, const char *ind, const char *acc, void *ctx)
     if (folds.fold[i] < 0) continue;
     if (folds.fold[i] > 0) {
       emit_mul_fold(b, in, k, &folds, i);
-      continue;
-    }
-    if (folds.scale[i] != 0) {
-      evtc_sb_printf(b, "%sfloat v%d = evtc_erf1p_scaledf(v%d, %.9ef);\n", in, i, evtc_cpu_erf_plus_one(k, v),
-                     (double)(float)folds.scale[i]);
       continue;
     }
     if (v->kind == EVTC_V_STORE) {

@@ -2,19 +2,20 @@
 
     python3 tile_stamps.py instrument IN.cu OUT.cu
 
-IN.cu is a cached kernel source of cuda_emit_gemm.c's pingpong template with a visitor epilogue (one bf16 / f16
-output).  OUT.cu stamps, for CTA 0's two consumer warpgroups and each of their first 20 tiles, clock64() minus the
-clock as the CTA's threads leave its setup barrier (no shared memory: the ring takes it all), at: the turn wait's start (t0), its end (t1), the main loop's last wgmma_wait<0> (t2) and the epilogue's
-end (t3).  At the kernel's end each warpgroup leader writes its stamps into CTA 0's own first output tile (rows
-20 wg + q, columns 4 s .. 4 s + 4 for stamp s): 28 bits a stamp as four 7-bit chunks, each stored as the bf16 /
-f16 bits of 1 + chunk / 128 (a normal number, exact in both types), so a harness reads them back through the
-program's output.  No calls in the kernel (a printf made ptxas serialise every wgmma: WARPGROUP.DEPBAR after each
-HGMMA).
+IN.cu is a cached kernel source of cuda_emit_gemm.c's pingpong template with a visitor epilogue and a bf16 /
+f16 output (the first it stores gets the stamps).  OUT.cu stamps, for CTA 0's two consumer warpgroups and each
+of their first 20 tiles, clock64() minus the clock as the CTA's threads leave its setup barrier (no shared
+memory: the ring takes it all), at: the turn wait's start (t0), its end (t1), the main loop's last
+wgmma_wait<0> (t2) and the epilogue's end (t3).  At the kernel's end each warpgroup leader writes its stamps
+into CTA 0's own first output tile (rows 20 wg + q, columns 4 s .. 4 s + 4 for stamp s): 28 bits a stamp as
+four 7-bit chunks, each stored as the bf16 / f16 bits of 1 + chunk / 128 (a normal number, exact in both
+types), so a harness reads them back through the program's output.  No calls in the kernel (a printf made
+ptxas serialise every wgmma: WARPGROUP.DEPBAR after each HGMMA).
 
     python3 tile_stamps.py decode VALUES.txt
 
-reads the first 40 rows x 16 columns of that output (one value a line, row-major, as the harness prints them)
-and prints the timeline.
+reads what tile_stamps_run prints (per output "# NAME", then its first 40 rows x 16 columns, one value a line),
+takes the output that holds stamps and prints the timeline, then the steady state's means (tiles 4-29).
 """
 import sys
 
@@ -78,21 +79,37 @@ def instrument(src_path, out_path):
     open(out_path, 'w').write(text)
 
 
-def decode(path, f16=False):
-    vals = [float(x) for x in open(path).read().split()]
+def stamps_of(vals, f16):
+    """The 40 rows of 4 stamps in one output's 640 values, or None when they are no stamps."""
     rows = []
     for r in range(40):
         stamps = []
         for s4 in range(4):
             v = 0
             for c in range(4):
-                x = vals[r * 16 + 4 * s4 + c]
-                chunk = round((x - 1.0) * (1024 if f16 else 128))
+                chunk = round((vals[r * 16 + 4 * s4 + c] - 1.0) * (1024 if f16 else 128))
                 if not 0 <= chunk < (1024 if f16 else 128):
-                    sys.exit('row %d column %d: %r is no stamp chunk' % (r, 4 * s4 + c, x))
+                    return None
                 v |= (chunk & 127) << (7 * c)
             stamps.append(v)
         rows.append(stamps)
+    return rows
+
+
+def decode(path, f16=False):
+    blocks, name = {}, None
+    for line in open(path):
+        if line.startswith('# '):
+            name = line[2:].strip()
+            blocks[name] = []
+        elif line.strip():
+            blocks[name].append(float(line))
+    found = [(n, stamps_of(v, f16)) for n, v in blocks.items()]
+    found = [(n, rows) for n, rows in found if rows]
+    if not found:
+        sys.exit('no output of %s holds stamps (outputs: %s)' % (path, ', '.join(blocks) or 'none'))
+    name, rows = found[0]
+    print('stamps in output %s' % name)
     print('%4s %3s %9s %7s %7s %7s' % ('tile', 'wg', 'start', 'wait', 'main', 'epi'))
     tl = []
     for wg in range(2):
@@ -103,6 +120,13 @@ def decode(path, f16=False):
             tl.append((t0, 2 * q + wg, wg, t1 - t0, t2 - t1, t3 - t2))
     for t0, tile, wg, w, m, e in sorted(tl):
         print('%4d %3d %9d %7d %7d %7d' % (tile, wg, t0, w, m, e))
+    # the steady state: tiles 4-29 (the first ones fill the pipeline), period = a tile's share of warpgroup 0's cycle
+    steady = [x for x in tl if 4 <= x[1] < 30]
+    start = {x[1]: x[0] for x in tl}
+    if len(steady) == 26 and 4 in start and 28 in start:
+        mean = [sum(x[k] for x in steady) / len(steady) for k in (3, 4, 5)]
+        print('MEAN tiles 4-29: wait %.0f main %.0f epi %.0f period/tile %.0f'
+              % (mean[0], mean[1], mean[2], (start[28] - start[4]) / 24))
 
 
 if __name__ == '__main__':

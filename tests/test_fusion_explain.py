@@ -6,7 +6,8 @@ tests/fusion/: the summary lines have the documented form, the ILP is never
 slower than greedy, the text is byte-identical between runs (solver timings
 masked) and between a solved and a cached run, dot/svg/html are well formed,
 a tiny --time-limit falls back loudly (stderr and the text), --profile
-prints one row per plan kernel whose times add up to its totals and says
+prints one row per plan kernel whose times add up to its totals (and so do
+its families: kernels whose first nodes differ only in numbers) and says
 whether whole runs replay a CUDA graph (never on the CPU; on a GPU they
 do), bad usage exits 2.  Caches go to a temporary EVTC_CACHE_DIR.
 """
@@ -99,6 +100,13 @@ with tempfile.TemporaryDirectory() as tmp:
           abs(sum(float(k[2]) for k in per_kind) - float(total.group(4))) < 0.01 * len(per_kind) and
           abs(sum(float(k[3]) for k in per_kind) - float(total.group(3))) < 0.01 * len(per_kind),
           "--profile: the kinds add up to the program's kernels, the measured and the modelled totals")
+    fam_block = out.split("profile by family", 1)[1].split("profile by kind", 1)[0] if "profile by family" in out else ""
+    fams = re.findall(r"^(\w+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+(?:[0-9.]+|-)\s+(?:%\S+|\(\d+ more families\))$",
+                      fam_block, re.M)
+    check(total is not None and fams and sum(int(f[1]) for f in fams) == len(rows) and
+          abs(sum(float(f[2]) for f in fams) - float(total.group(4))) < 0.01 * len(fams) and
+          [float(f[2]) for f in fams if f[0] != "rest"] == sorted((float(f[2]) for f in fams if f[0] != "rest"), reverse=True),
+          f"--profile: the families hold every row, add up to the measured total, the slowest first: {fam_block[:400]}")
     mem = re.search(r"^memory: ([0-9.]+) MiB of program buffers \(arena ([0-9.]+) MiB, leaves and outputs ([0-9.]+) MiB\)$",
                     out, re.M)
     check(mem is not None and float(mem.group(3)) > 0 and

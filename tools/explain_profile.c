@@ -12,7 +12,8 @@
  * (the mean time of a run), then N times kernel by kernel
  * (evtc_program_profile: on a GPU CUDA events between the kernels, no
  * waits; on the CPU a wait after every kernel), and prints each plan kernel's modelled time next
- * to its measured one, the slowest first, the totals per kernel kind, and the totals.  A plan
+ * to its measured one, the slowest first, the same summed over families (kernels of one kind whose first
+ * nodes' names differ only in numbers: a model's layers), the totals per kernel kind, and the totals.  A plan
  * kernel that the program split, or ran in the interpreter, sums the
  * program kernels that hold its nodes; scalar-chain nodes (which the plan
  * leaves to their readers) show as their own program kernels; a lone
@@ -100,6 +101,75 @@ static double now_us(void) {
   return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
 }
 
+/* A family of plan kernels: the same kind and first-node name but for its numbers (a model's layers). */
+typedef struct profile_family {
+  char key[96];
+  const char *kind;
+  int32_t first_node;       /* of its slowest kernel */
+  int kernels;
+  double measured_us, modelled_us;
+} profile_family;
+
+static int family_by_measured(const void *a, const void *b) {
+  double x = ((const profile_family *)a)->measured_us, y = ((const profile_family *)b)->measured_us;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* kind, then name with each run of digits as N; a generated name (tN) takes its op's name too, so that the
+ * anonymous kernels of different ops stay apart. */
+static void family_key(const char *kind, const evtc_node *n, char *key, size_t cap) {
+  size_t k = (size_t)snprintf(key, cap, "%s ", kind);
+  for (const char *c = n->name; *c && k + 2 < cap; c++) {
+    const bool digit = *c >= '0' && *c <= '9', after_digit = c > n->name && c[-1] >= '0' && c[-1] <= '9';
+    if (!digit) key[k++] = *c;
+    else if (!after_digit) key[k++] = 'N';
+  }
+  key[k] = 0;
+  if (strcmp(key + strlen(kind) + 1, "tN") == 0) snprintf(key + k, cap - k, ":%s", evtc_op_get(n->op)->name);
+}
+
+/* The families of rows, the slowest first: up to SHOWN of them, then one line for the rest. */
+static void print_families(FILE *out, const evtc_partition *part, const profile_row *rows, int n_rows) {
+  enum { SHOWN = 30 };
+  const evtc_graph *g = part->g;
+  profile_family *f = calloc((size_t)(n_rows + 1), sizeof *f);
+  int nf = 0;
+  for (int r = 0; r < n_rows; r++) {
+    const profile_row *x = &rows[r];
+    const char *kind = x->plan_kernel >= 0 ? evtc_kernel_kind_name(part->kernels[x->plan_kernel].kind) : "scalar";
+    char key[96];
+    family_key(kind, g->nodes[x->first_node], key, sizeof key);
+    int i = 0;
+    while (i < nf && strcmp(f[i].key, key) != 0) i++;
+    if (i == nf) {
+      snprintf(f[nf].key, sizeof f[nf].key, "%s", key);
+      f[nf].kind = kind;
+      f[nf++].first_node = x->first_node;    /* rows come slowest first */
+    }
+    f[i].kernels++;
+    f[i].measured_us += x->measured_us;
+    f[i].modelled_us += x->modelled_us;
+  }
+  qsort(f, (size_t)nf, sizeof *f, family_by_measured);
+  fprintf(out, "profile by family (plan kernels of one kind whose first nodes' names differ only in numbers, the "
+               "slowest first; first node: the family's slowest):\n");
+  fprintf(out, "%-11s %7s %12s %12s %10s  %s\n", "kind", "kernels", "measured_us", "modelled_us", "each_us", "first node");
+  double rest_us = 0, rest_mod = 0;
+  int rest_kernels = 0;
+  for (int i = 0; i < nf; i++) {
+    if (i >= SHOWN) {
+      rest_us += f[i].measured_us, rest_mod += f[i].modelled_us, rest_kernels += f[i].kernels;
+      continue;
+    }
+    fprintf(out, "%-11s %7d %12.3f %12.3f %10.3f  %%%s\n", f[i].kind, f[i].kernels, f[i].measured_us, f[i].modelled_us,
+            f[i].measured_us / f[i].kernels, g->nodes[f[i].first_node]->name);
+  }
+  if (nf > SHOWN)
+    fprintf(out, "%-11s %7d %12.3f %12.3f %10s  (%d more families)\n", "rest", rest_kernels, rest_us, rest_mod, "-",
+            nf - SHOWN);
+  free(f);
+}
+
 int evtc_explain_profile(const evtc_partition *part, const evtc_backend *be, int runs, FILE *out) {
   const evtc_graph *g = part->g;
   evtc_diag d = {0};
@@ -167,6 +237,7 @@ int evtc_explain_profile(const evtc_partition *part, const evtc_backend *be, int
                                             : x->program_kernels == 0 ? " (no kernel: a reshape alias, a view attention reads or writes in place, or another kernel's by-product)"
                                                                       : "");
   }
+  print_families(out, part, rows, n_rows);
   enum { KINDS = EVTC_KERNEL_OPAQUE + 2 };     /* the plan's kinds, then scalar-chain kernels */
   double kind_us[KINDS] = {0}, kind_mod[KINDS] = {0};
   int kind_n[KINDS] = {0};

@@ -161,6 +161,7 @@ run)
         phase "$m: profile" 120 "$out/$m.profile.txt" "$evtc" explain "$work/$m.onnx" --train --target "$target" \
           --loss cross_entropy --labels labels --profile "$profile"
         grep -E "^(profile|memory)" "$out/$m.profile.txt" | cut -c1-400     # with the time per kernel kind
+        sed -n '/^profile by family/,/^profile by kind/p' "$out/$m.profile.txt" | sed -n '2,14p' | cut -c1-160
       fi
       phase "$m: PyTorch" "$torch_limit" "$out/$m.torch.log" "$PYTHON" bench/train_torch.py "$work" --model "$m" --steps "$steps" \
         --lr "$lr" --modes "$modes" --profile "$profile" --out "$out/$m.torch.json"

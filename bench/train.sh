@@ -23,8 +23,9 @@
 #                            With --profile N, after each model's training
 #                            `evtc explain --train --profile N` times the
 #                            step's kernels on the same backend: the log gets
-#                            its totals, memory lines and time per kernel
-#                            kind, train-logs.tgz the whole table; and
+#                            its totals, memory lines, time per kernel kind
+#                            and its 12 slowest kernel families,
+#                            train-logs.tgz the whole table; and
 #                            train_torch.py profiles N steps of each PyTorch
 #                            mode (kernel time per step by kind).
 #

@@ -15,7 +15,7 @@
 #                              still build it); about 40 MB
 #   bench/ab.sh run [--no-tests] [--models M,...] [--rounds N] [--steps N]
 #                   [--bench FILTER,...] [--graph FILE[:train],...] [--attn]
-#                   [--evt GRAPH,...] [--b-env 'VAR=VALUE ...']
+#                   [--evt GRAPH,...] [--stamps FILE.evt,...] [--b-env 'VAR=VALUE ...']
 #                              on the GPU machine, from the repo root: B's GPU
 #                              tests (failing checks shown; exit 1 if any),
 #                              then for each model (bench/train_models.py,
@@ -30,7 +30,11 @@
 #                              gpu_attention_bench (N rounds: each system,
 #                              shape and pass), with --evt A's and B's
 #                              gpu_evt_bench on those graphs (N rounds: each
-#                              variant's device time), and the table: what,
+#                              variant's device time), with --stamps A's and
+#                              B's per-tile clock stamps of each graph file's
+#                              pingpong GEMM kernel (bench/tile_stamps.sh, N
+#                              rounds: main loop, epilogue and period a tile,
+#                              cycles; needs nvcc), and the table: what,
 #                              A, B, B / A.  --b-env sets environment
 #                              variables for B's runs only: with BASE the
 #                              change's own commit, a knob's effect
@@ -59,7 +63,7 @@ prepare)
   rm -rf "$ab/a" "$ab/b" && mkdir -p "$ab/a"
   EVTC_STAGE="$ab/b" EVTC_BUILD="${EVTC_BUILD:-build-ab}" sh bench/gpu_tests.sh prepare
   mkdir -p "$ab/b/extra"
-  for prog in gpu_bench gpu_attention_bench gpu_evt_bench; do
+  for prog in gpu_bench gpu_attention_bench gpu_evt_bench tile_stamps_run; do
     build_bench . "$PWD/${EVTC_BUILD:-build-ab}" "$PWD/$ab/b/extra/$prog" "bench/$prog.c"
   done
   git worktree remove --force "$ab/src-a" 2>/dev/null || rm -rf "$ab/src-a"
@@ -68,9 +72,18 @@ prepare)
   cmake --build "$ab/src-a/build" -j2 --target evtc_tool evtc >/dev/null
   cp "$ab/src-a/build/evtc" "$ab/a/evtc" && strip "$ab/a/evtc"
   # one instrument: B's bench programs (their workloads) on A's library, where A's headers still build them
-  for prog in gpu_bench gpu_attention_bench gpu_evt_bench; do
+  for prog in gpu_bench gpu_attention_bench gpu_evt_bench tile_stamps_run; do
     build_bench "$ab/src-a" "$PWD/$ab/src-a/build" "$PWD/$ab/a/$prog" "$PWD/bench/$prog.c" 2>/dev/null ||
-      build_bench "$ab/src-a" "$PWD/$ab/src-a/build" "$PWD/$ab/a/$prog" "bench/$prog.c"
+      build_bench "$ab/src-a" "$PWD/$ab/src-a/build" "$PWD/$ab/a/$prog" "bench/$prog.c" ||
+      [ "$prog" = tile_stamps_run ]      # a base older than the stamps runs none
+  done
+  for side in "$ab/a" "$ab/b/extra"; do    # B's bench/tile_stamps.sh on each side's tile_stamps_run
+    [ -x "$side/tile_stamps_run" ] || continue
+    cat >"$side/tile_stamps" <<'WRAP'
+#!/bin/sh
+RUN="$(cd "$(dirname "$0")" && pwd)/tile_stamps_run" exec sh bench/tile_stamps.sh "$@"
+WRAP
+    chmod +x "$side/tile_stamps"
   done
   git -C "$ab/src-a" log --oneline -1 >"$ab/a/COMMIT"
   git log --oneline -1 >"$ab/b/extra/COMMIT"
@@ -80,7 +93,7 @@ prepare)
   ;;
 run)
   shift
-  tests=1 models="" rounds=2 steps=10 benches="" graphs="" attn=0 evt="" b_env=""
+  tests=1 models="" rounds=2 steps=10 benches="" graphs="" attn=0 evt="" stamps="" b_env=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --no-tests) tests=0; shift; continue ;;
@@ -91,6 +104,7 @@ run)
       --bench) benches=$2 ;;
       --graph) graphs=$2 ;;
       --evt) evt=$2 ;;
+      --stamps) stamps=$2 ;;
       --b-env) b_env=$2 ;;
       *) echo "ab.sh run: unknown option $1" >&2; exit 2 ;;
     esac
@@ -175,13 +189,16 @@ run)
   [ "$attn" = 1 ] && paired gpu_attention_bench attn attention ms '^RESULT' '{ print $2 "_" $3 "_" $4, $5 }'
   # shellcheck disable=SC2046
   [ -n "$evt" ] && paired gpu_evt_bench evt gpu_evt_bench "dev ms" '^RESULT evt' '{ print $3, $4 }' $(echo "$evt" | tr , ' ')
+  # shellcheck disable=SC2046
+  [ -n "$stamps" ] && paired tile_stamps stamps "tile stamps" cycles '^MEAN ' \
+    '{ print $2 "_main", $8; print $2 "_epilogue", $10; print $2 "_period", $12 }' $(echo "$stamps" | tr , ' ')
   echo "== A / B table (B / A < 1: B is faster)"
   printf '%-52s %12s %12s %8s\n' "what" "A" "B" "B / A"
   cat "$table"
   exit "$failed"
   ;;
 *)
-  echo "usage: $0 prepare BASE | run [--no-tests] [--models M,...] [--rounds N] [--steps N] [--bench F,...] [--graph FILE[:train],...] [--attn] [--evt GRAPH,...] [--b-env 'VAR=VALUE ...']" >&2
+  echo "usage: $0 prepare BASE | run [--no-tests] [--models M,...] [--rounds N] [--steps N] [--bench F,...] [--graph FILE[:train],...] [--attn] [--evt GRAPH,...] [--stamps FILE.evt,...] [--b-env 'VAR=VALUE ...']" >&2
   exit 2
   ;;
 esac

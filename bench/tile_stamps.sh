@@ -17,5 +17,5 @@ for g in "$@"; do
   nvcc -std=c++17 -lineinfo -arch=sm_90a -cubin -w -o "${cu%.cu}.cubin" "$cache/ts2.cu"
   "$RUN" "$g" >"$cache/values.txt"
   echo "== $g (cycles; start: since CTA 0's setup barrier)"
-  python3 "$here/tile_stamps.py" decode "$cache/values.txt"
+  python3 "$here/tile_stamps.py" decode "$cache/values.txt" | sed "s|^MEAN |MEAN $(basename "$g" .evt) |"
 done

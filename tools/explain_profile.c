@@ -133,6 +133,7 @@ static void print_families(FILE *out, const evtc_partition *part, const profile_
   enum { SHOWN = 30 };
   const evtc_graph *g = part->g;
   profile_family *f = calloc((size_t)(n_rows + 1), sizeof *f);
+  if (!f) return;
   int nf = 0;
   for (int r = 0; r < n_rows; r++) {
     const profile_row *x = &rows[r];

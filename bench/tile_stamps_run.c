@@ -17,19 +17,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: tile_stamps_run GRAPH.evt\n");
     return 2;
   }
-  FILE *f = fopen(argv[1], "rb");
-  if (!f) {
-    perror(argv[1]);
-    return 2;
-  }
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *text = malloc((size_t)n + 1), err[512];
-  text[fread(text, 1, (size_t)n, f)] = 0;
-  fclose(f);
-  evtc_graph *g = evtc_graph_parse_string(text, argv[1], err, sizeof err);
-  free(text);
+  char err[512];
+  evtc_graph *g = evtc_graph_parse_file(argv[1], err, sizeof err);
   evtc_diag d = {0};
   const evtc_backend *be = g ? evtc_backend_cuda(&d) : NULL;
   if (!g || !be) {

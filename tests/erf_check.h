@@ -7,15 +7,19 @@
  * special values (signed zeros, infinities, NaN, a tiny and a subnormal
  * input) and the edges of the backends' branches; GELU through it within
  * 4 x 2^-23 max(1, |x|) (absolute: 1 + erf(x) cancels for large negative
- * x, as with libm).  Outputs are poisoned before the run.  Include after
+ * x, as with libm).  check_erf1p_bf16: 1 + erf of every bf16 value of
+ * [-6, 6] as a bf16 value, for a backend with its own cheaper polynomial
+ * there.  Outputs are poisoned before the run.  Include after
  * cpu_oracle.h (CHECK, oracle_parse).
  */
 #ifndef EVTC_TEST_ERF_CHECK_H
 #define EVTC_TEST_ERF_CHECK_H
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void check_erf_gelu(const evtc_backend *be, const char *what) {
   enum { N = 1 << 20 };
@@ -64,6 +68,59 @@ static void check_erf_gelu(const evtc_backend *be, const char *what) {
   free(x);
   free(y);
   free(z);
+}
+
+/* 1 + erf(x) as a bf16 value (erf and the sum typed bf16, read through a cast to f32 in the same kernel, so
+ * unrounded): within 2^-17 of it relative for x >= -4 and 2^-15 below (the exp2's rounding of x^2), over every
+ * bf16 value of [-6, 6] and the special values.  For a backend with a polynomial of its own for bf16 (the CUDA
+ * prelude's evtc_erf1p_bf16f); the CPU's is its f32 1 + erf, which check_erf_gelu covers. */
+static inline void check_erf1p_bf16(const evtc_backend *be, const char *what) {
+  enum { N = 1 << 16 };
+  static const char text[] = "graph erf1p_bf16 {\n  %x = input() : f32[65536]\n"
+                             "  %xb = cast(%x) {dtype=bf16} : bf16[65536]\n  %e = erf(%xb) : bf16[65536]\n"
+                             "  %one = const() {value=1.0} : bf16[]\n  %e1 = add(%e, %one) : bf16[65536]\n"
+                             "  %o = cast(%e1) {dtype=f32} : f32[65536]\n  output %o\n}\n";
+  static const double special[] = {INFINITY, -INFINITY, NAN};     /* +-0 are in the sweep: 1 within the bound */
+  enum { N_SPECIAL = sizeof special / sizeof special[0] };
+  evtc_graph *g = oracle_parse(text, what);
+  double *x = malloc(sizeof(double) * N), *y = malloc(sizeof(double) * N);
+  evtc_diag d = {0};
+  evtc_program *p = g && x && y ? evtc_program_new(g, NULL, 0, be, NULL, &d) : NULL;
+  CHECK(p != NULL, "%s: %s", what, d.msg);
+  if (p) {
+    int n = 0;
+    for (; n < N_SPECIAL; n++) x[n] = special[n];
+    for (uint32_t bits = 0; bits < 0x8000u && n < N; bits++) {     /* every bf16 of [0, 6], and its negative */
+      const uint32_t w = bits << 16;
+      float f;
+      memcpy(&f, &w, sizeof f);
+      if (f <= 6.0f) x[n++] = f, x[n++] = -f;
+    }
+    const int used = n;
+    for (; n < N; n++) x[n] = 0.5;
+    evtc_program_set(p, evtc_graph_find(g, "x"), x);
+    evtc_program_poison(p);
+    CHECK(evtc_program_run(p, 0, &d) == EVTC_OK, "%s: %s", what, d.msg);
+    CHECK(evtc_program_get(p, evtc_graph_find(g, "o"), y), "%s: the output read back", what);
+    double worst = 0, worst_x = 0;
+    int bad = 0;
+    for (int i = N_SPECIAL; i < used; i++) {
+      const double want = x[i] < 0 ? erfc(-x[i]) : 1.0 + erf(x[i]);     /* 1 + erf cancels in double too */
+      const double rel = fabs(y[i] - want) / want / (x[i] >= -4 ? 0x1p-17 : 0x1p-15);
+      bad += !(rel <= 1.0);
+      if (rel > worst) worst = rel, worst_x = x[i];
+    }
+    CHECK(bad == 0, "%s: 1 + erf beyond its bound at %d of %d bf16 values (worst %.3g of it at %.9g)", what, bad,
+          used - N_SPECIAL, worst, worst_x);
+    CHECK(y[0] == 2.0 && y[1] == 0.0 && isnan(y[2]), "%s: 1 + erf of inf, -inf, NaN: %.9g %.9g %.9g", what, y[0], y[1],
+          y[2]);
+    printf("%s: 1 + erf (bf16) at most %.3f of its bound (at %.9g) over %d bf16 values\n", what, worst, worst_x,
+           used - N_SPECIAL);
+  }
+  evtc_program_free(p);
+  evtc_graph_free(g);
+  free(x);
+  free(y);
 }
 
 #endif

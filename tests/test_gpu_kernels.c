@@ -694,6 +694,7 @@ int main(int argc, char **argv) {
   compare_grads(sliced_views_text, "reshapes of sliced views", TOL_BF16);
   test_in_place_outputs();
   check_erf_gelu(oracle_be, "CUDA erf and gelu");
+  check_erf1p_bf16(oracle_be, "CUDA 1 + erf of bf16");
   check_exp(oracle_be, "CUDA exp", 2.0, 1.25, true);
   test_error_flag();
   test_graph_replay();

@@ -80,6 +80,10 @@ void evtc_cpu_load_index(const evtc_cpu_vctx *x, const evtc_vnode *v, char *buf,
 /* Whether an elementwise loop body needs the row and column (r, c) and not
  * only the flat index i: one-hot, non-FULL RNG or stores, strided loads. */
 bool evtc_cpu_needs_rc(const evtc_kernel *k);
+/* v = erf(x) + 1 (either order): x's node index, else -1.  Emitted as evtc_erf1pf(x) (evtc_erf1p_bf16f(x)
+ * where v is a bf16 value), which a backend may compute better than the sum (the CUDA prelude's shares
+ * e^(-x^2) with the GELU gradient beside it, and takes a shorter polynomial for bf16). */
+int evtc_cpu_erf_plus_one(const evtc_kernel *k, const evtc_vnode *v);
 /* Marks in need[] every node that node i needs, transitively, among nodes of
  * classes in `classes` (bitmask of 1 << evtc_vclass), not crossing REDUCEs. */
 void evtc_cpu_mark_needed(const evtc_kernel *k, int i, unsigned classes, bool *need);

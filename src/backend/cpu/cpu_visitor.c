@@ -117,6 +117,8 @@ void evtc_cpu_emit_prelude(evtc_sb *b) {
     /* 1 + erf(x), which the CUDA prelude computes from erfc to share e^(-x^2) with a GELU gradient: here the
      * same as before, 1 + evtc_erff(x) */
     "static inline float evtc_erf1pf(float x) { return 1.0f + evtc_erff(x); }\n"
+    /* the CUDA prelude's cheaper one for bf16 values; here the f32 one */
+    "static inline float evtc_erf1p_bf16f(float x) { return evtc_erf1pf(x); }\n"
     /* exp in float without calls (libm's expf does not vectorise): n = rint(x / ln 2), r = x - n ln 2 in
      * two parts (Cody-Waite), a degree-7 Taylor polynomial of e^r (|r| <= ln 2 / 2: under 1e-8
      * relative), scaled by 2^n as two powers of two so that subnormal results and overflow come out
@@ -311,9 +313,7 @@ static void emit_cast(evtc_sb *sb, evtc_dtype to, evtc_dtype from, int a) {
   else evtc_sb_printf(sb, "(%s)v%d", evtc_cpu_ctype(to), a);
 }
 
-/* v = erf(x) + 1 (either order), x's node index, else -1: emitted as evtc_erf1pf(x), which a backend may compute
- * better than the sum (the CUDA prelude's shares e^(-x^2) with the GELU gradient beside it). */
-static int erf_plus_one(const evtc_kernel *k, const evtc_vnode *v) {
+int evtc_cpu_erf_plus_one(const evtc_kernel *k, const evtc_vnode *v) {
   if (v->kind != EVTC_V_COMPUTE || v->op != EVTC_OP_ADD || v->n_args != 2) return -1;
   for (int j = 0; j < 2; j++) {
     const evtc_vnode *e = &k->v[v->args[j]], *one = &k->v[v->args[1 - j]];
@@ -373,7 +373,8 @@ void evtc_cpu_emit_value(const evtc_cpu_vctx *x, int i) {
       const char *u = unary_expr(v->op, f32), *bin = binary_expr(v->op, f32);
       if (v->op == EVTC_OP_CAST) emit_cast(sb, v->dtype, k->v[a].dtype, a);
       else if (v->op == EVTC_OP_WHERE) evtc_sb_printf(sb, "v%d ? v%d : v%d", a, b, v->args[2]);
-      else if (f32 && erf_plus_one(k, v) >= 0) evtc_sb_printf(sb, "(%s)evtc_erf1pf(v%d)", t, erf_plus_one(k, v));
+      else if (f32 && evtc_cpu_erf_plus_one(k, v) >= 0)
+        evtc_sb_printf(sb, "(%s)evtc_erf1p%sf(v%d)", t, v->dtype == EVTC_BF16 ? "_bf16" : "", evtc_cpu_erf_plus_one(k, v));
       else if (v->op == EVTC_OP_DROPOUT)
         evtc_sb_printf(sb, "v%d ? v%d * (%s)%.17g : (%s)0", b, a, t, 1.0 / (1.0 - v->value), t);
       else if (v->op == EVTC_OP_DIV && evtc_dtype_is_int(v->dtype))

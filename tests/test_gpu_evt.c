@@ -66,8 +66,9 @@ typedef struct evt_case {
   int reduce;               /* ROW, COL and SCALAR reductions */
   int want_evt;             /* the GEMM kernel runs on evtc's GEMM */
   int coef;                 /* an output 0.5 x * (res * 1.125) * 0.70703125 + x (GELU's coefficient's shape: the
-                               emitter folds the constants into one), and GELU as ONNX spells it beside its
-                               coefficient's 0.5 (1 + erf): evtc_erf1pf read by two products */
+                               emitter folds the constants into one), and GELU decomposed with its coefficient's
+                               0.5 (1 + erf) (the emitter folds the 0.5 into 1 + erf): in f32 (1) or, as in
+                               BERT-Large's fc GEMM after the passes, in bf16 (2) */
 } evt_case;
 
 static const evt_case cases[] = {
@@ -86,6 +87,7 @@ static const evt_case cases[] = {
     {"evt-plain-2039x264x64", 2039, 264, 64, 0, 0, 0, 0, 0, 0, 0, 1, 0},
     {"evt-plain-f16-trans_b-100x17x64", 100, 17, 64, 0, 0, 1, 1, 0, 0, 0, 1, 0},
     {"evt-coef-256x512x128", 256, 512, 128, 0, 0, 0, 0, 4, 0, 0, 1, 1},
+    {"evt-coef-bf16-300x264x96", 300, 264, 96, 0, 0, 0, 0, 4, 0, 0, 1, 2},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 
@@ -156,15 +158,28 @@ static char *case_text(const evt_case *c) {
     evtc_sb_printf(&b, "  %%k1 = const() {value=0.5} : f32[]\n  %%k2 = const() {value=1.125} : f32[]\n"
                        "  %%k3 = const() {value=0.70703125} : f32[]\n  %%q1 = mul(%%k1, %%x%d) : f32[%s]\n"
                        "  %%q2 = mul(%%resf, %%k2) : f32[%s]\n  %%q3 = mul(%%q1, %%q2) : f32[%s]\n"
-                       "  %%q4 = mul(%%q3, %%k3) : f32[%s]\n  %%cf = add(%%q4, %%x%d) : f32[%s]\n  output %%cf\n"
-                       /* GELU as ONNX spells it, g = x (1 + erf(x k3)) 0.5, beside its coefficient's 0.5 (1 + erf),
-                        * as in BERT-Large's fc epilogue */
-                       "  %%one = const() {value=1.0} : f32[]\n  %%ga = mul(%%x%d, %%k3) : f32[%s]\n"
+                       "  %%q4 = mul(%%q3, %%k3) : f32[%s]\n  %%cf = add(%%q4, %%x%d) : f32[%s]\n  output %%cf\n",
+                   n, s, s, s, s, n, s);
+  if (c->coef == 1)     /* GELU as ONNX spells it, g = x (1 + erf(x k3)) 0.5, beside its coefficient's 0.5 (1 + erf):
+                           both products' 0.5 goes into evtc_erf1p_scaledf */
+    evtc_sb_printf(&b, "  %%one = const() {value=1.0} : f32[]\n  %%ga = mul(%%x%d, %%k3) : f32[%s]\n"
                        "  %%ge = erf(%%ga) : f32[%s]\n  %%ge1 = add(%%ge, %%one) : f32[%s]\n"
                        "  %%gm = mul(%%x%d, %%ge1) : f32[%s]\n  %%gg = mul(%%gm, %%k1) : f32[%s]\n"
                        "  %%gt = mul(%%k1, %%ge1) : f32[%s]\n  %%gj = add(%%gt, %%q4) : f32[%s]\n"
                        "  output %%gg\n  output %%gj\n",
-                   n, s, s, s, s, n, s, n, s, s, s, n, s, s, s, s);
+                   n, s, s, s, n, s, s, s, s);
+  if (c->coef == 2)     /* BERT-Large's fc epilogue after the passes: GELU and its gradient's coefficient, in bf16
+                           (evtc_erf1p_bf16_scaledf) */
+    evtc_sb_printf(&b, "  %%gx = cast(%%x%d) {dtype=%s} : %s[%s]\n  %%gk = const() {value=0.7071067811865475} : %s[]\n"
+                       "  %%gone = const() {value=1.0} : %s[]\n  %%ghalf = const() {value=0.5} : %s[]\n"
+                       "  %%gdc = const() {value=0.7978845608028653} : %s[]\n  %%ga = mul(%%gx, %%gk) : %s[%s]\n"
+                       "  %%ge = erf(%%ga) : %s[%s]\n  %%ge1 = add(%%ge, %%gone) : %s[%s]\n"
+                       "  %%gm = mul(%%gx, %%ge1) : %s[%s]\n  %%gg = mul(%%gm, %%ghalf) : %s[%s]\n"
+                       "  %%gaa = mul(%%ga, %%ga) : %s[%s]\n  %%gna = neg(%%gaa) : %s[%s]\n  %%gex = exp(%%gna) : %s[%s]\n"
+                       "  %%gda = mul(%%gex, %%gdc) : %s[%s]\n  %%ghd = mul(%%gx, %%gda) : %s[%s]\n"
+                       "  %%gs = add(%%ge1, %%ghd) : %s[%s]\n  %%gj = mul(%%gs, %%ghalf) : %s[%s]\n"
+                       "  output %%gg\n  output %%gj\n",
+                   n, t, t, s, t, t, t, t, t, s, t, s, t, s, t, s, t, s, t, s, t, s, t, s, t, s, t, s, t, s, t, s);
   if (c->reduce) {
     if (c->batch) {
       evtc_sb_printf(&b, "  %%rsum = reduce_sum(%%x%d) {axes=[0,1]} : f32[%lld]\n", n, (long long)c->N);
@@ -199,6 +214,17 @@ static bool accepts(const evtc_kernel *k, void *ctx) {
     return evtc_cuda_gemm_use_evt(k, NULL, &pl, why, sizeof why) ||
            (evtc_cuda_gemm_fits(k, why, sizeof why) && evtc_kernel_visitor_fits(k, why, sizeof why));
   return evtc_kernel_visitor_fits(k, why, sizeof why);
+}
+
+/* BERT-Large's fc epilogue (coef 2): 1 + erf is emitted as 0.5 (1 + erf(0.70703125 w)) (cuda_evt_factors.c), the
+ * factor that leaves GELU and its coefficient without a product before their stores. */
+static void check_erf_factor(const evt_case *c, const char *src) {
+  const char *call = strstr(src, "evtc_erf1p_scaledf<true>(");
+  float fx = 0, k = 0;
+  int w = 0;
+  CHECK(call && sscanf(call, "evtc_erf1p_scaledf<true>(w%d, %ff, %ff,", &w, &fx, &k) == 3 && fx == 0.70703125f &&
+            k == 0.5f,
+        "%s: 1 + erf not emitted as 0.5 (1 + erf(0.70703125 w)): %.80s", c->name, call ? call : "(no call)");
 }
 
 /* The plan of g: every node in the GEMM kernel when accepts() takes that (a partitioner's best), else the greedy
@@ -278,6 +304,7 @@ static void compile_only(void) {
     evtc_cuda_emit_prelude(&src);
     int nk = 0;
     free(plan_case(&cases[i], g, &nk, &src));
+    if (cases[i].coef == 2) check_erf_factor(&cases[i], src.s);
     if (nvrtc) {
       static const char *const opts[] = {"--std=c++17", "-lineinfo", "--diag-suppress=177,550"};
       evtc_cuda_cubin cubin = {0};

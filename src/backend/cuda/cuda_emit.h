@@ -147,6 +147,31 @@ void evtc_cuda_emit_value(const evtc_cpu_vctx *x, int i);
  * the rows template has emitted (or aliased) v<i> for the row. */
 void evtc_cuda_emit_label_checks(const evtc_cpu_vctx *x, int i);
 
+/* Constant factors carried through a GEMM epilogue's float arithmetic
+ * instead of multiplied in (cuda_evt_factors.c): value i is emitted as w<i>
+ * with v<i> = f[i] w<i>, made as how[i] says. */
+typedef enum evtc_cuda_fx {
+  EVTC_FX_NONE,      /* not carried: v<i> as evtc_cuda_emit_value writes it (factor 1) */
+  EVTC_FX_ALIAS,     /* w of the first operand (a product or quotient by an immediate, a negation) */
+  EVTC_FX_ALIAS_B,   /* w of the second operand (an immediate times it) */
+  EVTC_FX_MUL,       /* w_a w_b */
+  EVTC_FX_ADD,       /* a sum or difference of two values: w_p + (F_o / F_p) w_o, p the pivot operand */
+  EVTC_FX_ADD_IMM,   /* a value plus or minus an immediate */
+  EVTC_FX_EXP,       /* e^v, F taken into the exp2's product */
+  EVTC_FX_ERF1P      /* 1 + erf(x) as K (1 + erf) (evtc_erf1p_scaledf), factor 1 / K */
+} evtc_cuda_fx;
+typedef struct evtc_cuda_factors {
+  evtc_cuda_fx *how;
+  unsigned char *pivot;  /* EVTC_FX_ADD: the factor kept is the second operand's */
+  double *f;             /* v<i> = f[i] w<i> */
+  double *erf_k;         /* a carried 1 + erf: K */
+} evtc_cuda_factors;
+void evtc_cuda_factors_plan(evtc_cuda_factors *fx, const evtc_kernel *k);
+void evtc_cuda_factors_free(evtc_cuda_factors *fx);
+/* Value i's lines "const float w<i> = ...; const float v<i> = w<i> * f;" when it is carried (true), else nothing
+ * (false: the caller emits it). */
+bool evtc_cuda_factors_emit(evtc_sb *b, const char *ind, const evtc_kernel *k, const evtc_cuda_factors *fx, int i);
+
 /* Writes the module prelude (types, Philox, reductions, evtc_params). */
 void evtc_cuda_emit_prelude(evtc_sb *b);
 /* "extern "C" __global__ void __launch_bounds__(threads) NAME<suffix>(...) {" and the argument pointers. */

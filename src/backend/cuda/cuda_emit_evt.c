@@ -654,79 +654,6 @@ static void evt_pair_end(evtc_sb *b, const char *ind, void *ctx) {
   }
 }
 
-/* Products with constant factors folded.  The epilogue is bound by its instruction issue, and graph passes leave
- * chains such as GELU's coefficient 0.5 x * (e^(-u^2) * 1.125) * 0.70703125 (bf16 constants, whose product in
- * the graph's bf16 would round).  Here, where every intermediate is a float anyway: a float MUL whose operands
- * reach, through MULs used only inside it, two or more immediates becomes the product of its other leaves and
- * one constant, the immediates' product rounded once to float; the absorbed MULs are not emitted (fold[i]: 1
- * for such a root, -1 for an absorbed MUL, 0 otherwise). */
-static bool float_mul(const evtc_vnode *v) {
-  return v->kind == EVTC_V_COMPUTE && v->op == EVTC_OP_MUL && v->n_args == 2 &&
-         (v->dtype == EVTC_F32 || v->dtype == EVTC_BF16 || v->dtype == EVTC_F16);
-}
-
-/* The leaves and immediates under MUL i through single-use MULs (absorbed ones marked -1 in mark). */
-static void mul_leaves(const evtc_kernel *k, const int *uses, int i, int *leaves, int *n_leaves, double *c, int *n_imm,
-                       int *mark) {
-  for (int q = 0; q < 2; q++) {
-    const int a = k->v[i].args[q];
-    const evtc_vnode *av = &k->v[a];
-    if (av->kind == EVTC_V_IMM && isfinite(av->value)) {
-      *c *= (float)(av->node ? evtc_round_to(av->dtype, av->value) : av->value);
-      ++*n_imm;
-    } else if (float_mul(av) && uses[a] == 1) {
-      mark[a] = -1;
-      mul_leaves(k, uses, a, leaves, n_leaves, c, n_imm, mark);
-    } else {
-      leaves[(*n_leaves)++] = a;
-    }
-  }
-}
-
-/* The folds of k's epilogue: fold[i] as above; uses[i], the nodes reading node i; mark and leaves, scratch. */
-typedef struct mul_folds {
-  int *fold, *uses, *mark, *leaves;
-} mul_folds;
-
-static void mul_folds_plan(mul_folds *f, const evtc_kernel *k) {
-  const size_t n = (size_t)k->n_v;
-  f->fold = calloc(n, sizeof *f->fold);
-  f->uses = calloc(n, sizeof *f->uses);
-  f->mark = calloc(n, sizeof *f->mark);
-  f->leaves = malloc(sizeof *f->leaves * (n + 1));
-  EVTC_ASSERT(f->fold && f->uses && f->mark && f->leaves);
-  for (int i = 0; i < k->n_v; i++)
-    for (int q = 0; q < k->v[i].n_args; q++) f->uses[k->v[i].args[q]]++;
-  for (int i = k->n_v - 1; i >= 0; i--) {     /* roots first: a root's absorbed MULs come before it */
-    if (!float_mul(&k->v[i]) || f->fold[i] < 0) continue;
-    memset(f->mark, 0, sizeof *f->mark * n);
-    int n_leaves = 0, n_imm = 0;
-    double c = 1;
-    mul_leaves(k, f->uses, i, f->leaves, &n_leaves, &c, &n_imm, f->mark);
-    if (n_imm < 2 || !isfinite((float)c)) continue;
-    f->fold[i] = 1;
-    for (int j = 0; j < i; j++)
-      if (f->mark[j]) f->fold[j] = -1;
-  }
-}
-
-static void mul_folds_free(mul_folds *f) {
-  free(f->fold);
-  free(f->uses);
-  free(f->mark);
-  free(f->leaves);
-}
-
-/* Root i of a folded product: float v<i> = leaves * K. */
-static void emit_mul_fold(evtc_sb *b, const char *ind, const evtc_kernel *k, const mul_folds *f, int i) {
-  int n_leaves = 0, n_imm = 0;
-  double c = 1;
-  mul_leaves(k, f->uses, i, f->leaves, &n_leaves, &c, &n_imm, f->mark);
-  evtc_sb_printf(b, "%sfloat v%d = ", ind, i);
-  for (int q = 0; q < n_leaves; q++) evtc_sb_printf(b, "%sv%d", q ? " * " : "(", f->leaves[q]);
-  evtc_sb_printf(b, "%s%.9ef;\n", n_leaves ? ") * " : "", (double)(float)c);
-}
-
 static void evt_element(evtc_sb *b, const char *ind, const char *acc, void *ctx) {
   const evt_ctx *e = ctx;
   const evtc_kernel *k = e->k;
@@ -734,15 +661,11 @@ static void evt_element(evtc_sb *b, const char *ind, const char *acc, void *ctx)
   snprintf(in, sizeof in, "%s  ", ind);
   evtc_sb_printf(b, "%s{\n%s  const int64_t r = rg;\n", ind, ind);
   evtc_cpu_vctx x = {.k = k, .sb = b, .ind = in, .acc_expr = acc, .storage = evt_storage};
-  mul_folds folds;
-  mul_folds_plan(&folds, k);
+  evtc_cuda_factors fx;
+  evtc_cuda_factors_plan(&fx, k);
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
-    if (folds.fold[i] < 0) continue;
-    if (folds.fold[i] > 0) {
-      emit_mul_fold(b, in, k, &folds, i);
-      continue;
-    }
+    if (evtc_cuda_factors_emit(b, in, k, &fx, i)) continue;
     if (v->kind == EVTC_V_STORE) {
       if (is_pair_store(k, v)) evtc_cpu_emit_store(&x, i);
     } else if (rng_shared(k, v)) {
@@ -756,7 +679,7 @@ static void evt_element(evtc_sb *b, const char *ind, const char *acc, void *ctx)
       evtc_cuda_emit_value(&x, i);
     }
   }
-  mul_folds_free(&folds);
+  evtc_cuda_factors_free(&fx);
   evtc_sb_printf(b, "%s}\n", ind);
 }
 

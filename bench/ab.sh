@@ -14,7 +14,7 @@
 #                              program on each library, where A's headers
 #                              still build it); about 40 MB
 #   bench/ab.sh run [--no-tests] [--models M,...] [--rounds N] [--steps N]
-#                   [--bench FILTER,...] [--graph FILE[:train],...] [--attn]
+#                   [--bench FILTER,...] [--graph FILE[:train],...] [--graph-runs N] [--attn]
 #                   [--evt GRAPH,...] [--stamps FILE.evt,...] [--b-env 'VAR=VALUE ...']
 #                              on the GPU machine, from the repo root: B's GPU
 #                              tests (failing checks shown; exit 1 if any),
@@ -26,7 +26,10 @@
 #                              (N rounds), each graph file through A's and B's
 #                              `evtc explain --target h200 --profile 5`
 #                              (":train" adds --train; the kernels' measured
-#                              total), with --attn A's and B's
+#                              total; --graph-runs N profiles N runs instead
+#                              of 5, N rounds alternating: 2000 runs load the
+#                              GPU long enough to hit its power cap, as a
+#                              training step does), with --attn A's and B's
 #                              gpu_attention_bench (N rounds: each system,
 #                              shape and pass), with --evt A's and B's
 #                              gpu_evt_bench on those graphs (N rounds: each
@@ -93,7 +96,7 @@ WRAP
   ;;
 run)
   shift
-  tests=1 models="" rounds=2 steps=10 benches="" graphs="" attn=0 evt="" stamps="" b_env=""
+  tests=1 models="" rounds=2 steps=10 benches="" graphs="" graph_runs=5 attn=0 evt="" stamps="" b_env=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --no-tests) tests=0; shift; continue ;;
@@ -103,6 +106,7 @@ run)
       --steps) steps=$2 ;;
       --bench) benches=$2 ;;
       --graph) graphs=$2 ;;
+      --graph-runs) graph_runs=$2 ;;
       --evt) evt=$2 ;;
       --stamps) stamps=$2 ;;
       --b-env) b_env=$2 ;;
@@ -175,16 +179,22 @@ run)
   for w in $(echo "$benches" | tr , ' '); do
     paired gpu_bench "gpu_bench.$w" gpu_bench ms '^RESULT' '$0 !~ / copy/ { print $2, $4 }' "$w"
   done
+  us() { v=$(sed -n 's/.*measured \([0-9.]*\) us kernel by kernel.*/\1/p' "$1"); echo "${v:--}"; }
   for gspec in $(echo "$graphs" | tr , ' '); do
     g=${gspec%:train} train=""
     [ "$g" != "$gspec" ] && train=--train
-    for s in a b; do
-      env $(side_env "$s") XDG_CACHE_HOME="$out/cache-$s" timeout 120 "$(bin $s)/evtc" explain "$g" $train --target h200 --profile 5 \
-        >"$out/$(basename "$g").$s.txt" 2>&1 || true
+    gr=1
+    [ "$graph_runs" = 5 ] || gr=$rounds      # sustained runs: alternate A and B, the median of each
+    rm -f "$out/graph.a" "$out/graph.b"
+    for r in $(seq "$gr"); do
+      for s in a b; do
+        env $(side_env "$s") XDG_CACHE_HOME="$out/cache-$s" timeout 120 "$(bin $s)/evtc" explain "$g" $train --target h200 \
+          --profile "$graph_runs" >"$out/$(basename "$g").$s.txt" 2>&1 || true
+        us "$out/$(basename "$g").$s.txt" >>"$out/graph.$s"
+      done
     done
-    us() { v=$(sed -n 's/.*measured \([0-9.]*\) us kernel by kernel.*/\1/p' "$1"); echo "${v:--}"; }
-    row "$(basename "$g")${train:+ (train)}: us of kernels" "$(us "$out/$(basename "$g").a.txt")" \
-      "$(us "$out/$(basename "$g").b.txt")"
+    row "$(basename "$g")${train:+ (train)}: us of kernels, $graph_runs runs" "$(median <"$out/graph.a")" \
+      "$(median <"$out/graph.b")"
   done
   [ "$attn" = 1 ] && paired gpu_attention_bench attn attention ms '^RESULT' '{ print $2 "_" $3 "_" $4, $5 }'
   # shellcheck disable=SC2046

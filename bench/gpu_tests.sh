@@ -14,6 +14,8 @@
 #                                failures and last line as it ends, then a table: test, exit code
 #                                (0 passed, 77 skipped, 124 out of time), seconds, last line.  Logs
 #                                in $OUT (default /tmp).  Exits 1 when a test failed or ran out of time.
+#                                $GPU_TEST_ONLY (names, space-separated, e.g. "test_gpu_evt
+#                                test_gpu_kernels"): those tests alone, for a change that touches only them.
 #
 # In this workplace: run(command="sh bench/gpu_tests.sh run", carry=[".gpu-tests/stage.tgz"]).
 set -eu
@@ -68,11 +70,13 @@ run)
   }
   echo "== $(cat "$stage/bin/COMMIT"); $(date -u +%Y-%m-%dT%H:%MZ)"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
+  # whether test $1 runs ($GPU_TEST_ONLY unset: every one)
+  wanted() { [ -z "${GPU_TEST_ONLY:-}" ] || case " $GPU_TEST_ONLY " in *" $1 "*) true ;; *) false ;; esac; }
   for t in "$stage"/bin/test_*; do
-    one "$(basename "$t")" "$t" . "$evtc"
+    wanted "$(basename "$t")" && one "$(basename "$t")" "$t" . "$evtc"
   done
   for p in tests/test_gpu_*.py tests/test_cuda_*.py; do
-    [ -f "$p" ] && one "$(basename "$p" .py)" python3 "$p" . "$evtc"
+    [ -f "$p" ] && wanted "$(basename "$p" .py)" && one "$(basename "$p" .py)" python3 "$p" . "$evtc"
   done
   echo "== table (exit 0 passed, 77 skipped, 124 out of time; seconds; last line)"
   cat "$table"

@@ -178,8 +178,13 @@ static char *case_text(const evt_case *c) {
                        "  %%gaa = mul(%%ga, %%ga) : %s[%s]\n  %%gna = neg(%%gaa) : %s[%s]\n  %%gex = exp(%%gna) : %s[%s]\n"
                        "  %%gda = mul(%%gex, %%gdc) : %s[%s]\n  %%ghd = mul(%%gx, %%gda) : %s[%s]\n"
                        "  %%gs = add(%%ge1, %%ghd) : %s[%s]\n  %%gj = mul(%%gs, %%ghalf) : %s[%s]\n"
-                       "  output %%gg\n  output %%gj\n",
-                   n, t, t, s, t, t, t, t, t, s, t, s, t, s, t, s, t, s, t, s, t, s, t, s, t, s, t, s, t, s, t, s);
+                       "  output %%gg\n  output %%gj\n"
+                       /* constants added to scaled values, either side of a sub: (3 x + 0.25) 3 and 0.25 - that */
+                       "  %%gc3 = const() {value=3.0} : %s[]\n  %%gc4 = const() {value=0.25} : %s[]\n"
+                       "  %%gp0 = mul(%%gx, %%gc3) : %s[%s]\n  %%gp1 = add(%%gp0, %%gc4) : %s[%s]\n"
+                       "  %%gp2 = mul(%%gp1, %%gc3) : %s[%s]\n  %%gp3 = sub(%%gc4, %%gp2) : %s[%s]\n  output %%gp3\n",
+                   n, t, t, s, t, t, t, t, t, s, t, s, t, s, t, s, t, s, t, s, t, s, t, s, t, s, t, s, t, s, t, s, t, t, t,
+                   s, t, s, t, s, t, s);
   if (c->reduce) {
     if (c->batch) {
       evtc_sb_printf(&b, "  %%rsum = reduce_sum(%%x%d) {axes=[0,1]} : f32[%lld]\n", n, (long long)c->N);

@@ -156,7 +156,7 @@ typedef enum evtc_cuda_fx {
   EVTC_FX_ALIAS_B,   /* w of the second operand (an immediate times it) */
   EVTC_FX_MUL,       /* w_a w_b */
   EVTC_FX_ADD,       /* a sum or difference of two values: w_p + (F_o / F_p) w_o, p the pivot operand */
-  EVTC_FX_ADD_IMM,   /* a value plus or minus an immediate */
+  EVTC_FX_ADD_IMM,   /* a value plus or minus an immediate: F w + c, factor 1 */
   EVTC_FX_EXP,       /* e^v, F taken into the exp2's product */
   EVTC_FX_ERF1P      /* 1 + erf(x) as K (1 + erf) (evtc_erf1p_scaledf), factor 1 / K */
 } evtc_cuda_fx;

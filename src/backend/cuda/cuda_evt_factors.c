@@ -11,7 +11,9 @@
  * so that a product by a constant, a negation or a division by a constant
  * is no instruction (w aliases its operand's), a product of two values is
  * one (the factors multiply here), a sum of values with different factors
- * is one FFMA (w_p + (F_o / F_p) w_o, F_p the factor of one operand), e^x
+ * is one FFMA (w_p + (F_o / F_p) w_o, F_p the factor of one operand), a
+ * value plus a constant one FFMA with factor 1 (F w + c: a polynomial's
+ * Horner step stays one instruction, as nvcc contracts it), e^x
  * takes F into the product that feeds its exp2 anyway, and 1 + erf(x)
  * takes x's factor into its constants (evtc_erf1p_scaledf) and returns
  * K (1 + erf), factor 1 / K, with K chosen below.  Only where a value
@@ -91,8 +93,7 @@ static int plan_pass(evtc_cuda_factors *fx, const evtc_kernel *k) {
       fx->how[i] = EVTC_FX_MUL;
       fx->f[i] = fa * fb;
     } else if ((v->op == EVTC_OP_ADD || v->op == EVTC_OP_SUB) && v->n_args == 2 && isnan(ia) != isnan(ib)) {
-      fx->how[i] = EVTC_FX_ADD_IMM;     /* w = w_val + (+-imm) / F_val, F = +-F_val */
-      fx->f[i] = isnan(ia) ? fa : v->op == EVTC_OP_SUB ? -fb : fb;
+      fx->how[i] = EVTC_FX_ADD_IMM;     /* w = fma(w_val, +-F_val, +-imm): one instruction, factor 1 */
     } else if ((v->op == EVTC_OP_ADD || v->op == EVTC_OP_SUB) && v->n_args == 2 && isnan(ia) && isnan(ib)) {
       const double gb = v->op == EVTC_OP_SUB ? -fb : fb;     /* v = fa w_a + gb w_b */
       fx->how[i] = EVTC_FX_ADD;
@@ -195,12 +196,12 @@ bool evtc_cuda_factors_emit(evtc_sb *b, const char *ind, const evtc_kernel *k, c
                      (double)(float)f, (double)(float)fx->erf_k[i], (double)(float)(-(f * f) * LOG2E));
       break;
     }
-    case EVTC_FX_ADD_IMM: {
+    case EVTC_FX_ADD_IMM: {     /* imm_a: v = c +- fb w_b; else v = fa w_a +- c (a polynomial's step: one FFMA) */
       const bool imm_a = !isnan(imm_value(k, a));
-      const double c = imm_value(k, imm_a ? a : bb), fv = fx->f[imm_a ? bb : a];
-      /* imm_a: v = c +- fb w_b = F (w_b + c / F) with F = +-fb; else v = fa w_a +- c = fa (w_a +- c / fa) */
-      const double add = imm_a ? c / fx->f[i] : (v->op == EVTC_OP_SUB ? -c : c) / fv;
-      evtc_sb_printf(b, "%s + %.9ef", imm_a ? nb : na, (double)(float)add);
+      const double c = imm_value(k, imm_a ? a : bb), sub = v->op == EVTC_OP_SUB ? -1 : 1;
+      const double mul = imm_a ? sub * fx->f[bb] : fx->f[a], add = imm_a ? c : sub * c;
+      if (mul == 1) evtc_sb_printf(b, "%s + %.9ef", imm_a ? nb : na, (double)(float)add);
+      else evtc_sb_printf(b, "fmaf(%s, %.9ef, %.9ef)", imm_a ? nb : na, (double)(float)mul, (double)(float)add);
       break;
     }
     case EVTC_FX_ADD: {

@@ -179,8 +179,9 @@ static char *case_text(const evt_case *c) {
                        "  %%gda = mul(%%gex, %%gdc) : %s[%s]\n  %%ghd = mul(%%gx, %%gda) : %s[%s]\n"
                        "  %%gs = add(%%ge1, %%ghd) : %s[%s]\n  %%gj = mul(%%gs, %%ghalf) : %s[%s]\n"
                        "  output %%gg\n  output %%gj\n"
-                       /* constants added to scaled values, either side of a sub: (3 x + 0.25) 3 and 0.25 - that */
-                       "  %%gc3 = const() {value=3.0} : %s[]\n  %%gc4 = const() {value=0.25} : %s[]\n"
+                       /* constants added to scaled values, either side of a sub: 0.25 - (0.5 x + 0.25) 0.5 (factors
+                          below 1: x's own tolerance is not amplified) */
+                       "  %%gc3 = const() {value=0.5} : %s[]\n  %%gc4 = const() {value=0.25} : %s[]\n"
                        "  %%gp0 = mul(%%gx, %%gc3) : %s[%s]\n  %%gp1 = add(%%gp0, %%gc4) : %s[%s]\n"
                        "  %%gp2 = mul(%%gp1, %%gc3) : %s[%s]\n  %%gp3 = sub(%%gc4, %%gp2) : %s[%s]\n  output %%gp3\n",
                    n, t, t, s, t, t, t, t, t, s, t, s, t, s, t, s, t, s, t, s, t, s, t, s, t, s, t, s, t, s, t, s, t, t, t,

@@ -12,7 +12,9 @@
  * with r = the row of the batches stacked (bat * M + row), c = the column,
  * CC = N, so loads, broadcasts, Philox dropout (flat index r * N + c, bit
  * for bit the interpreter's mask), one-hot and stores (f32 -> bf16 / f16
- * rounding at the store) mean what they mean on every backend.
+ * rounding at the store) mean what they mean on every backend; the float
+ * arithmetic among them carries its constant factors instead of
+ * multiplying them in (cuda_evt_factors.c).
  *
  * Loads ahead of use.  Aux (M x N) loads and row broadcasts (a bias) are
  * read as pairs of columns into registers a few 8-column blocks before the

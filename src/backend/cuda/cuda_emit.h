@@ -152,7 +152,7 @@ void evtc_cuda_emit_label_checks(const evtc_cpu_vctx *x, int i);
  * with v<i> = f[i] w<i>, made as how[i] says. */
 typedef enum evtc_cuda_fx {
   EVTC_FX_NONE,      /* not carried: v<i> as evtc_cuda_emit_value writes it (factor 1) */
-  EVTC_FX_ALIAS,     /* w of the first operand (a product or quotient by an immediate, a negation) */
+  EVTC_FX_ALIAS,     /* w of the first operand (a product by an immediate or its reciprocal, a negation) */
   EVTC_FX_ALIAS_B,   /* w of the second operand (an immediate times it) */
   EVTC_FX_MUL,       /* w_a w_b */
   EVTC_FX_ADD,       /* a sum or difference of two values: w_p + (F_o / F_p) w_o, p the pivot operand */

@@ -8,8 +8,8 @@
  * and its gradient's coefficient (1 + erf + h e^(-a^2) 2 / sqrt(2 pi)) 0.5.
  * Here each float value v<i> of the epilogue may be emitted as w<i> with
  *   v<i> = F[i] w<i>,  F[i] a constant known here,
- * so that a product by a constant, a negation or a division by a constant
- * is no instruction (w aliases its operand's), a product of two values is
+ * so that a product by a constant (or by its reciprocal: a division) or a
+ * negation is no instruction (w aliases its operand's), a product of two values is
  * one (the factors multiply here), a sum of values with different factors
  * is one FFMA (w_p + (F_o / F_p) w_o, F_p the factor of one operand), a
  * value plus a constant one FFMA with factor 1 (F w + c: a polynomial's
@@ -49,9 +49,15 @@ static bool float_value(const evtc_vnode *v) {
 }
 
 /* The value of immediate a as the epilogue writes it (cpu_visitor.c: a graph constant has its dtype's value, then
- * float), or NAN when a is no finite immediate. */
+ * float), or of the float reciprocal of one (the kernel IR writes x / c as x * reciprocal(c): kernel_nodes.c);
+ * NAN when a is neither, or not finite. */
 static double imm_value(const evtc_kernel *k, int a) {
   const evtc_vnode *v = &k->v[a];
+  if (float_value(v) && v->op == EVTC_OP_RECIPROCAL && v->n_args == 1) {
+    const double c = imm_value(k, v->args[0]);
+    const float r = 1.0f / (float)c;
+    return isnan(c) || !isfinite(r) ? NAN : r;
+  }
   if (v->kind != EVTC_V_IMM) return NAN;
   const float f = (float)(v->node ? evtc_round_to(v->dtype, v->value) : v->value);
   return isfinite(f) ? f : NAN;
@@ -82,10 +88,9 @@ static int plan_pass(evtc_cuda_factors *fx, const evtc_kernel *k) {
     } else if (v->op == EVTC_OP_NEG && v->n_args == 1) {
       fx->how[i] = EVTC_FX_ALIAS;
       fx->f[i] = -fa;
-    } else if ((v->op == EVTC_OP_MUL || v->op == EVTC_OP_DIV) && v->n_args == 2 && !isnan(ib) && isnan(ia) &&
-               ib != 0) {
+    } else if (v->op == EVTC_OP_MUL && v->n_args == 2 && !isnan(ib) && isnan(ia) && ib != 0) {
       fx->how[i] = EVTC_FX_ALIAS;
-      fx->f[i] = v->op == EVTC_OP_MUL ? fa * ib : fa / ib;
+      fx->f[i] = fa * ib;
     } else if (v->op == EVTC_OP_MUL && v->n_args == 2 && !isnan(ia) && isnan(ib) && ia != 0) {
       fx->how[i] = EVTC_FX_ALIAS_B;
       fx->f[i] = fb * ia;

@@ -145,9 +145,9 @@ void evtc_cuda_factors_plan(evtc_cuda_factors *fx, const evtc_kernel *k) {
       fx->erf_k[i] = 1;
     }
   int best = plan_pass(fx, k);
+  double *cand = malloc(sizeof *cand * (n + 1));
+  EVTC_ASSERT(cand);
   for (int e = 0; e < n_erf; e++) {     /* each K in turn: 1, or a factor a leaving value has with the others fixed */
-    double *cand = malloc(sizeof *cand * (n + 1));
-    EVTC_ASSERT(cand);
     int n_cand = 0;
     plan_pass(fx, k);
     for (int i = 0; i < k->n_v; i++)
@@ -160,8 +160,8 @@ void evtc_cuda_factors_plan(evtc_cuda_factors *fx, const evtc_kernel *k) {
       if (cost < best) best = cost, keep = fx->erf_k[erfs[e]];
     }
     fx->erf_k[erfs[e]] = keep;
-    free(cand);
   }
+  free(cand);
   plan_pass(fx, k);
 }
 

@@ -25,9 +25,9 @@
 #                              matching FILTER with A's and B's gpu_bench
 #                              (N rounds), each graph file through A's and B's
 #                              `evtc explain --target h200 --profile 5`
-#                              (":train" adds --train; the kernels' measured
-#                              total; --graph-runs N profiles N runs instead
-#                              of 5, N rounds alternating: 2000 runs load the
+#                              (N rounds; ":train" adds --train; the
+#                              kernels' measured total; --graph-runs N
+#                              profiles N runs instead of 5: 2000 load the
 #                              GPU long enough to hit its power cap, as a
 #                              training step does), with --attn A's and B's
 #                              gpu_attention_bench (N rounds: each system,
@@ -183,10 +183,8 @@ run)
   for gspec in $(echo "$graphs" | tr , ' '); do
     g=${gspec%:train} train=""
     [ "$g" != "$gspec" ] && train=--train
-    gr=1
-    [ "$graph_runs" = 5 ] || gr=$rounds      # sustained runs: alternate A and B, the median of each
     rm -f "$out/graph.a" "$out/graph.b"
-    for r in $(seq "$gr"); do
+    for r in $(seq "$rounds"); do
       for s in a b; do
         env $(side_env "$s") XDG_CACHE_HOME="$out/cache-$s" timeout 120 "$(bin $s)/evtc" explain "$g" $train --target h200 \
           --profile "$graph_runs" >"$out/$(basename "$g").$s.txt" 2>&1 || true

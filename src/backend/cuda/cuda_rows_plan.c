@@ -524,7 +524,8 @@ evtc_cuda_rows_plan evtc_cuda_rows_plan_of(const evtc_kernel *k, int sm_count, i
    * per SM.  Not the default: it made BERT-Large's layernorm gradient 0.0718-0.0731 -> 0.0678-0.0688 ms and dropout +
    * residual + layernorm fwd+bwd 16384 x 1024 0.137-0.140 -> 0.130-0.134 ms, the other row workloads of gpu_bench
    * unchanged, but BERT-Large's whole step 0.15-0.19 ms slower in each of four rounds (H200, A and B alternating,
-   * 2026-11-30); which kernel lost was not measured. */
+   * 2026-11-30); a later pair of rounds found no difference (73.42 / 73.70 ms without it, 73.73 / 73.46 with it,
+   * eleventh session).  Which kernel loses was not measured. */
   pl.prefetch_all = env_is("EVTC_CUDA_PREFETCH_ALL", "1");
   int64_t pf = 0, pf_kept = 0;
   for (int i = 0; i < k->n_v; i++)

@@ -102,14 +102,17 @@ int64_t evtc_cuda_reduce_offset(const evtc_kernel *k, const evtc_cuda_rows_plan 
 /* What each pass of a rows kernel computes (cuda_rows_plan.c).  Pass p
  * needs need[p * n_v + i]; a FULL value i with kept[i] is computed in pass
  * first[i] and kept per column for the later passes that need it (loads,
- * dropout masks, and values whose recomputation would need several kept
- * values); an RNG node with alias[i] >= 0 repeats RNG node alias[i] (same
+ * dropout masks, values whose recomputation would need several kept
+ * values, and f16 / bf16 values in place of the one they are computed
+ * from: stands_for); an RNG node with alias[i] >= 0 repeats RNG node alias[i] (same
  * seed, p and class) and takes its value; vec_load[i]: a load moved by
  * vectors of plan.vec columns. */
 typedef struct evtc_cuda_rows_info {
   int n_v, n_passes;
   bool *need, *kept, *vec_load, *has_work;
   int *first, *alias;
+  int *stands_for;              /* kept f16 / bf16 value i is kept in place of value stands_for[i] (its one streamed
+                                   or kept input), as storage bits; -1 */
   double regs_per_col;          /* registers per column of the kept values */
   int64_t bytes_per_col;        /* their bytes per column (shared memory) */
   int n_row, n_scalar;          /* ROW / SCALAR reductions */

@@ -123,11 +123,12 @@ static const char *row_type(const rows_ctx *x, int i) {
   return x->pl->row_partials == 0 ? (row_f32(x, i) ? "float" : "double") : x->pt;
 }
 
-/* Kept f16 / bf16 load i is held as its storage bits, two per 32-bit register. */
+/* Kept f16 / bf16 load i, or value i kept in place of one (stands_for), is held as its storage bits, two per 32-bit
+ * register. */
 static bool packed(const rows_ctx *x, int i) {
   evtc_dtype t = x->k->v[i].dtype;
-  return x->pl->cache == 1 && x->info.kept[i] && x->k->v[i].kind == EVTC_V_LOAD && x->info.vec_load[i] &&
-         (t == EVTC_F16 || t == EVTC_BF16);
+  bool bits = x->k->v[i].kind == EVTC_V_LOAD ? x->info.vec_load[i] : x->info.stands_for[i] >= 0;
+  return x->pl->cache == 1 && x->info.kept[i] && bits && (t == EVTC_F16 || t == EVTC_BF16);
 }
 
 /* The vectors of a row hold whole Philox blocks (4 elements from a multiple of 4): a FULL RNG evaluates
@@ -433,11 +434,20 @@ static void emit_node_value(const rows_ctx *x, const evtc_cpu_vctx *vx, int i, i
   if (in->alias[i] >= 0) evtc_sb_printf(x->b, "%s%s v%d = v%d;\n", vx->ind, evtc_cpu_ctype(v->dtype), i, in->alias[i]);
   else evtc_cuda_emit_value(vx, i);
   if (!kept) return;
-  if (packed(x, i))
+  if (packed(x, i) && v->kind == EVTC_V_LOAD) {
     evtc_sb_printf(x->b, "%skh%d[(%s) >> 1] |= (uint32_t)lv%d.v[e] << (((%s) & 1) * 16);\n", vx->ind, i, x->kidx, i, x->kidx);
-  else if (x->pl->cache == 1 && v->dtype == EVTC_BOOL)
+  } else if (packed(x, i)) {     /* rounded to its dtype here, so that every pass reads the value the graph defines */
+    evtc_sb_printf(x->b, "%s{\n%s  const uint16_t kq = ", vx->ind, vx->ind);
+    evtc_cpu_emit_to_storage(x->b, v->dtype, v->dtype, i);
+    evtc_sb_printf(x->b, ";\n%s  kh%d[(%s) >> 1] |= (uint32_t)kq << (((%s) & 1) * 16);\n%s  v%d = ", vx->ind, i, x->kidx,
+                   x->kidx, vx->ind, i);
+    evtc_cpu_emit_from_storage(x->b, v->dtype, "kq");
+    evtc_sb_printf(x->b, ";\n%s}\n", vx->ind);
+  } else if (x->pl->cache == 1 && v->dtype == EVTC_BOOL) {
     evtc_sb_printf(x->b, "%skb%d[(%s) >> 5] |= (uint32_t)(v%d != 0) << ((%s) & 31);\n", vx->ind, i, x->kidx, i, x->kidx);
-  else evtc_sb_printf(x->b, "%s%s = v%d;\n", vx->ind, ref, i);
+  } else {
+    evtc_sb_printf(x->b, "%s%s = v%d;\n", vx->ind, ref, i);
+  }
 }
 
 /* Opens the loop over the thread's vectors of the row; "cb": their first column.  Column tiles' passes need

@@ -5,8 +5,9 @@
  * accesses, enough bytes in flight on every SM, and little arithmetic per
  * byte.  So columns move in 16-byte vectors (evtc_cuda_vec_width); a row
  * is read once, the FULL values later passes need being kept on chip
- * (evtc_cuda_rows_info: loads, dropout masks, and values that would
- * otherwise need several kept inputs, in place of those inputs) and
+ * (evtc_cuda_rows_info: loads, dropout masks, values that would
+ * otherwise need several kept inputs, in place of those inputs, and f16 /
+ * bf16 values computed from one, in its place, as its bits) and
  * values the graph computes twice computed once; a thread owns about 16
  * columns, fewer where a row would get less than 4 warps, 32 in rows too
  * long for 16 (a 32000-column f32 row in one block of 1000 threads, in
@@ -159,6 +160,7 @@ typedef struct walk {
   bool *read_kept;     /* read from the kept copy in some pass */
   int *weight_seen;
   int stamp;
+  int leaf;            /* the value weight() last counted 1 for: a streamed load or a kept value */
 } walk;
 
 static int canon(const int *alias, int i) { return alias[i] >= 0 ? alias[i] : i; }
@@ -190,21 +192,57 @@ static int weight(walk *w, int i) {
   if (w->info->alias[i] >= 0) return weight(w, w->info->alias[i]);
   if (v->cls != EVTC_VC_FULL || !is_value(v) || w->weight_seen[i] == w->stamp) return 0;
   w->weight_seen[i] = w->stamp;
-  if (w->info->kept[i]) return 1;
-  if (v->kind == EVTC_V_LOAD) return uniform_load(w->k, v) ? 0 : 1;
+  if (w->info->kept[i] || (v->kind == EVTC_V_LOAD && !uniform_load(w->k, v))) {
+    w->leaf = i;
+    return 1;
+  }
+  if (v->kind == EVTC_V_LOAD) return 0;
   if (v->kind == EVTC_V_RNG) return 2;
   int s = 0;
   for (int a = 0; a < v->n_args; a++) s += weight(w, v->args[a]);
   return s;
 }
 
+static bool is_half(evtc_dtype t) { return t == EVTC_F16 || t == EVTC_BF16; }
+
+/* Whether value i, computed in an earlier pass, is kept for a later one: a streamed load, an RNG, a value whose
+ * recomputation reads two or more of those, or an f16 / bf16 value computed from one of them (another f16 / bf16
+ * value or wider) in place of it (stands_for; the emitter holds it as its storage bits, as it would the other):
+ * BERT-Large's MLM loss added the head's bias and gemm-pad's mask to the kept padded logits again in each of its
+ * two later passes, each time loading and unpacking both vectors. */
 static bool worth_keeping(walk *w, int i) {
   const evtc_vnode *v = &w->k->v[i];
   if (v->cls != EVTC_VC_FULL || !is_value(v) || v->kind == EVTC_V_IMM) return false;
   if (v->kind == EVTC_V_LOAD) return !uniform_load(w->k, v);
   if (v->kind == EVTC_V_RNG) return true;
   w->stamp++;
-  return weight(w, i) >= 2;
+  int s = weight(w, i);
+  if (s >= 2) return true;
+  if (s == 1 && v->kind == EVTC_V_COMPUTE && is_half(v->dtype) && evtc_buffer_elem_size(w->k->v[w->leaf].dtype) >= 2) {
+    w->info->stands_for[i] = w->leaf;
+    return true;
+  }
+  return false;
+}
+
+/* Values kept in place of another (stands_for) where the one their recomputation reads is still read kept by
+ * some pass (of the walk just made): both would take registers, so the value goes (in node order, so that one kept in
+ * place of a value that goes now finds the one before).  Whether any went. */
+static bool drop_doubles(walk *w) {
+  evtc_cuda_rows_info *info = w->info;
+  bool any = false;
+  for (int i = 0; i < info->n_v; i++) {
+    if (info->stands_for[i] < 0 || !info->kept[i]) continue;
+    const evtc_vnode *v = &w->k->v[i];
+    int s = 0;
+    w->stamp++;
+    for (int a = 0; a < v->n_args; a++) s += weight(w, v->args[a]);
+    if (s == 1 && !(w->info->kept[w->leaf] && w->read_kept[w->leaf])) continue;
+    info->kept[i] = false;
+    info->stands_for[i] = -1;
+    any = true;
+  }
+  return any;
 }
 
 /* Marks what pass p needs; with `choose`, decides to keep values an earlier pass computed. */
@@ -264,10 +302,12 @@ void evtc_cuda_rows_info_init(evtc_cuda_rows_info *info, const evtc_kernel *k, i
   info->has_work = calloc((size_t)np + 1, sizeof(bool));
   info->first = calloc((size_t)n + 1, sizeof(int));
   info->alias = calloc((size_t)n + 1, sizeof(int));
+  info->stands_for = calloc((size_t)n + 1, sizeof(int));
   for (int i = 0; i < n; i++) {
     const evtc_vnode *v = &k->v[i];
     int64_t sr;
     info->alias[i] = -1;
+    info->stands_for[i] = -1;
     info->vec_load[i] = evtc_cuda_load_vectorizes(k, v, vec, &sr);
     for (int j = 0; j < i && info->alias[i] < 0; j++)
       if (info->alias[j] < 0 && same_value(k, info->alias, i, j)) info->alias[i] = j;
@@ -283,7 +323,11 @@ void evtc_cuda_rows_info_init(evtc_cuda_rows_info *info, const evtc_kernel *k, i
   if (keep) {
     walk_passes(&w, true);      /* choose what to keep */
     walk_passes(&w, false);     /* the passes as they will run with it */
-    for (int i = 0; i < n; i++) info->kept[i] = info->kept[i] && w.read_kept[i];
+    while (drop_doubles(&w)) walk_passes(&w, false);
+    for (int i = 0; i < n; i++) {
+      info->kept[i] = info->kept[i] && w.read_kept[i];
+      if (!info->kept[i]) info->stands_for[i] = -1;
+    }
     walk_passes(&w, false);
   } else {
     walk_passes(&w, false);
@@ -291,8 +335,8 @@ void evtc_cuda_rows_info_init(evtc_cuda_rows_info *info, const evtc_kernel *k, i
   for (int i = 0; i < n; i++) {
     if (!info->kept[i]) continue;
     int s = evtc_cuda_value_bytes(k->v[i].dtype);
-    bool half = k->v[i].dtype == EVTC_F16 || k->v[i].dtype == EVTC_BF16;
-    info->regs_per_col += s == 1 ? 1.0 / 32 : half && k->v[i].kind == EVTC_V_LOAD && info->vec_load[i] ? 0.5 : s / 4;
+    bool bits = is_half(k->v[i].dtype) && ((k->v[i].kind == EVTC_V_LOAD && info->vec_load[i]) || info->stands_for[i] >= 0);
+    info->regs_per_col += s == 1 ? 1.0 / 32 : bits ? 0.5 : s / 4;
     info->bytes_per_col += s;
   }
   for (int p = 0; p < k->n_phases; p++) {
@@ -318,6 +362,7 @@ void evtc_cuda_rows_info_free(evtc_cuda_rows_info *info) {
   free(info->has_work);
   free(info->first);
   free(info->alias);
+  free(info->stands_for);
   memset(info, 0, sizeof *info);
 }
 
@@ -599,6 +644,8 @@ bool evtc_cuda_rows_prefetches(const evtc_kernel *k, const evtc_cuda_rows_info *
   const evtc_vnode *v = &k->v[i];
   if (!info->vec_load[i] || v->cls != EVTC_VC_FULL || pl->vec * (int)evtc_buffer_elem_size(v->dtype) != 16) return false;
   if (info->kept[i]) return true;
+  for (int j = 0; j < k->n_v; j++)   /* a value kept in its place: its row is read by the first pass alone, as before */
+    if (info->stands_for[j] == i) return true;
   int64_t row_stride;
   if (!pl->prefetch_all || v->kind != EVTC_V_LOAD || !evtc_cuda_load_vectorizes(k, v, pl->vec, &row_stride) ||
       row_stride == 0)

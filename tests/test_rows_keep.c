@@ -1,0 +1,136 @@
+/* test_rows_keep.c -- what a CUDA rows kernel keeps on chip for its later
+ * passes (evtc_cuda_rows_info, src/backend/cuda/cuda_rows_plan.c), checked
+ * on the CPU: no GPU needed.
+ *
+ * BERT-Large's MLM loss kernel (the padded logits plus the head's bias and
+ * gemm-pad's mask, log-softmax, the picked loss, the logits' gradient and
+ * the bias's column sum) keeps the bf16 sum logits + bias + mask in place
+ * of the logits (stands_for), as storage bits in registers, and nothing
+ * else: its shift and exponential, which pass 3 needs again, would be a
+ * second kept row (drop_doubles).  The logits' row is still prefetched,
+ * and the emitted pass rounds the sum to bf16 where it keeps it.  The same
+ * graph in f32 keeps the logits (only f16 / bf16 values stand in for
+ * another), and BERT-Large's layernorm gradient keeps, as before, its
+ * incoming gradients' sum times gamma in f32 (a value read from two
+ * loads, kept for that) beside its normalised input, none in place of
+ * another.  test_gpu_kernels runs such a
+ * kernel (the bf16 cross-entropy with its bias gradient, 300 x 30528)
+ * against the interpreter.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_emit.h"
+#include "check.h"
+#include "cpu_oracle.h"
+#include "kernel/kernel.h"
+#include "ln_grad_graph.h"
+
+/* The MLM loss kernel as the partitioner forms it from `evtc explain bench/loss/bert_mlm_rows.evt --train --loss
+ * cross_entropy`, in dtype T. */
+#define MLM_LOSS_TEXT(T)                                                                                             \
+  "graph mlm_loss {\n  %y = input() : " T "[512,30528]\n  %b = input() : " T "[30528]\n"                              \
+  "  %mask = input() : " T "[30528]\n  %labels = input() : i64[512]\n"                                                \
+  "  %z = add(%y, %b) : " T "[512,30528]\n  %zm = add(%z, %mask) : " T "[512,30528]\n"                                \
+  "  %max = reduce_max(%zm) {axes=[1], keepdims=1} : " T "[512,1]\n  %shift = sub(%zm, %max) : " T "[512,30528]\n"    \
+  "  %exp = exp(%shift) : " T "[512,30528]\n  %sum = reduce_sum(%exp) {axes=[1], keepdims=1} : " T "[512,1]\n"        \
+  "  %lse = log(%sum) : " T "[512,1]\n  %lsm = sub(%shift, %lse) : " T "[512,30528]\n"                                \
+  "  %onehot = one_hot(%labels) {depth=30528, dtype=" T ", checked=1} : " T "[512,30528]\n"                           \
+  "  %picked = mul(%lsm, %onehot) : " T "[512,30528]\n  %lsum = reduce_sum(%picked) : " T "[]\n"                      \
+  "  %t0 = div(%exp, %sum) : " T "[512,30528]\n  %t2 = sub(%t0, %onehot) : " T "[512,30528]\n"                        \
+  "  %k = const() {value=6.103515625e-05} : " T "[]\n  %gz = mul(%t2, %k) : " T "[512,30528]\n"                       \
+  "  %gb = reduce_sum(%gz) {axes=[0]} : " T "[30528]\n  output %lsum\n  output %gz\n  output %gb\n}\n"
+
+/* The kernel of every non-leaf node of graph text t (NULL, with a failed check, when it does not build). */
+static evtc_kernel *kernel_of(const char *t, const char *what, evtc_graph **g) {
+  *g = oracle_parse(t, what);
+  if (!*g) return NULL;
+  int32_t *ids = malloc(sizeof(int32_t) * (size_t)(*g)->n_nodes);
+  int n = 0;
+  for (int32_t i = 0; i < (*g)->n_nodes; i++)
+    if (!evtc_op_is_leaf((*g)->nodes[i]->op)) ids[n++] = i;
+  evtc_diag d = {0};
+  evtc_kernel *k = evtc_kernel_build(*g, ids, n, &d);
+  free(ids);
+  CHECK(k != NULL, "%s: the kernel does not build: %s", what, d.msg);
+  return k;
+}
+
+/* The kernel value of graph node `name` (a FULL load of that input, or the node's computed value), or -1. */
+static int value_of(const evtc_kernel *k, const char *name) {
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    const evtc_node *n = v->kind == EVTC_V_LOAD ? k->args[v->arg].node : v->node;
+    if (v->kind != EVTC_V_STORE && v->kind != EVTC_V_REDUCE && n && strcmp(n->name, name) == 0) return i;
+  }
+  return -1;
+}
+
+/* The names of k's kept values, space-separated, into buf; how many. */
+static int kept_names(const evtc_kernel *k, const evtc_cuda_rows_info *info, char *buf, size_t cap) {
+  int n = 0;
+  buf[0] = 0;
+  for (int i = 0; i < k->n_v; i++) {
+    if (!info->kept[i]) continue;
+    const evtc_node *node = k->v[i].kind == EVTC_V_LOAD ? k->args[k->v[i].arg].node : k->v[i].node;
+    size_t len = strlen(buf);
+    snprintf(buf + len, cap - len, "%s%s", n++ ? " " : "", node ? node->name : "?");
+  }
+  return n;
+}
+
+static void test_mlm_loss_bf16(void) {
+  evtc_graph *g;
+  evtc_kernel *k = kernel_of(MLM_LOSS_TEXT("bf16"), "bf16 MLM loss", &g);
+  if (!k) return;
+  const int vec = evtc_cuda_vec_width(k);
+  evtc_cuda_rows_info info;
+  evtc_cuda_rows_info_init(&info, k, vec, true);
+  const int y = value_of(k, "y"), zm = value_of(k, "zm");
+  char names[256];
+  int n = kept_names(k, &info, names, sizeof names);
+  CHECK(y >= 0 && zm >= 0, "bf16 MLM loss: the logits' load (%d) or their masked sum (%d) not found", y, zm);
+  CHECK(n == 1 && zm >= 0 && info.kept[zm], "bf16 MLM loss: kept [%s], not the masked logits alone", names);
+  CHECK(zm >= 0 && info.stands_for[zm] == y, "bf16 MLM loss: the masked logits stand for value %d, not the load %d",
+        zm >= 0 ? info.stands_for[zm] : -2, y);
+  CHECK(info.regs_per_col == 0.5, "bf16 MLM loss: %.3f registers a column kept, not 0.5 (bf16 bits)", info.regs_per_col);
+  evtc_cuda_rows_plan pl = evtc_cuda_rows_plan_of(k, 132, 227 * 1024);
+  CHECK(pl.cache == 1, "bf16 MLM loss: row cache %d, not registers", pl.cache);
+  CHECK(pl.prefetch > 0 && y >= 0 && evtc_cuda_rows_prefetches(k, &info, &pl, y),
+        "bf16 MLM loss: the logits' next row is not prefetched (prefetch %d)", pl.prefetch);
+  snprintf(k->name, sizeof k->name, "mlm");
+  evtc_sb src = {0};
+  evtc_cuda_emit_rows(&src, k, &pl);
+  char want[64];
+  snprintf(want, sizeof want, "kh%d[(j * VV + e) >> 1] |= (uint32_t)kq", zm);
+  CHECK(src.s && strstr(src.s, "const uint16_t kq = evtc_f2bf(") && strstr(src.s, want),
+        "bf16 MLM loss: the emitted pass does not keep the masked logits' bf16 bits (%s)", want);
+  free(src.s);
+  evtc_cuda_rows_info_free(&info);
+  evtc_kernel_free(k);
+  evtc_graph_free(g);
+}
+
+/* Kernel text t keeps exactly the values `want` names (in node order), none in place of another. */
+static void check_kept(const char *t, const char *what, const char *want) {
+  evtc_graph *g;
+  evtc_kernel *k = kernel_of(t, what, &g);
+  if (!k) return;
+  evtc_cuda_rows_info info;
+  evtc_cuda_rows_info_init(&info, k, evtc_cuda_vec_width(k), true);
+  char names[256];
+  kept_names(k, &info, names, sizeof names);
+  CHECK(strcmp(names, want) == 0, "%s: kept [%s], not [%s]", what, names, want);
+  for (int i = 0; i < k->n_v; i++) CHECK(info.stands_for[i] < 0, "%s: value %d stands for %d", what, i, info.stands_for[i]);
+  evtc_cuda_rows_info_free(&info);
+  evtc_kernel_free(k);
+  evtc_graph_free(g);
+}
+
+int main(void) {
+  test_mlm_loss_bf16();
+  check_kept(MLM_LOSS_TEXT("f32"), "f32 MLM loss", "y");
+  check_kept(LN_GRAD_TEXT("bf16", 16384, 1024), "bf16 layernorm gradient", "dyg xh");
+  return check_summary();
+}

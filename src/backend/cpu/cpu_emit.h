@@ -59,7 +59,8 @@ typedef struct evtc_cpu_vctx {
   /* Optional: writes to buf the storage expression of LOAD or STORE node i
    * (an element of the buffer's storage type; "a<arg>[index]" otherwise)
    * and returns true, or returns false for the default.  The CUDA
-   * templates use it for elements of 16-byte vector accesses. */
+   * templates use it for elements of 16-byte vector accesses (a bf16 load's
+   * as the evtc_bfw word that holds it, which the CUDA evtc_bf2f takes). */
   bool (*storage)(const struct evtc_cpu_vctx *x, int i, char *buf, size_t cap);
   const void *storage_ctx;
   /* Optional: for a FULL RNG, the Philox block (flat index / 4) and word

@@ -28,6 +28,10 @@ void evtc_cuda_emit_vec_helpers(evtc_sb *b) {
     "#ifndef EVTC_VEC_HELPERS\n#define EVTC_VEC_HELPERS\n"
     "/* V contiguous elements moved by one access of up to 16 bytes (two or more beyond) */\n"
     "template <typename T, int V> struct alignas(sizeof(T) * V < 16 ? sizeof(T) * V : 16) evtc_vec { T v[V]; };\n"
+    "/* element e of a vector of bf16, as the word that holds it (evtc_bf2f) */\n"
+    "template <int V> __device__ __forceinline__ evtc_bfw evtc_vec_bfw(const evtc_vec<uint16_t, V> &v, int e) {\n"
+    "  union {\n    evtc_vec<uint16_t, V> v;\n    uint32_t w[V / 2];\n  } u;\n  u.v = v;\n"
+    "  return evtc_bfw{u.w[e >> 1], (e & 1) != 0};\n}\n"
     "/* max / min with NaN winning, as in the interpreter: one max.NaN (sm_80+) against EVTC_MAXN's compare,\n"
     "   NaN test and select */\n"
     "template <int OP> __device__ __forceinline__ float evtc_combf(float a, float b) {\n"
@@ -55,7 +59,7 @@ static bool ew_storage(const evtc_cpu_vctx *x, int i, char *buf, size_t cap) {
   const ew_ctx *e = x->storage_ctx;
   const evtc_vnode *v = &x->k->v[i];
   if (e->vec <= 1) return false;
-  if (v->kind == EVTC_V_LOAD && e->vec_load[i]) snprintf(buf, cap, "lv%d.v[e]", i);
+  if (v->kind == EVTC_V_LOAD && e->vec_load[i]) snprintf(buf, cap, v->dtype == EVTC_BF16 ? "evtc_vec_bfw(lv%d, e)" : "lv%d.v[e]", i);
   else if (v->kind == EVTC_V_STORE && v->cls == EVTC_VC_FULL) snprintf(buf, cap, "sv%d.v[e]", i);
   else return false;
   return true;

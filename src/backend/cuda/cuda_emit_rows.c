@@ -329,7 +329,7 @@ static bool rows_storage(const evtc_cpu_vctx *x, int i, char *buf, size_t cap) {
     return true;
   }
   if (r->V <= 1) return false;
-  if (v->kind == EVTC_V_LOAD && r->info.vec_load[i]) snprintf(buf, cap, "lv%d.v[e]", i);
+  if (v->kind == EVTC_V_LOAD && r->info.vec_load[i]) snprintf(buf, cap, v->dtype == EVTC_BF16 ? "evtc_vec_bfw(lv%d, e)" : "lv%d.v[e]", i);
   else if (v->kind == EVTC_V_STORE && v->cls == EVTC_VC_FULL && (!r->tail || staged(r, i) >= 0)) snprintf(buf, cap, "sv%d.v[e]", i);
   else return false;
   return true;
@@ -410,7 +410,8 @@ static void kept_ref(const rows_ctx *x, int i, char *buf, size_t cap) {
   if (packed(x, i)) {
     char bits[96];
     evtc_sb t = {0};
-    snprintf(bits, sizeof bits, "(uint16_t)(kh%d[(%s) >> 1] >> (((%s) & 1) * 16))", i, x->kidx, x->kidx);
+    if (x->k->v[i].dtype == EVTC_BF16) snprintf(bits, sizeof bits, "evtc_bfw{kh%d[(%s) >> 1], ((%s) & 1) != 0}", i, x->kidx, x->kidx);
+    else snprintf(bits, sizeof bits, "(uint16_t)(kh%d[(%s) >> 1] >> (((%s) & 1) * 16))", i, x->kidx, x->kidx);
     evtc_cpu_emit_from_storage(&t, x->k->v[i].dtype, bits);
     snprintf(buf, cap, "%s", t.s);
     free(t.s);

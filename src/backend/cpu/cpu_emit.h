@@ -69,6 +69,9 @@ typedef struct evtc_cpu_vctx {
    * multiple of 4: the same block expression for 4 elements, which the
    * compiler then evaluates once).  NULL: derived from the flat index. */
   const char *rng_block, *rng_word;
+  /* Optional: the first column of a vector of columns, c being vec_c0 + e for an unrolled e: a one-hot along the
+   * columns compares its label - vec_c0 with e (one subtraction a vector, not an addition a column; CUDA). */
+  const char *vec_c0;
 } evtc_cpu_vctx;
 
 /* Emits "T v<i> = <expr>;" for compute-like node i (ACC, LOAD, IMM,

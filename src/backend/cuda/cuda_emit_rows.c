@@ -538,6 +538,7 @@ static void emit_pass(const rows_ctx *x, int p) {
   }
   if (x->opaque_c && x->V == 1) evtc_sb_printf(b, "%sasm volatile(\"\" : \"+%s\"(c));\n", ind, k->cols < (int64_t)1 << 30 ? "r" : "l");
   evtc_cpu_vctx vx = {.k = k, .sb = b, .ind = ind, .storage = rows_storage, .storage_ctx = x};
+  if (x->V > 1) vx.vec_c0 = x->opaque_c ? "cbo" : "cb";
   if (x->V > 1 && shares_philox(x)) {
     vx.rng_block = "rb4 + (e >> 2)";
     vx.rng_word = "e & 3";

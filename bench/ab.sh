@@ -14,7 +14,7 @@
 #                              program on each library, where A's headers
 #                              still build it); about 40 MB
 #   bench/ab.sh run [--no-tests] [--models M,...] [--rounds N] [--steps N]
-#                   [--bench FILTER,...] [--graph FILE[:train],...] [--graph-runs N] [--attn]
+#                   [--bench FILTER,...] [--graph FILE[:train],...] [--graph-runs N] [--graph-args 'ARGS'] [--attn]
 #                   [--evt GRAPH,...] [--stamps FILE.evt,...] [--b-env 'VAR=VALUE ...']
 #                              on the GPU machine, from the repo root: B's GPU
 #                              tests (failing checks shown; exit 1 if any),
@@ -29,7 +29,9 @@
 #                              kernels' measured total; --graph-runs N
 #                              profiles N runs instead of 5: 2000 load the
 #                              GPU long enough to hit its power cap, as a
-#                              training step does), with --attn A's and B's
+#                              training step does; --graph-args: more
+#                              explain options for every graph, as
+#                              '--loss cross_entropy --labels labels'), with --attn A's and B's
 #                              gpu_attention_bench (N rounds: each system,
 #                              shape and pass), with --evt A's and B's
 #                              gpu_evt_bench on those graphs (N rounds: each
@@ -96,7 +98,7 @@ WRAP
   ;;
 run)
   shift
-  tests=1 models="" rounds=2 steps=10 benches="" graphs="" graph_runs=5 attn=0 evt="" stamps="" b_env=""
+  tests=1 models="" rounds=2 steps=10 benches="" graphs="" graph_runs=5 graph_args="" attn=0 evt="" stamps="" b_env=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --no-tests) tests=0; shift; continue ;;
@@ -107,6 +109,7 @@ run)
       --bench) benches=$2 ;;
       --graph) graphs=$2 ;;
       --graph-runs) graph_runs=$2 ;;
+      --graph-args) graph_args=$2 ;;
       --evt) evt=$2 ;;
       --stamps) stamps=$2 ;;
       --b-env) b_env=$2 ;;
@@ -186,8 +189,9 @@ run)
     rm -f "$out/graph.a" "$out/graph.b"
     for r in $(seq "$rounds"); do
       for s in a b; do
+        # shellcheck disable=SC2086  # $graph_args: words
         env $(side_env "$s") XDG_CACHE_HOME="$out/cache-$s" timeout 120 "$(bin $s)/evtc" explain "$g" $train --target h200 \
-          --profile "$graph_runs" >"$out/$(basename "$g").$s.txt" 2>&1 || true
+          --profile "$graph_runs" $graph_args >"$out/$(basename "$g").$s.txt" 2>&1 || true
         us "$out/$(basename "$g").$s.txt" >>"$out/graph.$s"
       done
     done
@@ -206,7 +210,7 @@ run)
   exit "$failed"
   ;;
 *)
-  echo "usage: $0 prepare BASE | run [--no-tests] [--models M,...] [--rounds N] [--steps N] [--bench F,...] [--graph FILE[:train],...] [--attn] [--evt GRAPH,...] [--stamps FILE.evt,...] [--b-env 'VAR=VALUE ...']" >&2
+  echo "usage: $0 prepare BASE | run [--no-tests] [--models M,...] [--rounds N] [--steps N] [--bench F,...] [--graph FILE[:train],...] [--graph-args 'ARGS'] [--attn] [--evt GRAPH,...] [--stamps FILE.evt,...] [--b-env 'VAR=VALUE ...']" >&2
   exit 2
   ;;
 esac

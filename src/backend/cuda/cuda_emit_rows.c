@@ -45,13 +45,10 @@
  * slots in scratch, one per row group (a warp, a block, a cluster): ROW
  * partials are summed in f32 registers and added every 8 rows to f64
  * partial rows in shared memory, or kept in shared memory or scratch (in
- * shared memory a thread's partials of 16 bytes of consecutive columns --
- * 4 f32 or 2 f64 -- sit side by side, and the groups of a warp's lanes one
- * after another: one 16-byte access a group, the lanes' accesses
- * conflict-free; by column, BERT-Large's layernorm gradient put 16 lanes on
- * one bank, 99 us against 76 on the H200, and a partial at a time took a
- * shared load and store a column, BERT-Large's MLM loss about a tenth of
- * its instructions); a second kernel NAME_fin combines the slots in a fixed order (8
+ * shared memory a thread's partial of column q V + e sits at e * vectors +
+ * q, so a warp's lanes touch consecutive slots: by column, BERT-Large's
+ * layernorm gradient put 16 lanes on one bank, 99 us against 76 on the
+ * H200); a second kernel NAME_fin combines the slots in a fixed order (8
  * columns x 32 slot groups per block, four partials per thread and every
  * ROW reduction's loads in one loop, so that their loads are in flight
  * together) and stores the results, so runs are deterministic.  A
@@ -98,25 +95,11 @@ typedef struct rows_ctx {
   bool xwarp_shfl;              /* EVTC_CUDA_XWARP=shfl: warps' values combined by a butterfly (else read by all) */
   bool tail;                    /* the row ends in a partial vector: columns past it skipped, FULL stores by column */
   int64_t cp;                   /* columns of a row rounded up to whole vectors (prefetch buffers) */
-  char sidx[64], sidx8[64];     /* a thread's partial of column c = q V + e in shared memory (partial_index): f32
-                                   partials (ROW partials of type pt) and f64 ones (prd) */
+  char sidx[48];                /* a thread's partial of column c = q V + e in shared memory: "e * (cp / V) + q" */
   bool *hoist;                  /* per node: a row-invariant load kept in registers from before the row loop */
   int *ahead;                   /* per node: the pass (a per-row load: its phase) that takes this load from registers
                                    loaded a row ahead (rx<i>, rxs<i>; decide_ahead), or -1 */
 } rows_ctx;
-
-/* Index of a thread's partial of column c = q V + e in a shared-memory row of partials of `size` bytes (4 or 8), into
- * buf: groups of g = min(V, 16 / size) consecutive columns side by side (one 16-byte access, which the compiler makes
- * of an unrolled e's g accesses), the lanes' groups one after another (consecutive lanes' accesses adjacent: no bank
- * conflicts), then the next group of each vector. */
-static void partial_index(char *buf, size_t cap, int V, long long nvec, int size) {
-  int g = 16 / size < V ? 16 / size : V;
-  if (g <= 1) snprintf(buf, cap, "e * %lld + q", nvec);
-  else snprintf(buf, cap, "(e / %d) * %lld + q * %d + e %% %d", g, nvec * g, g, g);
-}
-
-/* The partial index of ROW partials of type pt in shared memory. */
-static const char *pt_sidx(const rows_ctx *x) { return x->pl->row_acc_f32 ? x->sidx : x->sidx8; }
 
 /* A COL reduction finished by pass p (copies of another, alias >= 0, are not computed). */
 static bool col_red(const rows_ctx *x, int i, int p) {
@@ -570,7 +553,7 @@ static void emit_pass(const rows_ctx *x, int p) {
       if (v->cls == EVTC_VC_COL) evtc_sb_printf(b, "%sacc%d = %s<%d>(acc%d, (%s)v%d);\n", ind, i, comb, op, i, ct, a);
       else if (v->cls == EVTC_VC_SCALAR) evtc_sb_printf(b, "%spa%d = %s<%d>(pa%d, (%s)v%d);\n", ind, i, comb, op, i, ct, a);
       else {
-        const char *rt = row_type(x, i), *idx = pl->row_partials == 0 ? x->kidx : pl->row_partials == 1 ? pt_sidx(x) : "c";
+        const char *rt = row_type(x, i), *idx = pl->row_partials == 0 ? x->kidx : pl->row_partials == 1 ? x->sidx : "c";
         f = strcmp(rt, "float") == 0;
         evtc_sb_printf(b, "%spr%d[%s] = %s<%d>(pr%d[%s], (%s)v%d);\n", ind, i, idx, f ? "evtc_combf" : "evtc_comb", op, i,
                        idx, rt, a);
@@ -782,7 +765,7 @@ static void emit_partials(const rows_ctx *x) {
       evtc_sb_printf(b, "  double ps%d = %s;\n", i, red_init(v->op));
       continue;
     }
-    char stmt[192];
+    char stmt[96];
     long long off = (long long)evtc_cuda_reduce_offset(k, pl, i);
     if (pl->row_partials == 0) {
       evtc_sb_printf(b, "  %s pr%d[%d];\n", row_type(x, i), i, pl->per_thread * x->V);
@@ -792,13 +775,13 @@ static void emit_partials(const rows_ctx *x) {
         evtc_sb_printf(b, "  double *prd%d = (double *)(evtc_smem + %lld) + (int64_t)wib * %lld;\n", i, (long long)smem_off,
                        (long long)x->cp);
         smem_off += (int64_t)pl->rows_per_block * x->cp * 8;
-        snprintf(stmt, sizeof stmt, "prd%d[%s] = %s;", i, x->sidx8, red_init(v->op));
+        snprintf(stmt, sizeof stmt, "prd%d[%s] = %s;", i, x->sidx, red_init(v->op));
       }
     } else if (pl->row_partials == 1) {
       evtc_sb_printf(b, "  %s *pr%d = (%s *)(evtc_smem + %lld) + (int64_t)wib * %lld;\n", x->pt, i, x->pt, (long long)smem_off,
                      (long long)x->cp);
       smem_off += (int64_t)pl->rows_per_block * x->cp * (pl->row_acc_f32 ? 4 : 8);
-      snprintf(stmt, sizeof stmt, "pr%d[%s] = %s;", i, pt_sidx(x), red_init(v->op));
+      snprintf(stmt, sizeof stmt, "pr%d[%s] = %s;", i, x->sidx, red_init(v->op));
     } else {
       evtc_sb_printf(b, "  double *pr%d = red + %lldLL + slot * CC;\n", i, off);
       snprintf(stmt, sizeof stmt, "pr%d[c] = %s;", i, red_init(v->op));
@@ -826,7 +809,7 @@ static void emit_partials_out(const rows_ctx *x) {
     const evtc_vnode *v = &k->v[i];
     if (v->kind != EVTC_V_REDUCE || v->cls == EVTC_VC_COL) continue;
     long long off = (long long)evtc_cuda_reduce_offset(k, pl, i);
-    char stmt[192];
+    char stmt[128];
     if (v->cls == EVTC_VC_ROW && pl->row_direct) {   /* every row summed here: finish and store */
       open_cols(x, "  ", false);
       evtc_sb_printf(b, "#pragma unroll\n      for (int e = 0; e < %d; e++) {\n        const CI c = cb + e;\n", x->V);
@@ -839,9 +822,9 @@ static void emit_partials_out(const rows_ctx *x) {
         if (k->v[j].kind == EVTC_V_STORE && k->v[j].args[0] == i) evtc_cpu_emit_store(&vx, j);
       evtc_sb_printf(b, "      }\n    }\n  }\n");
     } else if (v->cls == EVTC_VC_ROW && pl->row_partials != 2) {
-      if (pl->row_flush) snprintf(stmt, sizeof stmt, "red[%lldLL + slot * CC + c] = prd%d[%s];", off, i, x->sidx8);
+      if (pl->row_flush) snprintf(stmt, sizeof stmt, "red[%lldLL + slot * CC + c] = prd%d[%s];", off, i, x->sidx);
       else if (pl->row_partials == 0) snprintf(stmt, sizeof stmt, "red[%lldLL + slot * CC + c] = (double)pr%d[%s];", off, i, x->kidx);
-      else snprintf(stmt, sizeof stmt, "red[%lldLL + slot * CC + c] = (double)pr%d[%s];", off, i, pt_sidx(x));
+      else snprintf(stmt, sizeof stmt, "red[%lldLL + slot * CC + c] = (double)pr%d[%s];", off, i, x->sidx);
       for_own_cols(x, stmt);
     } else if (v->cls == EVTC_VC_SCALAR && x->block) {
       evtc_sb_printf(b, "  ps%d = evtc_block_reduce<%d>(ps%d, evtc_r1);\n  if (threadIdx.x == 0) red[%lldLL + blockIdx.x] = ps%d;\n",
@@ -874,8 +857,9 @@ void evtc_cuda_emit_rows(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_
   x.tail = k->cols % pl->vec != 0;
   x.cp = (int64_t)nvec * pl->vec;
   decide_ahead(&x);
-  partial_index(x.sidx, sizeof x.sidx, pl->vec, nvec, 4);
-  partial_index(x.sidx8, sizeof x.sidx8, pl->vec, nvec, 8);
+  /* by e first: a warp's 32 lanes (consecutive q) touch consecutive slots, where by column (q V + e) they would
+     be V slots apart -- 16 lanes on one bank for f64 partials at V = 8 */
+  snprintf(x.sidx, sizeof x.sidx, "e * %lld + q", (long long)nvec);
   emit_helpers(b);
   evtc_sb_printf(b, "#undef CI\n#define CI %s\n", k->cols < (int64_t)1 << 30 ? "int" : "int64_t");   /* column indices */
   emit_head(b, k, pl);
@@ -966,8 +950,8 @@ void evtc_cuda_emit_rows(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_
       const evtc_vnode *v = &k->v[i];
       if (v->kind != EVTC_V_REDUCE || v->cls != EVTC_VC_ROW) continue;
       char stmt[256];
-      snprintf(stmt, sizeof stmt, "prd%d[%s] = evtc_comb<%d>(prd%d[%s], (double)pr%d[%s]); pr%d[%s] = %s;", i, x.sidx8,
-               red_op(v->op), i, x.sidx8, i, x.kidx, i, x.kidx, red_init(v->op));
+      snprintf(stmt, sizeof stmt, "prd%d[%s] = evtc_comb<%d>(prd%d[%s], (double)pr%d[%s]); pr%d[%s] = %s;", i, x.sidx,
+               red_op(v->op), i, x.sidx, i, x.kidx, i, x.kidx, red_init(v->op));
       for_own_cols(&x, stmt);
     }
     evtc_sb_printf(b, "    }\n");

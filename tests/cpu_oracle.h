@@ -26,6 +26,7 @@
 
 #include "backend/backend.h"
 #include "check.h"
+#include "kernel/kernel.h"
 #include "runtime/interp.h"
 #include "runtime/program.h"
 
@@ -39,6 +40,22 @@ static inline evtc_graph *oracle_parse(const char *text, const char *name) {
   evtc_graph *g = evtc_graph_parse_string(text, name, err, sizeof err);
   CHECK(g != NULL, "%s: %s", name, err);
   return g;
+}
+
+/* Parses test graph text t into *g and builds the one kernel of all its non-leaf nodes; a failure counts as a
+ * failed check (NULL). */
+static inline evtc_kernel *oracle_kernel(const char *t, const char *what, evtc_graph **g) {
+  *g = oracle_parse(t, what);
+  if (!*g) return NULL;
+  int32_t *ids = malloc(sizeof(int32_t) * (size_t)(*g)->n_nodes);
+  int n = 0;
+  for (int32_t i = 0; i < (*g)->n_nodes; i++)
+    if (!evtc_op_is_leaf((*g)->nodes[i]->op)) ids[n++] = i;
+  evtc_diag d = {0};
+  evtc_kernel *k = evtc_kernel_build(*g, ids, n, &d);
+  free(ids);
+  CHECK(k != NULL, "%s: the kernel does not build: %s", what, d.msg);
+  return k;
 }
 
 static uint64_t oracle_rng = 12345;

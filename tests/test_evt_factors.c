@@ -28,21 +28,6 @@
 
 enum { N_GRAPHS = 300, N_STEPS = 14, N_SAMPLES = 16 };
 
-/* The kernel of every non-leaf node of graph text t (NULL, with a failed check, when it does not build). */
-static evtc_kernel *kernel_of(const char *t, const char *what, evtc_graph **g) {
-  *g = oracle_parse(t, what);
-  if (!*g) return NULL;
-  int32_t *ids = malloc(sizeof(int32_t) * (size_t)(*g)->n_nodes);
-  int n = 0;
-  for (int32_t i = 0; i < (*g)->n_nodes; i++)
-    if (!evtc_op_is_leaf((*g)->nodes[i]->op)) ids[n++] = i;
-  evtc_diag d = {0};
-  evtc_kernel *k = evtc_kernel_build(*g, ids, n, &d);
-  free(ids);
-  CHECK(k != NULL, "%s: the kernel does not build: %s", what, d.msg);
-  return k;
-}
-
 /* Value i of k at input x, in double (IMM: its dtype's value as the epilogue writes it). */
 static double value_of(const evtc_kernel *k, int i, double x, const double *val) {
   const evtc_vnode *v = &k->v[i];
@@ -162,7 +147,7 @@ static const char fc_text[] =
 
 static void check_fc(void) {
   evtc_graph *g;
-  evtc_kernel *k = kernel_of(fc_text, "fc", &g);
+  evtc_kernel *k = oracle_kernel(fc_text, "fc", &g);
   if (k) {
     check_plan(k, "fc");
     evtc_cuda_factors fx;
@@ -194,7 +179,7 @@ int main(void) {
     char *text = random_graph(n), what[32];
     snprintf(what, sizeof what, "random graph %d", n);
     evtc_graph *g;
-    evtc_kernel *k = kernel_of(text, what, &g);
+    evtc_kernel *k = oracle_kernel(text, what, &g);
     if (k) {
       carried += check_plan(k, what);
       graphs++;

@@ -42,21 +42,6 @@
   "  %k = const() {value=6.103515625e-05} : " T "[]\n  %gz = mul(%t2, %k) : " T "[512,30528]\n"                       \
   "  %gb = reduce_sum(%gz) {axes=[0]} : " T "[30528]\n  output %lsum\n  output %gz\n  output %gb\n}\n"
 
-/* The kernel of every non-leaf node of graph text t (NULL, with a failed check, when it does not build). */
-static evtc_kernel *kernel_of(const char *t, const char *what, evtc_graph **g) {
-  *g = oracle_parse(t, what);
-  if (!*g) return NULL;
-  int32_t *ids = malloc(sizeof(int32_t) * (size_t)(*g)->n_nodes);
-  int n = 0;
-  for (int32_t i = 0; i < (*g)->n_nodes; i++)
-    if (!evtc_op_is_leaf((*g)->nodes[i]->op)) ids[n++] = i;
-  evtc_diag d = {0};
-  evtc_kernel *k = evtc_kernel_build(*g, ids, n, &d);
-  free(ids);
-  CHECK(k != NULL, "%s: the kernel does not build: %s", what, d.msg);
-  return k;
-}
-
 /* The kernel value of graph node `name` (a FULL load of that input, or the node's computed value), or -1. */
 static int value_of(const evtc_kernel *k, const char *name) {
   for (int i = 0; i < k->n_v; i++) {
@@ -82,7 +67,7 @@ static int kept_names(const evtc_kernel *k, const evtc_cuda_rows_info *info, cha
 
 static void test_mlm_loss_bf16(void) {
   evtc_graph *g;
-  evtc_kernel *k = kernel_of(MLM_LOSS_TEXT("bf16"), "bf16 MLM loss", &g);
+  evtc_kernel *k = oracle_kernel(MLM_LOSS_TEXT("bf16"), "bf16 MLM loss", &g);
   if (!k) return;
   const int vec = evtc_cuda_vec_width(k);
   evtc_cuda_rows_info info;
@@ -115,7 +100,7 @@ static void test_mlm_loss_bf16(void) {
 /* Kernel text t keeps exactly the values `want` names (in node order), none in place of another. */
 static void check_kept(const char *t, const char *what, const char *want) {
   evtc_graph *g;
-  evtc_kernel *k = kernel_of(t, what, &g);
+  evtc_kernel *k = oracle_kernel(t, what, &g);
   if (!k) return;
   evtc_cuda_rows_info info;
   evtc_cuda_rows_info_init(&info, k, evtc_cuda_vec_width(k), true);

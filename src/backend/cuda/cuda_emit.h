@@ -104,9 +104,9 @@ int64_t evtc_cuda_reduce_offset(const evtc_kernel *k, const evtc_cuda_rows_plan 
  * first[i] and kept per column for the later passes that need it (loads,
  * dropout masks, values whose recomputation would need several kept
  * values, and f16 / bf16 values in place of the one they are computed
- * from: stands_for); an RNG node with alias[i] >= 0 repeats RNG node alias[i] (same
- * seed, p and class) and takes its value; vec_load[i]: a load moved by
- * vectors of plan.vec columns. */
+ * from: stands_for); an RNG node with alias[i] >= 0 repeats RNG node
+ * alias[i] (same seed, p and class) and takes its value; vec_load[i]: a
+ * load moved by vectors of plan.vec columns. */
 typedef struct evtc_cuda_rows_info {
   int n_v, n_passes;
   bool *need, *kept, *vec_load, *has_work;

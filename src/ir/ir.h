@@ -35,6 +35,7 @@ const char *evtc_dtype_name(evtc_dtype t);          /* "f32" */
 bool evtc_dtype_parse(const char *s, size_t len, evtc_dtype *out);
 size_t evtc_dtype_size(evtc_dtype t);               /* bytes per element */
 bool evtc_dtype_is_float(evtc_dtype t);
+bool evtc_dtype_is_half(evtc_dtype t);              /* f16, bf16: 2-byte floats */
 bool evtc_dtype_is_int(evtc_dtype t);               /* i64, i32 (not bool) */
 
 /* ---- tensor types -------------------------------------------------------- */

@@ -105,4 +105,5 @@ bool evtc_dtype_parse(const char *s, size_t len, evtc_dtype *out) {
 }
 
 bool evtc_dtype_is_float(evtc_dtype t) { return t <= EVTC_BF16; }
+bool evtc_dtype_is_half(evtc_dtype t) { return t == EVTC_F16 || t == EVTC_BF16; }
 bool evtc_dtype_is_int(evtc_dtype t) { return t == EVTC_I64 || t == EVTC_I32; }

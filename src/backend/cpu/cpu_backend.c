@@ -41,8 +41,6 @@ static evtc_cpu_cache_stats stats;
 
 evtc_cpu_cache_stats evtc_cpu_cache_get_stats(void) { return stats; }
 
-static bool is_half(evtc_dtype t) { return t == EVTC_F16 || t == EVTC_BF16; }
-
 static bool cpu_supports(const evtc_backend *be, const evtc_kernel *k, char *why, size_t cap) {
   if (k->kind == EVTC_ML_OPAQUE && !evtc_cpu_opaque_supported(k->main)) {
     snprintf(why, cap, "no CPU template for %s", evtc_op_get(k->main->op)->name);
@@ -67,13 +65,13 @@ static bool cpu_supports(const evtc_backend *be, const evtc_kernel *k, char *why
   }
   if (k->kind == EVTC_ML_OPAQUE && !evtc_cpu_opaque_takes_half(k->main->op))
     for (int i = 0; i < k->n_args; i++)
-      if (is_half(k->args[i].node->type.dtype)) {
+      if (evtc_dtype_is_half(k->args[i].node->type.dtype)) {
         snprintf(why, cap, "%s values in %s (the CPU's templates of it are for f32, f64 and integers)",
                  evtc_dtype_name(k->args[i].node->type.dtype), evtc_op_get(k->main->op)->name);
         return false;
       }
   bool gemm = k->kind == EVTC_ML_GEMM || k->kind == EVTC_ML_CONV;
-  if (gemm && !(k->gemm.dtype == EVTC_F32 || k->gemm.dtype == EVTC_F64 || is_half(k->gemm.dtype))) {
+  if (gemm && !(k->gemm.dtype == EVTC_F32 || k->gemm.dtype == EVTC_F64 || evtc_dtype_is_half(k->gemm.dtype))) {
     snprintf(why, cap, "%s GEMM (the CPU GEMM is f32 and f64, f16 and bf16 widened to f32)",
              evtc_dtype_name(k->gemm.dtype));
     return false;

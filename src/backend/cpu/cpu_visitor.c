@@ -50,23 +50,21 @@ const char *evtc_cpu_ctype(evtc_dtype t) {
 }
 
 const char *evtc_cpu_storage_ctype(evtc_dtype t) {
-  return t == EVTC_F16 || t == EVTC_BF16 ? "uint16_t" : evtc_cpu_ctype(t);
+  return evtc_dtype_is_half(t) ? "uint16_t" : evtc_cpu_ctype(t);
 }
 
-static bool is_half(evtc_dtype t) { return t == EVTC_F16 || t == EVTC_BF16; }
-
 void evtc_cpu_emit_from_storage(evtc_sb *b, evtc_dtype t, const char *stored) {
-  if (is_half(t)) evtc_sb_printf(b, "%s(%s)", t == EVTC_F16 ? "evtc_h2f" : "evtc_bf2f", stored);
+  if (evtc_dtype_is_half(t)) evtc_sb_printf(b, "%s(%s)", t == EVTC_F16 ? "evtc_h2f" : "evtc_bf2f", stored);
   else evtc_sb_printf(b, "%s", stored);
 }
 
 void evtc_cpu_emit_to_storage(evtc_sb *b, evtc_dtype t, evtc_dtype value_type, int value) {
-  if (!is_half(t)) {
+  if (!evtc_dtype_is_half(t)) {
     evtc_sb_printf(b, "(%s)v%d", evtc_cpu_ctype(t), value);
     return;
   }
   const char *f = t == EVTC_F16 ? "evtc_f2h" : "evtc_f2bf";
-  if (value_type == EVTC_F32 || is_half(value_type)) evtc_sb_printf(b, "%s(v%d)", f, value);
+  if (value_type == EVTC_F32 || evtc_dtype_is_half(value_type)) evtc_sb_printf(b, "%s(v%d)", f, value);
   else evtc_sb_printf(b, "%s(evtc_d2f_odd((double)v%d))", f, value);
 }
 
@@ -302,7 +300,7 @@ static void subst(evtc_sb *sb, const char *pat, int a, int b) {
 
 /* A cast to f16 / bf16 is a float holding the rounded value: the round trip through storage. */
 static void emit_cast(evtc_sb *sb, evtc_dtype to, evtc_dtype from, int a) {
-  if (is_half(to)) {
+  if (evtc_dtype_is_half(to)) {
     evtc_sb_printf(sb, "%s(", to == EVTC_F16 ? "evtc_h2f" : "evtc_bf2f");
     evtc_cpu_emit_to_storage(sb, to, from, a);
     evtc_sb_printf(sb, ")");
@@ -327,7 +325,7 @@ void evtc_cpu_emit_value(const evtc_cpu_vctx *x, int i) {
   const evtc_vnode *v = &k->v[i];
   evtc_sb *sb = x->sb;
   const char *t = evtc_cpu_ctype(v->dtype);
-  bool f32 = v->dtype == EVTC_F32 || is_half(v->dtype);
+  bool f32 = v->dtype == EVTC_F32 || evtc_dtype_is_half(v->dtype);
   char buf[512];
   evtc_sb_printf(sb, "%s%s v%d = ", x->ind, t, i);
   switch (v->kind) {

@@ -128,7 +128,7 @@ static const char *row_type(const rows_ctx *x, int i) {
 static bool packed(const rows_ctx *x, int i) {
   evtc_dtype t = x->k->v[i].dtype;
   bool bits = x->k->v[i].kind == EVTC_V_LOAD ? x->info.vec_load[i] : x->info.stands_for[i] >= 0;
-  return x->pl->cache == 1 && x->info.kept[i] && bits && (t == EVTC_F16 || t == EVTC_BF16);
+  return x->pl->cache == 1 && x->info.kept[i] && bits && evtc_dtype_is_half(t);
 }
 
 /* The vectors of a row hold whole Philox blocks (4 elements from a multiple of 4): a FULL RNG evaluates

@@ -203,8 +203,6 @@ static int weight(walk *w, int i) {
   return s;
 }
 
-static bool is_half(evtc_dtype t) { return t == EVTC_F16 || t == EVTC_BF16; }
-
 /* Whether value i, computed in an earlier pass, is kept for a later one: a streamed load, an RNG, a value whose
  * recomputation reads two or more of those, or an f16 / bf16 value computed from one of them (another f16 / bf16
  * value or wider) in place of it (stands_for; the emitter holds it as its storage bits, as it would the other):
@@ -219,7 +217,7 @@ static bool worth_keeping(walk *w, int i) {
   w->stamp++;
   int s = weight(w, i);
   if (s >= 2) return true;
-  if (s == 1 && v->kind == EVTC_V_COMPUTE && is_half(v->dtype) && evtc_buffer_elem_size(w->k->v[w->leaf].dtype) >= 2) {
+  if (s == 1 && v->kind == EVTC_V_COMPUTE && evtc_dtype_is_half(v->dtype) && evtc_buffer_elem_size(w->k->v[w->leaf].dtype) >= 2) {
     w->info->stands_for[i] = w->leaf;
     return true;
   }
@@ -336,7 +334,7 @@ void evtc_cuda_rows_info_init(evtc_cuda_rows_info *info, const evtc_kernel *k, i
   for (int i = 0; i < n; i++) {
     if (!info->kept[i]) continue;
     int s = evtc_cuda_value_bytes(k->v[i].dtype);
-    bool bits = is_half(k->v[i].dtype) && ((k->v[i].kind == EVTC_V_LOAD && info->vec_load[i]) || info->stands_for[i] >= 0);
+    bool bits = evtc_dtype_is_half(k->v[i].dtype) && ((k->v[i].kind == EVTC_V_LOAD && info->vec_load[i]) || info->stands_for[i] >= 0);
     info->regs_per_col += s == 1 ? 1.0 / 32 : bits ? 0.5 : s / 4;
     info->bytes_per_col += s;
   }
@@ -616,7 +614,7 @@ evtc_cuda_rows_plan evtc_cuda_rows_plan_of(const evtc_kernel *k, int sm_count, i
   double pf_regs = 0;
   for (int i = 0; i < k->n_v && pl.prefetch; i++)
     if (info.kept[i] && evtc_cuda_rows_prefetches(k, &info, &pl, i))
-      pf_regs += k->v[i].dtype == EVTC_F16 || k->v[i].dtype == EVTC_BF16 ? 0.5 : evtc_cuda_value_bytes(k->v[i].dtype) / 4;
+      pf_regs += evtc_dtype_is_half(k->v[i].dtype) ? 0.5 : evtc_cuda_value_bytes(k->v[i].dtype) / 4;
   const char *he = getenv("EVTC_CUDA_PF_HOLD");
   pl.pf_hold = pl.prefetch > 0 && (he && *he ? atoi(he) != 0 : (double)pl.per_thread * V * pf_regs > 16);
   if (pl.pf_hold) info.regs_per_col -= pf_regs;

@@ -210,7 +210,7 @@ run)
   exit "$failed"
   ;;
 *)
-  echo "usage: $0 prepare BASE | run [--no-tests] [--models M,...] [--rounds N] [--steps N] [--bench F,...] [--graph FILE[:train],...] [--graph-args 'ARGS'] [--attn] [--evt GRAPH,...] [--stamps FILE.evt,...] [--b-env 'VAR=VALUE ...']" >&2
+  echo "usage: $0 prepare BASE | run [--no-tests] [--models M,...] [--rounds N] [--steps N] [--bench F,...] [--graph FILE[:train],...] [--graph-runs N] [--graph-args 'ARGS'] [--attn] [--evt GRAPH,...] [--stamps FILE.evt,...] [--b-env 'VAR=VALUE ...']" >&2
   exit 2
   ;;
 esac

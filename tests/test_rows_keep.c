@@ -42,12 +42,16 @@
   "  %k = const() {value=6.103515625e-05} : " T "[]\n  %gz = mul(%t2, %k) : " T "[512,30528]\n"                       \
   "  %gb = reduce_sum(%gz) {axes=[0]} : " T "[30528]\n  output %lsum\n  output %gz\n  output %gb\n}\n"
 
+/* The graph node of kernel value i: a load's input, or the node it computes (NULL: none). */
+static const evtc_node *node_of(const evtc_kernel *k, int i) {
+  return k->v[i].kind == EVTC_V_LOAD ? k->args[k->v[i].arg].node : k->v[i].node;
+}
+
 /* The kernel value of graph node `name` (a FULL load of that input, or the node's computed value), or -1. */
 static int value_of(const evtc_kernel *k, const char *name) {
   for (int i = 0; i < k->n_v; i++) {
-    const evtc_vnode *v = &k->v[i];
-    const evtc_node *n = v->kind == EVTC_V_LOAD ? k->args[v->arg].node : v->node;
-    if (v->kind != EVTC_V_STORE && v->kind != EVTC_V_REDUCE && n && strcmp(n->name, name) == 0) return i;
+    const evtc_node *n = node_of(k, i);
+    if (k->v[i].kind != EVTC_V_STORE && k->v[i].kind != EVTC_V_REDUCE && n && strcmp(n->name, name) == 0) return i;
   }
   return -1;
 }
@@ -58,7 +62,7 @@ static int kept_names(const evtc_kernel *k, const evtc_cuda_rows_info *info, cha
   buf[0] = 0;
   for (int i = 0; i < k->n_v; i++) {
     if (!info->kept[i]) continue;
-    const evtc_node *node = k->v[i].kind == EVTC_V_LOAD ? k->args[k->v[i].arg].node : k->v[i].node;
+    const evtc_node *node = node_of(k, i);
     size_t len = strlen(buf);
     snprintf(buf + len, cap - len, "%s%s", n++ ? " " : "", node ? node->name : "?");
   }

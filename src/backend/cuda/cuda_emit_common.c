@@ -193,9 +193,10 @@ void evtc_cuda_emit_value(const evtc_cpu_vctx *x, int i) {
     const char *coord = v->dim < k->split ? "r" : "c";
     /* A checked label outside [0, depth) fails the run (*err), so where depth and the coordinate fit in 32 bits
      * comparing their low words changes only results that are never delivered: one compare a column, not three */
-    if (v->check && v->depth <= INT32_MAX && k->dom[v->dim] <= INT32_MAX && x->vec_c0 && *coord == 'c')
+    bool low = v->check && v->depth <= INT32_MAX && k->dom[v->dim] <= INT32_MAX;
+    if (low && x->vec_c0 && *coord == 'c')
       evtc_sb_printf(x->sb, "%s%s v%d = (%s)((int)v%d - (int)%s == e);\n", x->ind, t, i, t, a, x->vec_c0);
-    else if (v->check && v->depth <= INT32_MAX && k->dom[v->dim] <= INT32_MAX)
+    else if (low)
       evtc_sb_printf(x->sb, "%s%s v%d = (%s)((int)v%d == (int)%s);\n", x->ind, t, i, t, a, coord);
     else
       evtc_sb_printf(x->sb, "%s%s v%d = (%s)((int64_t)v%d == %s);\n", x->ind, t, i, t, a, coord);

@@ -9,7 +9,9 @@
  * copies each `updates` output into the PARAM or STATE buffer it
  * replaces, which the next run reads.  Each step's wall
  * time (gather, upload, run and the loss's download, which waits for a
- * device) is kept for the report: the first apart, the median of the rest.
+ * device) is kept for the report: the first apart, the median of the rest,
+ * and the median of each phase of it (evtc_train_phase), so that the time a
+ * step spends outside its kernels shows.
  */
 #include "runtime/train.h"
 
@@ -197,18 +199,26 @@ static evtc_status trainer_setup(trainer *t, const evtc_graph *model, const char
 }
 
 /* One step on samples rows[0..batch); returns the loss (d set on error). */
-static double trainer_step(trainer *t, const int64_t *rows, int64_t batch, uint64_t step, evtc_diag *d) {
+/* One step; phase[] gets its wall seconds by evtc_train_phase (the interpreter's run and copies count as running). */
+static double trainer_step(trainer *t, const int64_t *rows, int64_t batch, uint64_t step, double *phase,
+                           evtc_diag *d) {
+  double t0 = now_seconds();
   for (int32_t i = 0; i < t->joint->n_nodes; i++)
     if (t->table[i]) {
       evtc_program_set_rows(t->prog, t->joint->nodes[i], t->table[i], rows, batch);
     } else if (t->feed[i]) {
       evtc_dataset_gather(t->feed[i], rows, batch, t->values.data[i]);   /* the interpreter reads it in place */
     }
+  double t1 = now_seconds();
+  phase[EVTC_TRAIN_FEED] = t1 - t0;
   if (t->prog) {
     double loss = NAN;
     if (evtc_program_run(t->prog, step, d) != EVTC_OK) return NAN;
+    double t2 = now_seconds();
+    phase[EVTC_TRAIN_RUN] = t2 - t1;
     evtc_program_get(t->prog, t->loss, &loss);
     evtc_program_update(t->prog);
+    phase[EVTC_TRAIN_AFTER] = now_seconds() - t2;
     return loss;
   }
   if (evtc_interp_run(t->it, step, d) != EVTC_OK) return NAN;
@@ -219,6 +229,8 @@ static double trainer_step(trainer *t, const int64_t *rows, int64_t batch, uint6
     size_t bytes = sizeof(double) * (size_t)evtc_type_numel(&out->updates->type);
     memmove(t->values.data[out->updates->id], evtc_interp_value(t->it, out->node), bytes);
   }
+  phase[EVTC_TRAIN_RUN] = now_seconds() - t1;
+  phase[EVTC_TRAIN_AFTER] = 0;
   return loss;
 }
 
@@ -243,18 +255,23 @@ static evtc_status trainer_loop(trainer *t, const evtc_train_options *o, evtc_tr
   for (int64_t i = 0; i < n; i++) perm[i] = i;
   uint64_t rng = o->seed ^ 0x73687566666c65ull;       /* "shuffle": a stream apart from init's */
   int64_t total = o->epochs * steps;
-  double *times = malloc(sizeof(double) * (size_t)(total < TIMED_STEPS ? total : TIMED_STEPS));
+  const size_t kept = (size_t)(total < TIMED_STEPS ? total : TIMED_STEPS);
+  double *times = malloc(sizeof(double) * kept), *phases[EVTC_TRAIN_PHASES];
+  for (int ph = 0; ph < EVTC_TRAIN_PHASES; ph++) phases[ph] = malloc(sizeof(double) * kept);
   double start = now_seconds();
   for (int64_t epoch = 1; epoch <= o->epochs; epoch++) {
     shuffle(perm, n, &rng);
     double sum = 0, epoch_start = now_seconds(), last_draw = 0;
     for (int64_t s = 0; s < steps; s++) {
-      double step_start = now_seconds();
-      double loss = trainer_step(t, perm + s * batch, batch, (uint64_t)r->steps, d);
+      double step_start = now_seconds(), phase[EVTC_TRAIN_PHASES] = {0};
+      double loss = trainer_step(t, perm + s * batch, batch, (uint64_t)r->steps, phase, d);
       if (d->status != EVTC_OK) break;
       double took = now_seconds() - step_start;
       if (r->steps == 0) r->first_step_seconds = took;
-      else if (r->timed_steps < TIMED_STEPS) times[r->timed_steps++] = took;
+      else if (r->timed_steps < TIMED_STEPS) {
+        for (int ph = 0; ph < EVTC_TRAIN_PHASES; ph++) phases[ph][r->timed_steps] = phase[ph];
+        times[r->timed_steps++] = took;
+      }
       r->steps++;
       if (!isfinite(loss)) {
         r->diverged = true;
@@ -281,6 +298,10 @@ static evtc_status trainer_loop(trainer *t, const evtc_train_options *o, evtc_tr
   r->seconds = now_seconds() - start;
   r->step_seconds = median(times, r->timed_steps);
   free(times);
+  for (int ph = 0; ph < EVTC_TRAIN_PHASES; ph++) {
+    r->phase_seconds[ph] = median(phases[ph], r->timed_steps);
+    free(phases[ph]);
+  }
   free(perm);
   return d->status;
 }

@@ -35,6 +35,10 @@ typedef struct evtc_train_options {
   bool live;                  /* log is a terminal: one updating line instead of a line per epoch */
 } evtc_train_options;
 
+/* The phases of a step, timed apart: the batch gathered into the inputs (a device program: copied or uploaded),
+ * the run (a device program: its kernels queued and waited for), the loss read back and the updates queued. */
+typedef enum evtc_train_phase { EVTC_TRAIN_FEED, EVTC_TRAIN_RUN, EVTC_TRAIN_AFTER, EVTC_TRAIN_PHASES } evtc_train_phase;
+
 typedef struct evtc_train_report {
   int64_t batch, steps, train_samples;
   double first_loss, final_loss;  /* mean training loss of the first and last epochs */
@@ -50,6 +54,7 @@ typedef struct evtc_train_report {
   double first_step_seconds;      /* the first step (a device backend's first launches included) */
   double step_seconds;            /* median time of the steps after the first (the first 2^20 of them); NAN for one step */
   int64_t timed_steps;            /* how many steps that median covers */
+  double phase_seconds[EVTC_TRAIN_PHASES]; /* the median of each phase over the same steps */
   size_t arena_bytes, owned_bytes; /* with a backend: the program's buffers (evtc_program_stats) */
   bool graph;                     /* with a backend: the steps after the first replayed one captured graph of their
                                    * launches (evtc_program_stats.graph); else why not in no_graph */

@@ -51,10 +51,10 @@ static void print_costs(const evtc_train_report *r, double import_seconds, const
          import_seconds + r->setup_seconds + r->first_step_seconds, import_seconds, r->setup_seconds,
          r->first_step_seconds);
   if (r->timed_steps > 0)
-    printf("steady step: %.3f ms (median of the %lld steps after the first; medians of its phases: the batch fed "
-           "%.3f ms, the run %.3f ms, the loss read and the updates %.3f ms)\n", 1e3 * r->step_seconds,
-           (long long)r->timed_steps, 1e3 * r->phase_seconds[EVTC_TRAIN_FEED], 1e3 * r->phase_seconds[EVTC_TRAIN_RUN],
-           1e3 * r->phase_seconds[EVTC_TRAIN_AFTER]);
+    printf("steady step: %.3f ms (median of the %lld steps after the first; medians of its phases: the run %.3f ms, "
+           "the next batch fed %s %.3f ms, the loss read and the updates %.3f ms)\n", 1e3 * r->step_seconds,
+           (long long)r->timed_steps, 1e3 * r->phase_seconds[EVTC_TRAIN_RUN], program ? "while it ran" : "after it",
+           1e3 * r->phase_seconds[EVTC_TRAIN_FEED], 1e3 * r->phase_seconds[EVTC_TRAIN_AFTER]);
   if (program)
     printf("buffer memory: %.1f MiB (arena %.1f MiB, leaves and outputs %.1f MiB)\n",
            (double)(r->arena_bytes + r->owned_bytes) / 1048576.0, (double)r->arena_bytes / 1048576.0,

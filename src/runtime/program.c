@@ -756,10 +756,17 @@ static evtc_status run_kernels(void *ctx, evtc_diag *d) {
   return EVTC_OK;
 }
 
-evtc_status evtc_program_run(evtc_program *p, uint64_t step, evtc_diag *d) {
+evtc_status evtc_program_start(evtc_program *p, uint64_t step, evtc_diag *d) {
   run_ctx r = {p, step};
-  if (begin_run(p, step, d) != EVTC_OK || evtc_replay_run(&p->replay, run_kernels, &r, d) != EVTC_OK) return d->status;
-  return wait_backend(p, d);
+  if (begin_run(p, step, d) != EVTC_OK) return d->status;
+  return evtc_replay_run(&p->replay, run_kernels, &r, d);
+}
+
+evtc_status evtc_program_wait(evtc_program *p, evtc_diag *d) { return wait_backend(p, d); }
+
+evtc_status evtc_program_run(evtc_program *p, uint64_t step, evtc_diag *d) {
+  if (evtc_program_start(p, step, d) != EVTC_OK) return d->status;
+  return evtc_program_wait(p, d);
 }
 
 static double now_us(void) {

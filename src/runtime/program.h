@@ -69,6 +69,10 @@ bool evtc_program_get(const evtc_program *p, const evtc_node *n, double *out);
  * replay it (stats.graph says whether they do, no_graph why not; a failed
  * capture warns on stderr and the runs go on launching one by one). */
 evtc_status evtc_program_run(evtc_program *p, uint64_t step, evtc_diag *d);
+/* evtc_program_run in two halves, so that the host can queue more work -- the next batch's rows -- while a device
+ * runs: start queues the run (a host backend runs it), wait waits for it and reports its errors. */
+evtc_status evtc_program_start(evtc_program *p, uint64_t step, evtc_diag *d);
+evtc_status evtc_program_wait(evtc_program *p, evtc_diag *d);
 /* Fills every buffer that is not a leaf -- the planned arena and the
  * graph outputs -- with 0xff bytes (NaN for floats), so a test sees any
  * element a kernel fails to write. */

@@ -35,8 +35,9 @@ typedef struct evtc_train_options {
   bool live;                  /* log is a terminal: one updating line instead of a line per epoch */
 } evtc_train_options;
 
-/* The phases of a step, timed apart: the batch gathered into the inputs (a device program: copied or uploaded),
- * the run (a device program: its kernels queued and waited for), the loss read back and the updates queued. */
+/* The phases of a step, timed apart: the next step's batch gathered into the inputs (a program: queued behind the
+ * run's kernels, while a device runs them), the run without that (a device program: its kernels queued and waited
+ * for), the loss read back and the updates queued. */
 typedef enum evtc_train_phase { EVTC_TRAIN_FEED, EVTC_TRAIN_RUN, EVTC_TRAIN_AFTER, EVTC_TRAIN_PHASES } evtc_train_phase;
 
 typedef struct evtc_train_report {

@@ -3,8 +3,8 @@
 Reads gpu_bench's output (RESULT and CHECK lines), builds the same inputs
 (the integer hash of gpu_bench.c), checks evtc's output checksums against
 PyTorch's (not for dropout: the RNGs differ; that kernel is checked against
-the interpreter in test_gpu_kernels), times eager and torch.compile the same
-way as gpu_bench (one step, then torch.cuda.synchronize(); median of 30
+the interpreter in test_gpu_kernels), times eager and torch.compile on the
+device clock as gpu_bench does (CUDA events around one step; median of 30
 after warm-ups; gradients reset between steps outside the timing), measures
 the device-to-device copy bandwidth (1 GiB) the same way, and prints the
 table last: GB/s over minimal bytes, fraction of copy bandwidth, and
@@ -47,11 +47,12 @@ def timeit(fn, reset, warm=5, warm_s=0.25, iters=30):
     ts = []
     for _ in range(iters):
         reset()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
         fn()
+        e1.record()
         torch.cuda.synchronize()
-        ts.append((time.perf_counter() - t0) * 1e3)
+        ts.append(e0.elapsed_time(e1))
     ts.sort()
     return ts[len(ts) // 2]
 
@@ -219,7 +220,7 @@ def main():
     print()
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}; f32 storage (cross-entropy: bf16 logits, "
           "BERT-Large's layernorm gradient: bf16); "
-          "one step + sync per sample, median")
+          "device clock: CUDA events around one step (evtc: around and between its kernels), median of 30")
     print(f"| {'workload':46} | {'impl':14} | {'ms':>8} | {'GB/s':>7} | {'of copy':>7} | {'peer/evtc':>9} |")
     print(f"|{'-' * 48}|{'-' * 16}|{'-' * 10}|{'-' * 9}|{'-' * 9}|{'-' * 11}|")
     for name, impls in rows.items():

@@ -1,6 +1,9 @@
 """test_train.py -- `evtc train` end to end on the digits data (2 epochs).
 
-Checks: the loss falls, the test accuracy line parses, the same seed gives
+Checks: the loss falls, the test accuracy line parses, the steady-step
+line gives its phases (none longer than the step), a second epoch leaves the
+first one's batches as they were (the next epoch's order is drawn while the
+last step of one runs), the same seed gives
 the same checkpoint byte for byte, --save writes a valid safetensors file
 (header parsed with json + struct, every size checked), and bad data
 directories give exit status 2 with one clear message.
@@ -42,6 +45,17 @@ def test_train_and_save(tmp):
     if acc:
         check(float(acc.group(1)) > 0.5, f"accuracy {acc.group(1)} after 2 epochs")
     check(re.search(r"^saved 4 tensors to ", r.stdout, re.M) is not None, f"no saved line:\n{r.stdout}")
+    steady = re.search(r"^steady step: ([0-9.]+) ms \(median of the \d+ steps after the first; medians of its phases: "
+                       r"the run ([0-9.]+) ms, the next batch fed while it ran ([0-9.]+) ms, the loss read and the "
+                       r"updates ([0-9.]+) ms\)$", r.stdout, re.M)
+    check(steady is not None, f"no steady step line with its phases:\n{r.stdout}")
+    if steady:
+        step, *phases = (float(x) for x in steady.groups())
+        check(all(0 <= x <= step + 0.002 for x in phases), f"a phase longer than the step: {steady.group(0)}")
+    one = evtc("train", MODEL, "--data", DATA, "--epochs", "1")
+    first = re.search(r"^epoch 1/1 loss ([0-9.]+) ", one.stdout, re.M)
+    check(one.returncode == 0 and first is not None and losses and float(first.group(1)) == losses[0],
+          f"epoch 1's loss alone {first and first.group(1)}, of two epochs {losses[:1]}")
 
     header, data = read_safetensors(ck)
     check(header.get("__metadata__") == {"producer": "evtc"}, f"metadata {header.get('__metadata__')}")

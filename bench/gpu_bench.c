@@ -11,8 +11,8 @@
  * the median of 30 steps after warm-ups (at least 5 steps and 250 ms: the
  * clocks ramp up).  The INFO line also gives the median of 30 whole
  * evtc_program_run calls on the host clock (the graph's launch, the wait
- * and the error-flag check included: about 15-20 us more on an H200).  Each graph (with its gradients) goes through
- * the h200 pass pipeline, as `evtc train --backend cuda` runs it; plans
+ * and the error-flag check included: about 15-20 us more on an H200).
+ * Each graph (with its gradients) goes through the h200 pass pipeline, as `evtc train --backend cuda` runs it; plans
  * come from the fusion ILP (--partitioner ilp), else the built-in greedy plan.  f32 storage, except the
  * cross-entropy's bf16 logits (and their bf16 gradient) and the models' kernels (issue 9, bf16 as the models
  * have them: GPT-2's LM-head cross-entropy through gemm-pad's padded view, GPT-2's and BERT-Large's
@@ -207,7 +207,8 @@ static void run(const evtc_backend *be, const workload *w) {
     t[i] = now_ms() - t0;
   }
   qsort(t, ITERS, sizeof t[0], cmp_double);
-  double dev[ITERS], *us = malloc(sizeof(double) * (size_t)(evtc_program_kernel_count(p) + 1));
+  const int n_kernels = evtc_program_kernel_count(p);
+  double dev[ITERS], *us = malloc(sizeof(double) * (size_t)(n_kernels + 1));
   bool device_clock = false;
   for (int i = 0; i < ITERS; i++) {
     if (evtc_program_profile(p, 1, 1, us, &device_clock, &d) != EVTC_OK) {
@@ -216,7 +217,7 @@ static void run(const evtc_backend *be, const workload *w) {
       goto out;
     }
     dev[i] = 0;
-    for (int k = 0; k < evtc_program_kernel_count(p); k++) dev[i] += us[k] * 1e-3;
+    for (int k = 0; k < n_kernels; k++) dev[i] += us[k] * 1e-3;
   }
   free(us);
   qsort(dev, ITERS, sizeof dev[0], cmp_double);

@@ -208,39 +208,34 @@ static void trainer_feed(trainer *t, const int64_t *rows, int64_t batch) {
     else if (t->feed[i]) evtc_dataset_gather(t->feed[i], rows, batch, t->values.data[i]);
 }
 
-/* One step on the batch fed before; feeds samples next[0..batch) (NULL: none) for the step after it while a
- * device runs this one.  Returns the loss (d set on error); phase[] gets the step's wall seconds by
- * evtc_train_phase (the interpreter's run and copies count as the run). */
+/* One step on the batch fed before; feeds samples next[0..batch) (NULL: none) for the step after it, on a device
+ * while the step's kernels run (the interpreter has run by then).  Returns the loss (d set on error); phase[] gets
+ * the step's wall seconds by evtc_train_phase. */
 static double trainer_step(trainer *t, const int64_t *next, int64_t batch, uint64_t step, double *phase,
                            evtc_diag *d) {
-  double t0 = now_seconds(), loss = NAN;
+  const double t0 = now_seconds();
+  if ((t->prog ? evtc_program_start(t->prog, step, d) : evtc_interp_run(t->it, step, d)) != EVTC_OK) return NAN;
+  const double t1 = now_seconds();
+  if (next) trainer_feed(t, next, batch);
+  const double t2 = now_seconds();
+  if (t->prog && evtc_program_wait(t->prog, d) != EVTC_OK) return NAN;
+  const double t3 = now_seconds();
+  double loss = NAN;
   if (t->prog) {
-    if (evtc_program_start(t->prog, step, d) != EVTC_OK) return NAN;
-    double t1 = now_seconds();
-    if (next) trainer_feed(t, next, batch);
-    double t2 = now_seconds();
-    if (evtc_program_wait(t->prog, d) != EVTC_OK) return NAN;
-    double t3 = now_seconds();
     evtc_program_get(t->prog, t->loss, &loss);
     evtc_program_update(t->prog);
-    phase[EVTC_TRAIN_FEED] = t2 - t1;
-    phase[EVTC_TRAIN_RUN] = (t1 - t0) + (t3 - t2);
-    phase[EVTC_TRAIN_AFTER] = now_seconds() - t3;
-    return loss;
+  } else {
+    loss = evtc_interp_value(t->it, t->loss)[0];
+    for (int32_t k = 0; k < t->joint->n_outputs; k++) {
+      const evtc_output *out = &t->joint->outputs[k];
+      if (!out->updates) continue;
+      size_t bytes = sizeof(double) * (size_t)evtc_type_numel(&out->updates->type);
+      memmove(t->values.data[out->updates->id], evtc_interp_value(t->it, out->node), bytes);
+    }
   }
-  if (evtc_interp_run(t->it, step, d) != EVTC_OK) return NAN;
-  loss = evtc_interp_value(t->it, t->loss)[0];
-  for (int32_t k = 0; k < t->joint->n_outputs; k++) {
-    const evtc_output *out = &t->joint->outputs[k];
-    if (!out->updates) continue;
-    size_t bytes = sizeof(double) * (size_t)evtc_type_numel(&out->updates->type);
-    memmove(t->values.data[out->updates->id], evtc_interp_value(t->it, out->node), bytes);
-  }
-  double t1 = now_seconds();
-  if (next) trainer_feed(t, next, batch);
-  phase[EVTC_TRAIN_RUN] = t1 - t0;
-  phase[EVTC_TRAIN_FEED] = now_seconds() - t1;
-  phase[EVTC_TRAIN_AFTER] = 0;
+  phase[EVTC_TRAIN_FEED] = t2 - t1;
+  phase[EVTC_TRAIN_RUN] = (t1 - t0) + (t3 - t2);
+  phase[EVTC_TRAIN_AFTER] = now_seconds() - t3;
   return loss;
 }
 

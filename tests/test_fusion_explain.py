@@ -86,7 +86,8 @@ with tempfile.TemporaryDirectory() as tmp:
     check(len(ids) == plan_kernels and len(set(ids)) == plan_kernels,
           f"--profile: one row per plan kernel ({len(ids)} rows, {plan_kernels} kernels)")
     aliases = re.findall(r"^\d+\s+\S+\s+\d+\s+[0-9.]+\s+0\.000\s+[0-9.]+\s+%\S+ \(no kernel: a reshape alias, a view "
-                         r"attention reads or writes in place, or another kernel's by-product\)$", out, re.M)
+                         r"attention reads or writes in place, another kernel's by-product, or packed into another's "
+                         r"launch\)$", out, re.M)
     check(sum(float(r[3]) > 0 for r in rows) == len(rows) - len(aliases),
           "--profile: every kernel's measured time is positive; only aliases, views and by-products run none")
     total = re.search(r"^profile: plan kernels (\d+), program kernels (\d+) .*modelled ([0-9.]+) us, "

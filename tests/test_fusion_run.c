@@ -327,6 +327,44 @@ static void test_in_place_updates(void) {
   evtc_graph_free(joint);
 }
 
+/* SGD with momentum on two layers whose biases and scale share a shape: the ILP plan leaves their updates in
+ * kernels of their own, which the program launches as one (launch packing, pack.c), and three steps of that
+ * program match the interpreter's. */
+static void test_packed_updates(void) {
+  evtc_graph *fwd = oracle_parse("graph pk {\n  %x = input() : f32[8,32]\n  %w1 = param() : f32[32,32]\n"
+                                 "  %b1 = param() : f32[32]\n  %w2 = param() : f32[32,32]\n  %b2 = param() : f32[32]\n"
+                                 "  %g = param() : f32[32]\n  %h = matmul(%x, %w1) : f32[8,32]\n"
+                                 "  %h1 = add(%h, %b1) : f32[8,32]\n  %h2 = matmul(%h1, %w2) : f32[8,32]\n"
+                                 "  %h3 = add(%h2, %b2) : f32[8,32]\n  %h4 = mul(%h3, %g) : f32[8,32]\n"
+                                 "  %s = mul(%h4, %h4) : f32[8,32]\n  %loss = reduce_mean(%s) : f32[]\n  output %loss\n"
+                                 "  loss %loss\n}\n",
+                                 "pk");
+  if (!fwd) return;
+  evtc_optim_config sgd = evtc_optim_default(EVTC_OPTIM_SGD);
+  sgd.lr = 1e-3;     /* small steps: the loss is a mean of squares of products */
+  evtc_diag d = {0};
+  evtc_graph *joint = evtc_autodiff(fwd, NULL, 0, &sgd, &d);
+  evtc_graph_free(fwd);
+  CHECK(joint != NULL, "packed updates: autodiff: %s", d.msg);
+  if (!joint) return;
+  char *info = NULL;
+  size_t info_len = 0;
+  FILE *f = open_memstream(&info, &info_len);
+  int nk = 0, packed = -1;
+  int32_t *plan = evtc_program_plan(joint, "ilp", evtc_backend_cpu(), &nk, f, &d);
+  fclose(f);
+  CHECK(plan != NULL, "packed updates: plan: %s", d.msg);
+  const char *at = info ? strstr(info, "small elementwise ones packed") : NULL;
+  for (const char *q = at; q && q > info && packed < 0; q--)
+    if (*q == ',') packed = atoi(q + 1);
+  CHECK(packed >= 2, "packed updates: the [32] updates' kernels share a launch (%d packed): %s", packed,
+        info ? info : "");
+  if (plan) cpu_train_compare_plan(joint, plan, nk, 3, TOL, 1, "packed updates (ilp plan, sgd, 3 steps)");
+  free(info);
+  free(plan);
+  evtc_graph_free(joint);
+}
+
 /* BERT's MLP block as ONNX spells its GELU (div, erf, add, mul, mul), bf16 at BERT-Large's sizes: after the
  * h200 pipeline (grad-factor) the gradient of the GELU's input is the backward GEMM's output times one
  * coefficient of forward values, and the ILP computes that coefficient in the forward GEMM's epilogue, so
@@ -387,6 +425,7 @@ int main(int argc, char **argv) {
   test_attention_concat_views();
   test_in_place_outputs();
   test_in_place_updates();
+  test_packed_updates();
   test_gelu_gradient_factored();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

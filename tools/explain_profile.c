@@ -174,13 +174,16 @@ static void print_families(FILE *out, const evtc_partition *part, const profile_
 int evtc_explain_profile(const evtc_partition *part, const evtc_backend *be, int runs, FILE *out) {
   const evtc_graph *g = part->g;
   evtc_diag d = {0};
-  int nk = 0;
-  int32_t *plan = evtc_program_plan_of_partition(g, part->kernel_of, part->n_kernels, &nk);
-  evtc_program *prog = evtc_program_new(g, plan, nk, be, stderr, &d);
-  free(plan);
+  int nk = 0, packed = 0;
+  evtc_device dev;
+  evtc_program *prog = NULL;
   double *us = NULL;
   profile_row *rows = NULL;
   int rc = EVTC_EXIT_OK, n_rows = 0;
+  if (!evtc_device_load(evtc_program_target(be), &dev, &d)) goto failed;
+  int32_t *plan = evtc_program_plan_launched(part, &dev, be, &nk, &packed);   /* the kernels `run` and `train` launch */
+  prog = evtc_program_new(g, plan, nk, be, stderr, &d);
+  free(plan);
   if (!prog) goto failed;
   fill_leaves(prog, g);
   for (uint64_t w = 0; w < 2; w++)
@@ -235,7 +238,7 @@ int evtc_explain_profile(const evtc_partition *part, const evtc_backend *be, int
     fprintf(out, "%-8s %-11s %6d %12.3f %12.3f %9.2f  %%%s%s\n", name, K ? evtc_kernel_kind_name(K->kind) : "scalar",
             K ? K->n_nodes : 1, x->modelled_us, x->measured_us, x->modelled_us > 0 ? x->measured_us / x->modelled_us : 0,
             g->nodes[x->first_node]->name, x->program_kernels > 1    ? " (split in the program)"
-                                            : x->program_kernels == 0 ? " (no kernel: a reshape alias, a view attention reads or writes in place, or another kernel's by-product)"
+                                            : x->program_kernels == 0 ? " (no kernel: a reshape alias, a view attention reads or writes in place, another kernel's by-product, or packed into another's launch)"
                                                                       : "");
   }
   print_families(out, part, rows, n_rows);
@@ -256,10 +259,10 @@ int evtc_explain_profile(const evtc_partition *part, const evtc_backend *be, int
   fputc('\n', out);
   fprintf(out, "profile: plan kernels %d, program kernels %d (%d compiled, %d in the interpreter, %d splits, "
                "%d reshapes sharing their input's buffer, %d layout copies attention reads or writes in place, %d by-products "
-               "of other kernels, %d updates in place, %d outputs over their dead input); modelled "
-               "%.3f us, measured %.3f us kernel by kernel (%s), %.3f us as a whole run\n",
+               "of other kernels, %d updates in place, %d outputs over their dead input, %d plan kernels packed into others' "
+               "launches); modelled %.3f us, measured %.3f us kernel by kernel (%s), %.3f us as a whole run\n",
           part->n_kernels, n, st.compiled, st.interpreted, st.splits, st.aliases, st.views, st.by_products, st.in_place, st.in_place_outputs,
-          part->time_us, measured, device_clock ? "device clock" : "with waits", whole_us);
+          packed, part->time_us, measured, device_clock ? "device clock" : "with waits", whole_us);
   if (st.graph)
     fprintf(out, "launches: whole runs replay one captured graph of the program's launches (captured %d time%s); "
                  "kernel by kernel when profiled\n", st.graph_captures, st.graph_captures == 1 ? "" : "s");

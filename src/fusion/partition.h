@@ -140,6 +140,14 @@ void evtc_partition_free(evtc_partition *p);
  * naming the kernel and the violation in why. */
 bool evtc_fusion_check(const evtc_partition *p, const evtc_device *dev, char *why, size_t cap);
 
+/* Launch packing (pack.c), for what a program runs: in the assignment kernel_of of a partition of g, small
+ * kernels of elementwise and broadcast ops of one shape with no path between them take one kernel id, so that
+ * they run as one launch (a step's optimizer updates of biases and normalisation weights).  Not a fusion plan:
+ * evtc_fusion_check refuses kernels of unconnected parts, which no template prices.  opt->accept (when set)
+ * vetoes a pack as it vetoes a fused kernel.  Renumbers the kernel ids densely and returns their count. */
+int32_t evtc_fusion_pack(const evtc_graph *g, const evtc_device *dev, const evtc_fusion_options *opt,
+                         int32_t *kernel_of);
+
 /* The plan as text: one line per kernel, then the summary line
  * "kernels: N modelled_us: X bytes: B" and, for the ILP, the line
  * "ilp: components=C objective=X bound=Y gap=G time=T s" (render.c). */

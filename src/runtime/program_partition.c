@@ -92,12 +92,29 @@ int32_t *evtc_program_plan(const evtc_graph *g, const char *name, const evtc_bac
                              .accept_ctx = (void *)be, .accept_tag = be->name};
   evtc_partition *p = evtc_fusion_partition(g, &dev, name, &opt, d);
   if (!p) return NULL;
-  int32_t *plan = evtc_program_plan_of_partition(g, p->kernel_of, p->n_kernels, n_kernels);
+  int packed = 0;
+  int32_t *plan = evtc_program_plan_launched(p, &dev, be, n_kernels, &packed);
   if (info && strcmp(name, "ilp") == 0)
-    fprintf(info, "partitioner ilp: %d kernels (+%d for scalar-chain nodes), modelled %.1f us, gap %.3g, %.2f s%s%s\n",
-            p->n_kernels, *n_kernels - p->n_kernels, p->ilp.objective, p->ilp.gap, p->ilp.seconds,
+    fprintf(info, "partitioner ilp: %d kernels (+%d for scalar-chain nodes, %d small elementwise ones packed into "
+                  "others' launches), modelled %.1f us, gap %.3g, %.2f s%s%s\n",
+            p->n_kernels, *n_kernels - p->n_kernels + packed, packed, p->ilp.objective, p->ilp.gap, p->ilp.seconds,
             p->ilp.cached ? " (cached plan)" : "", p->ilp.fallback ? " (fallback plan)" : "");
   evtc_partition_free(p);
+  return plan;
+}
+
+int32_t *evtc_program_plan_launched(const evtc_partition *part, const evtc_device *dev, const evtc_backend *be,
+                                    int *n_kernels, int *packed) {
+  const evtc_graph *g = part->g;
+  int32_t *of = malloc(sizeof(int32_t) * ((size_t)g->n_nodes + 1));
+  EVTC_ASSERT(of != NULL);
+  memcpy(of, part->kernel_of, sizeof(int32_t) * (size_t)g->n_nodes);
+  evtc_fusion_options opt = {.accept = evtc_program_plan_accept, .accept_ctx = (void *)be, .accept_tag = be->name};
+  int32_t launched = part->partitioner && strcmp(part->partitioner, "none") == 0 ? part->n_kernels
+                                                                                 : evtc_fusion_pack(g, dev, &opt, of);
+  int32_t *plan = evtc_program_plan_of_partition(g, of, launched, n_kernels);
+  *packed = part->n_kernels - launched;
+  free(of);
   return plan;
 }
 

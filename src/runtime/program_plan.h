@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "fusion/partition.h"
 #include "ir/ir.h"
 
 typedef struct evtc_backend evtc_backend;
@@ -42,6 +43,12 @@ int32_t *evtc_program_plan(const evtc_graph *g, const char *name, const evtc_bac
  * *n_kernels set). */
 int32_t *evtc_program_plan_of_partition(const evtc_graph *g, const int32_t *kernel_of, int32_t n_part,
                                         int *n_kernels);
+/* What be launches for partition part (priced for dev): its kernels, with the small independent elementwise ones
+ * of one shape packed into one launch (evtc_fusion_pack, asking evtc_program_plan_accept; not for partitioner
+ * "none", the one-node-a-kernel baseline), as a program plan like evtc_program_plan_of_partition's (malloc'd;
+ * *n_kernels set, *packed the partition's kernels that joined another's launch). */
+int32_t *evtc_program_plan_launched(const evtc_partition *part, const evtc_device *dev, const evtc_backend *be,
+                                    int *n_kernels, int *packed);
 /* The target a backend plans for, naming both its device model
  * (data/devices/NAME.txt) and its default pass pipeline: "h200" for the
  * CUDA backend, "cpu" otherwise. */

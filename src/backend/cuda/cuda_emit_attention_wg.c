@@ -59,13 +59,14 @@
 #include "backend/cuda/cuda_emit_gemm.h"
 
 /* evtc_awg_ss_nN<BF> (A and B from shared memory, N = 64 or 128; scale-d 0 when acc is 0: D = A B), with
- * `trans` evtc_awg_ss_nNtt<BF> (the same, both A and B transposed: MN-major) and evtc_awg_rs_n64t<BF> (A from four
- * registers, B transposed, D += A B): f32 accumulators d[N / 8][4]. */
+ * `trans` evtc_awg_ss_nNtt<BF> (the same, both A and B transposed: MN-major); with a_regs evtc_awg_rs_nN<BF> (A
+ * from four registers, B K-major, acc as for ss) and with `trans` too evtc_awg_rs_nNt<BF> (B transposed, D += A B):
+ * f32 accumulators d[N / 8][4]. */
 static void emit_wgmma(evtc_sb *b, int n, bool a_regs, bool trans) {
   const int regs = n / 2;
   if (a_regs)
-    evtc_sb_printf(b, "template <bool BF> __device__ __forceinline__ void evtc_awg_rs_n%dt(float (*d)[4], const uint32_t *a, "
-                      "unsigned long long db) {\n", n);
+    evtc_sb_printf(b, "template <bool BF> __device__ __forceinline__ void evtc_awg_rs_n%d%s(float (*d)[4], const uint32_t *a, "
+                      "unsigned long long db%s) {\n", n, trans ? "t" : "", trans ? "" : ", int acc");
   else
     evtc_sb_printf(b, "template <bool BF> __device__ __forceinline__ void evtc_awg_ss_n%d%s(float (*d)[4], unsigned long long da, "
                       "unsigned long long db, int acc) {\n", n, trans ? "tt" : "");
@@ -76,14 +77,15 @@ static void emit_wgmma(evtc_sb *b, int n, bool a_regs, bool trans) {
     evtc_sb_printf(b, "    \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {", n, ty, ty);
     for (int i = 0; i < regs; i++) evtc_sb_printf(b, "%s%%%d", i ? ", " : "", i);
     if (a_regs)
-      evtc_sb_printf(b, "}, {%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1, 1; }\\n\"\n    :", regs, regs + 1, regs + 2, regs + 3,
-                     regs + 4);
+      evtc_sb_printf(b, "}, {%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1, %d; }\\n\"\n    :", regs, regs + 1, regs + 2, regs + 3,
+                     regs + 4, trans);
     else
       evtc_sb_printf(b, "}, %%%d, %%%d, p, 1, 1, %d, %d; }\\n\"\n    :", regs, regs + 1, trans, trans);
     for (int i = 0; i < regs; i++)
       evtc_sb_printf(b, "%s\"+f\"(d[%d][%d])", i ? (i % 8 ? ", " : ",\n      ") : " ", i / 4, i % 4);
     if (a_regs)
-      evtc_sb_printf(b, "\n    : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(db), \"r\"(1));\n");
+      evtc_sb_printf(b, "\n    : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(db), \"r\"(%s));\n",
+                     trans ? "1" : "acc");
     else
       evtc_sb_printf(b, "\n    : \"l\"(da), \"l\"(db), \"r\"(acc));\n");
   }
@@ -114,6 +116,13 @@ static const char attention_wg_kernels[] =
     "  float y;\n"
     "  asm(\"ex2.approx.ftz.f32 %0, %1;\\n\" : \"=f\"(y) : \"f\"(x));\n"
     "  return y;\n"
+    "}\n"
+    "/* A fragments of k16 step kk of rows 16 warp .. 16 warp + 15 of a swizzled [rows][64] tile t, in the layout\n"
+    "   evtc_awg_afrag makes, by ldmatrix: lane l gives row l % 8 (+ 8 for odd l / 8) of 16-byte chunk 2 kk + l / 16. */\n"
+    "__device__ __forceinline__ void evtc_awg_ldfrag(uint32_t *a, const uint16_t *t, int warp, int lane, int kk) {\n"
+    "  const int r = warp * 16 + (lane & 7) + 8 * ((lane >> 3) & 1), c = 2 * kk + (lane >> 4);\n"
+    "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\\n\"\n"
+    "               : \"=r\"(a[0]), \"=r\"(a[1]), \"=r\"(a[2]), \"=r\"(a[3]) : \"r\"(evtc_att_saddr(t + r * 64 + ((c ^ (r & 7)) << 3))));\n"
     "}\n"
     "/* A fragments of k16 step kk from a 16-row slice of f32 accumulators in the wgmma / mma.sync layout. */\n"
     "template <bool BF> __device__ __forceinline__ void evtc_awg_afrag(uint32_t *a, const float (*p)[4], int kk) {\n"
@@ -220,8 +229,10 @@ static const char attention_wg_kernels[] =
     "}\n"
     "\n"
     "/* dq of query block blockIdx.x (NWG warpgroups of 64 rows; key tiles of 64 double-buffered): S = Q K^T and\n"
-    "   dP = dout V^T by wgmma, dS = P (dP - Dd) in registers, dq += dS K with K read as a transposed B.  With ddo,\n"
-    "   Dd of each row into ddo[bh sp + s] too (sp = S rounded up to 64), for the key-block kernel after it. */\n"
+    "   dP = dout V^T by wgmma with the block's q and dout as A fragments in registers (loaded once: the key tiles\n"
+    "   alone are read from shared memory in the loop), dS = P (dP - Dd) in registers, dq += dS K with K read as a\n"
+    "   transposed B.  With ddo, Dd of each row into ddo[bh sp + s] too (sp = S rounded up to 64), for the key-block\n"
+    "   kernel after it. */\n"
     "template <bool BF, bool CAUSAL, int NWG>\n"
     "__device__ __forceinline__ void evtc_awg_bwd_q(const uint16_t *Q, const uint16_t *K, const uint16_t *V, const uint16_t *O,\n"
     "                                               const uint16_t *dO, const float *lse, uint16_t *dQ, int S, int T, float scale,\n"
@@ -253,8 +264,15 @@ static const char attention_wg_kernels[] =
     "#pragma unroll\n"
     "    for (int h = 0; h < 2; h++)\n"
     "      if (r + 8 * h < S - q0) ddo[bh * sp + q0 + r + 8 * h] = dd[h];\n"
-    "  const uint32_t aq = evtc_att_saddr(sq + wg * 64 * D), ad = evtc_att_saddr(sd + wg * 64 * D);\n"
     "  const uint32_t ak = evtc_att_saddr(sk), av = evtc_att_saddr(sv);\n"
+    "  evtc_att_wait<0>();     /* q and dout (with the first key tiles) arrived: their A fragments, once */\n"
+    "  __syncthreads();\n"
+    "  uint32_t qa[4][4], da[4][4];\n"
+    "#pragma unroll\n"
+    "  for (int kk = 0; kk < 4; kk++) {\n"
+    "    evtc_awg_ldfrag(qa[kk], sq + wg * 64 * D, warp, lane, kk);\n"
+    "    evtc_awg_ldfrag(da[kk], sd + wg * 64 * D, warp, lane, kk);\n"
+    "  }\n"
     "  float dq[8][4];\n"
     "#pragma unroll\n"
     "  for (int i = 0; i < 8; i++) dq[i][0] = dq[i][1] = dq[i][2] = dq[i][3] = 0.0f;\n"
@@ -271,8 +289,8 @@ static const char attention_wg_kernels[] =
     "    evtc_wgmma_fence();\n"
     "#pragma unroll\n"
     "    for (int kk = 0; kk < 4; kk++) {\n"
-    "      evtc_awg_ss_n64<BF>(s, EVTC_AWG_KMAJ(aq + kk * 32), EVTC_AWG_KMAJ(ak + b * BC * 128 + kk * 32), kk);\n"
-    "      evtc_awg_ss_n64<BF>(dp, EVTC_AWG_KMAJ(ad + kk * 32), EVTC_AWG_KMAJ(av + b * BC * 128 + kk * 32), kk);\n"
+    "      evtc_awg_rs_n64<BF>(s, qa[kk], EVTC_AWG_KMAJ(ak + b * BC * 128 + kk * 32), kk);\n"
+    "      evtc_awg_rs_n64<BF>(dp, da[kk], EVTC_AWG_KMAJ(av + b * BC * 128 + kk * 32), kk);\n"
     "    }\n"
     "    evtc_wgmma_commit();\n"
     "    evtc_wgmma_wait<0>();\n"
@@ -477,6 +495,7 @@ void evtc_cuda_emit_attention_wg_lib(evtc_sb *b) {
   emit_wgmma(b, 64, false, false);
   emit_wgmma(b, 64, false, true);
   emit_wgmma(b, 128, false, false);
+  emit_wgmma(b, 64, true, true);
   emit_wgmma(b, 64, true, false);
   evtc_sb_printf(b, "%s#endif\n", attention_wg_kernels);
 }

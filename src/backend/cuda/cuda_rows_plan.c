@@ -563,14 +563,19 @@ evtc_cuda_rows_plan evtc_cuda_rows_plan_of(const evtc_kernel *k, int sm_count, i
       pl.stage_stores += k->v[i].kind == EVTC_V_STORE && k->v[i].cls == EVTC_VC_FULL && evtc_buffer_elem_size(k->v[i].dtype) == 2;
   smem += (int64_t)pl.stage_stores * (pl.threads / 32) * EVTC_CUDA_STAGE_BYTES;
   /* the next rows' 16-byte loads prefetched into shared memory, in a persistent loop (as the emitter's prefetched()):
-   * the kept ones; with EVTC_CUDA_PREFETCH_ALL=1 also every other row load that one pass reads (prefetch_all), two
+   * the kept ones; in the kernels below also every other row load that one pass reads (prefetch_all), two
    * rows ahead instead of one in registers (cuda_emit_rows.c's decide_ahead), where their buffers cost no blocks
-   * per SM.  Not the default: it made BERT-Large's layernorm gradient 0.0718-0.0731 -> 0.0678-0.0688 ms and dropout +
-   * residual + layernorm fwd+bwd 16384 x 1024 0.137-0.140 -> 0.130-0.134 ms, the other row workloads of gpu_bench
-   * unchanged, but BERT-Large's whole step 0.15-0.19 ms slower in each of four rounds (H200, A and B alternating,
-   * 2026-11-30); a later pair of rounds found no difference (73.42 / 73.70 ms without it, 73.73 / 73.46 with it,
-   * eleventh session).  Which kernel loses was not measured. */
-  pl.prefetch_all = env_is("EVTC_CUDA_PREFETCH_ALL", "1");
+   * per SM: by default in kernels with ROW partials over rows of at most 4096 columns (the layernorm gradients),
+   * EVTC_CUDA_PREFETCH_ALL=1 everywhere, =0 nowhere.  It made BERT-Large's layernorm gradient 0.0718-0.0731 ->
+   * 0.0678-0.0688 ms and dropout + residual + layernorm fwd+bwd 16384 x 1024 0.137-0.140 -> 0.130-0.134 ms, the other
+   * row workloads of gpu_bench unchanged, but everywhere BERT-Large's whole step 0.15-0.19 ms slower in each of four
+   * rounds (H200, A and B alternating, 2026-11-30; a later pair of rounds found no difference: 73.42 / 73.70 ms
+   * without it, 73.73 / 73.46 with it, eleventh session).  Which kernel lost was not measured.  ncu on the layernorm
+   * gradient (thirteenth session) shows why it helps there: a row's loads go out one row ahead, and the next row's
+   * rstd and gradients are still on their way when the row is done (17 % of the stall samples): about 24 KB in
+   * flight an SM, where the H200's bandwidth over a loaded latency of 1.5-2 us wants 40-50. */
+  const char *pfa = getenv("EVTC_CUDA_PREFETCH_ALL");
+  pl.prefetch_all = pfa && *pfa ? strcmp(pfa, "1") == 0 : info.n_row > 0 && C <= 4096;
   int64_t pf = 0, pf_kept = 0;
   for (int i = 0; i < k->n_v; i++)
     if (evtc_cuda_rows_prefetches(k, &info, &pl, i)) {

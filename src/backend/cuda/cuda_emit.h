@@ -66,7 +66,8 @@ typedef struct evtc_cuda_rows_plan {
   bool prefetch_all;            /* not only the loads kept for later passes: every FULL row load of 16-byte vectors
                                    (evtc_cuda_rows_prefetches) */
   bool pf_hold;                 /* prefetched loads are read from their buffers in every pass (not kept in
-                                   registers); the next row goes into a buffer once its row is done */
+                                   registers), and a value kept in place of one is written over it there; the next
+                                   row goes into a buffer once its row is done */
   int min_blocks;
   unsigned grid;
   unsigned smem;                /* dynamic shared memory bytes */

@@ -123,14 +123,6 @@ static const char *row_type(const rows_ctx *x, int i) {
   return x->pl->row_partials == 0 ? (row_f32(x, i) ? "float" : "double") : x->pt;
 }
 
-/* Kept f16 / bf16 load i, or value i kept in place of one (stands_for), is held as its storage bits, two per 32-bit
- * register. */
-static bool packed(const rows_ctx *x, int i) {
-  evtc_dtype t = x->k->v[i].dtype;
-  bool bits = x->k->v[i].kind == EVTC_V_LOAD ? x->info.vec_load[i] : x->info.stands_for[i] >= 0;
-  return x->pl->cache == 1 && x->info.kept[i] && bits && evtc_dtype_is_half(t);
-}
-
 /* The vectors of a row hold whole Philox blocks (4 elements from a multiple of 4): a FULL RNG evaluates
  * one block per 4 elements (evtc_keep_w with the block "rb4 + (e >> 2)"). */
 static bool shares_philox(const rows_ctx *x) {
@@ -177,8 +169,29 @@ static void decide_hoists(rows_ctx *x) {
   }
 }
 
-/* Prefetched load i is read from its buffer in every pass that needs it, not kept in registers. */
-static bool held(const rows_ctx *x, int i) { return x->pl->pf_hold && prefetched(x, i); }
+/* Under pf_hold, the prefetched load whose buffer holds value i in every pass that needs it: i itself, or the load
+ * a value kept in place of one (stands_for) is written over; -1 where no buffer holds i. */
+static int holder(const rows_ctx *x, int i) {
+  if (!x->pl->pf_hold) return -1;
+  if (prefetched(x, i)) return i;
+  int leaf = x->info.stands_for[i];
+  return x->info.kept[i] && leaf >= 0 && prefetched(x, leaf) &&
+         evtc_buffer_elem_size(x->k->v[leaf].dtype) == evtc_buffer_elem_size(x->k->v[i].dtype) ? leaf : -1;
+}
+
+/* The load whose buffer a computed value i is written over (hw<i>, read back as hv<i>), or -1. */
+static int over_load(const rows_ctx *x, int i) { return x->k->v[i].kind == EVTC_V_LOAD ? -1 : holder(x, i); }
+
+/* Value i is read from a prefetch buffer in every pass that needs it, not kept in registers. */
+static bool held(const rows_ctx *x, int i) { return holder(x, i) >= 0; }
+
+/* Kept f16 / bf16 load i, or value i kept in place of one (stands_for), is held as its storage bits, two per 32-bit
+ * register. */
+static bool packed(const rows_ctx *x, int i) {
+  evtc_dtype t = x->k->v[i].dtype;
+  bool bits = x->k->v[i].kind == EVTC_V_LOAD ? x->info.vec_load[i] : x->info.stands_for[i] >= 0;
+  return x->pl->cache == 1 && x->info.kept[i] && bits && evtc_dtype_is_half(t) && !held(x, i);
+}
 
 /* Whether pass p reads load i from global memory (not from its kept copy of an earlier pass). */
 static bool reads_global(const rows_ctx *x, int i, int p) {
@@ -427,6 +440,23 @@ static void emit_node_value(const rows_ctx *x, const evtc_cpu_vctx *vx, int i, i
   const evtc_cuda_rows_info *in = &x->info;
   char ref[160];
   kept_ref(x, i, ref, sizeof ref);
+  if (over_load(x, i) >= 0) {   /* kept over a load in its buffer: read back as hv<i>, written as hw<i> */
+    char bits[48];
+    if (in->first[i] < p) {
+      snprintf(bits, sizeof bits, v->dtype == EVTC_BF16 ? "evtc_vec_bfw(hv%d, e)" : "hv%d.v[e]", i);
+      evtc_sb_printf(x->b, "%s%s v%d = ", vx->ind, evtc_cpu_ctype(v->dtype), i);
+      evtc_cpu_emit_from_storage(x->b, v->dtype, bits);
+      evtc_sb_printf(x->b, ";\n");
+      return;
+    }
+    evtc_cuda_emit_value(vx, i);
+    evtc_sb_printf(x->b, "%s{\n%s  const uint16_t kq = ", vx->ind, vx->ind);
+    evtc_cpu_emit_to_storage(x->b, v->dtype, v->dtype, i);
+    evtc_sb_printf(x->b, ";\n%s  hw%d.v[e] = kq;\n%s  v%d = ", vx->ind, i, vx->ind, i);
+    evtc_cpu_emit_from_storage(x->b, v->dtype, "kq");
+    evtc_sb_printf(x->b, ";\n%s}\n", vx->ind);
+    return;
+  }
   bool kept = x->pl->cache && in->kept[i] && !held(x, i);
   if (kept && in->first[i] < p) {
     evtc_sb_printf(x->b, "%s%s v%d = %s;\n", vx->ind, evtc_cpu_ctype(v->dtype), i, ref);
@@ -522,6 +552,12 @@ static void emit_pass(const rows_ctx *x, int p) {
       }
       if (store_in_pass(k, i, p) && v->cls == EVTC_VC_FULL && (!x->tail || staged(x, i) >= 0))
         evtc_sb_printf(b, "        evtc_vec<%s, %d> sv%d;\n", st, x->V, i);
+      int h = over_load(x, i);
+      if (h >= 0 && need[i] && in->first[i] < p)
+        evtc_sb_printf(b, "        const evtc_vec<%s, %d> hv%d = *(const evtc_vec<%s, %d> *)(pf%d + pb + cb);\n", st, x->V, i,
+                       st, x->V, h);
+      else if (h >= 0 && need[i])
+        evtc_sb_printf(b, "        evtc_vec<%s, %d> hw%d = {};\n", st, x->V, i);
     }
     if (shares_philox(x)) evtc_sb_printf(b, "        const uint64_t rb4 = (uint64_t)(r * CC + cb) >> 2;\n");
     /* a vector's first column the compiler cannot see through: otherwise it keeps c-dependent values (one-hot
@@ -563,6 +599,10 @@ static void emit_pass(const rows_ctx *x, int p) {
   }
   if (x->V > 1) {
     evtc_sb_printf(b, "        }\n");
+    for (int i = 0; i < k->n_v; i++)
+      if (over_load(x, i) >= 0 && need[i] && in->first[i] == p)
+        evtc_sb_printf(b, "        *(evtc_vec<%s, %d> *)(pf%d + pb + cb) = hw%d;\n", evtc_cpu_storage_ctype(k->v[i].dtype), x->V,
+                       over_load(x, i), i);
     for (int i = 0; i < k->n_v; i++) {
       if (!store_in_pass(k, i, p) || k->v[i].cls != EVTC_VC_FULL) continue;
       if (!x->tail)

@@ -618,8 +618,8 @@ evtc_cuda_rows_plan evtc_cuda_rows_plan_of(const evtc_kernel *k, int sm_count, i
    * registers of kept bf16 under 1024 threads' cap of 64): the prefetch buffers hold the row instead, and a value
    * kept in place of a prefetched load (stands_for: gemm-pad's masked logits) is written over that load in its
    * buffer.  GPT-2's masked cross-entropy kept its 28 registers of masked logits and spilled (ncu: 18.5 % of the
-   * stall samples on one local store): 1386 us against 506 for the same kernel without the mask (H200,
-   * 2026-11-30, fourteenth session). */
+   * stall samples on one local store): 1386 us against 506 for the same kernel without the mask; written over
+   * the loads, 696 us (H200, 2026-11-30, fourteenth session). */
   double pf_regs = 0;
   for (int i = 0; i < k->n_v && pl.prefetch; i++) {
     int leaf = info.stands_for[i] >= 0 ? info.stands_for[i] : i;     /* of the same size: it takes the leaf's slots */

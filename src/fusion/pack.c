@@ -77,8 +77,8 @@ static bool independent(const int32_t *s, int n, const uint64_t *desc, const uin
   return true;
 }
 
-/* Packs kernel_of in place (a pack takes its first member's kernel id); returns how many kernels joined another. */
-static int32_t pack_kernels(evtc_fusion_ctx *c, int32_t *kernel_of) {
+/* Packs kernel_of in place (a pack takes its first member's kernel id). */
+static void pack_kernels(evtc_fusion_ctx *c, int32_t *kernel_of) {
   const int32_t n = c->n;
   const size_t words = (size_t)c->words;
   /* each kernel's nodes, ascending (CSR by kernel id) */
@@ -98,7 +98,7 @@ static int32_t pack_kernels(evtc_fusion_ctx *c, int32_t *kernel_of) {
   memcpy(fill, start, sizeof(int32_t) * (size_t)nk);
   for (int32_t v = 0; v < n; v++)
     if (kernel_of[v] >= 0) nodes[fill[kernel_of[v]]++] = v;
-  int32_t n_cand = 0, merged = 0;
+  int32_t n_cand = 0;
   for (int32_t k = 0; k < nk; k++) {
     const int32_t m = start[k + 1] - start[k];
     if (m > 0 && packable_kernel(c, nodes + start[k], m))
@@ -126,7 +126,6 @@ static int32_t pack_kernels(evtc_fusion_ctx *c, int32_t *kernel_of) {
       if (joins) {
         memcpy(members, u, sizeof(int32_t) * (size_t)o);
         n_pack = o;
-        merged++;
       }
       free(u);
     }
@@ -151,7 +150,6 @@ static int32_t pack_kernels(evtc_fusion_ctx *c, int32_t *kernel_of) {
   free(desc);
   free(anc);
   free(cycle);
-  return merged;
 }
 
 int32_t evtc_fusion_pack(const evtc_graph *g, const evtc_device *dev, const evtc_fusion_options *opt,

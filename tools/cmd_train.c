@@ -46,14 +46,14 @@ static double now_seconds(void) {
 
 /* The timing and memory lines of the summary (and, on a backend with graphs, whether the steps replayed one). */
 static void print_costs(const evtc_train_report *r, double import_seconds, const evtc_backend *be) {
-  const bool program = be != NULL;
+  const bool program = be != NULL, device = program && be->finish != NULL;   /* a device runs the step queued */
   printf("time to first step: %.3f s (import %.3f s, setup %.3f s, first step %.3f s)\n",
          import_seconds + r->setup_seconds + r->first_step_seconds, import_seconds, r->setup_seconds,
          r->first_step_seconds);
   if (r->timed_steps > 0)
     printf("steady step: %.3f ms (median of the %lld steps after the first; medians of its phases: the run %.3f ms, "
            "the next batch fed %s %.3f ms, the loss read and the updates %.3f ms)\n", 1e3 * r->step_seconds,
-           (long long)r->timed_steps, 1e3 * r->phase_seconds[EVTC_TRAIN_RUN], program ? "while it ran" : "after it",
+           (long long)r->timed_steps, 1e3 * r->phase_seconds[EVTC_TRAIN_RUN], device ? "while it ran" : "after it",
            1e3 * r->phase_seconds[EVTC_TRAIN_FEED], 1e3 * r->phase_seconds[EVTC_TRAIN_AFTER]);
   if (program)
     printf("buffer memory: %.1f MiB (arena %.1f MiB, leaves and outputs %.1f MiB)\n",

@@ -76,6 +76,13 @@ int32_t *evtc_program_plan_of_partition(const evtc_graph *g, const int32_t *kern
   return grp;
 }
 
+/* Fusion options under which backend be vetoes what it cannot build (evtc_program_plan_accept), cached in
+ * cache_dir (NULL: no cache). */
+static evtc_fusion_options backend_options(const evtc_backend *be, const char *cache_dir) {
+  return (evtc_fusion_options){.cache_dir = cache_dir, .accept = evtc_program_plan_accept, .accept_ctx = (void *)be,
+                               .accept_tag = be->name};
+}
+
 int32_t *evtc_program_plan(const evtc_graph *g, const char *name, const evtc_backend *be, int *n_kernels, FILE *info,
                            evtc_diag *d) {
   *n_kernels = 0;
@@ -88,8 +95,7 @@ int32_t *evtc_program_plan(const evtc_graph *g, const char *name, const evtc_bac
   if (!evtc_device_load(evtc_program_target(be), &dev, d)) return NULL;
   char cache[4096];
   bool have_cache = evtc_cache_dir("fusion", cache, sizeof cache) && evtc_mkdirs(cache);
-  evtc_fusion_options opt = {.cache_dir = have_cache ? cache : NULL, .accept = evtc_program_plan_accept,
-                             .accept_ctx = (void *)be, .accept_tag = be->name};
+  evtc_fusion_options opt = backend_options(be, have_cache ? cache : NULL);
   evtc_partition *p = evtc_fusion_partition(g, &dev, name, &opt, d);
   if (!p) return NULL;
   int packed = 0;
@@ -109,7 +115,7 @@ int32_t *evtc_program_plan_launched(const evtc_partition *part, const evtc_devic
   int32_t *of = malloc(sizeof(int32_t) * ((size_t)g->n_nodes + 1));
   EVTC_ASSERT(of != NULL);
   memcpy(of, part->kernel_of, sizeof(int32_t) * (size_t)g->n_nodes);
-  evtc_fusion_options opt = {.accept = evtc_program_plan_accept, .accept_ctx = (void *)be, .accept_tag = be->name};
+  evtc_fusion_options opt = backend_options(be, NULL);
   int32_t launched = part->partitioner && strcmp(part->partitioner, "none") == 0 ? part->n_kernels
                                                                                  : evtc_fusion_pack(g, dev, &opt, of);
   int32_t *plan = evtc_program_plan_of_partition(g, of, launched, n_kernels);

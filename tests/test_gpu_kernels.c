@@ -516,6 +516,10 @@ static void test_row_schemes(void) {
   compare_fused(LN_GRAD_TEXT("f32", 1500, 1024), "", "layernorm gradient 1500x1024", 1, 1e-4);
   compare_fused_env("EVTC_CUDA_AHEAD", "0", LN_GRAD_TEXT("f32", 1500, 1024), "", "layernorm gradient 1500x1024", 1,
                     1e-4);
+  /* its partial rows in scratch as f64, as before they went as f32 (f32_slots) */
+  compare_fused_env("EVTC_CUDA_SLOT", "f64", LN_GRAD_TEXT("f32", 1500, 1024), "", "layernorm gradient 1500x1024", 1,
+                    1e-4);
+  compare_fused_env("EVTC_CUDA_SLOT", "f64", drl_text, "x,res,g,b", "dropout+residual+layernorm", 1, 1e-4);
   /* bf16: the interpreter rounds both adds of 8 rows before their sum, the kernel only the sum (about 16 roundings
    * as a random walk, near zero after cancellation: twice the usual tolerance).  The sum of everything adds 393216
    * such unrounded terms, so its error is a random walk of their roundings (oracle_sum_walk: about 34 here, for

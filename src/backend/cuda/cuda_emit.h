@@ -72,6 +72,8 @@ typedef struct evtc_cuda_rows_plan {
   unsigned grid;
   unsigned smem;                /* dynamic shared memory bytes */
   int64_t row_slots;            /* partial rows of each ROW reduction (one per row group) */
+  bool slot_f32;                /* those partial rows go to scratch as f32 (in the first half of their f64 region):
+                                   every ROW reduction sums f32 or narrower values; NAME_fin adds them in f64 */
   int64_t scalar_slots;         /* partials of each SCALAR reduction (one per warp row group or block) */
   int64_t scratch_doubles;
   bool has_fin;                 /* a finishing kernel NAME_fin combines the partials and stores */

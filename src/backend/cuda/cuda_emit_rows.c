@@ -48,8 +48,10 @@
  * shared memory a thread's partial of column q V + e sits at e * vectors +
  * q, so a warp's lanes touch consecutive slots: by column, BERT-Large's
  * layernorm gradient put 16 lanes on one bank, 99 us against 76 on the
- * H200); a second kernel NAME_fin combines the slots in a fixed order (8
- * columns x 32 slot groups per block, four partials per thread and every
+ * H200); a block's partial rows go to scratch as f32 where their values
+ * are f32 or narrower (the plan's slot_f32); a second kernel NAME_fin
+ * combines the slots in f64 in a fixed order (4 columns x 64 slot groups
+ * per block, four partials per thread and every
  * ROW reduction's loads in one loop, so that their loads are in flight
  * together) and stores the results, so runs are deterministic.  A
  * cluster kernel ends on a cluster barrier: no block leaves while another
@@ -709,6 +711,7 @@ static bool fin_row(const evtc_vnode *v, const evtc_cuda_rows_plan *pl) {
  * gradient: three), then the threads' sums in order through shared memory. */
 static void emit_fin(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_plan *pl) {
   const int fc = EVTC_CUDA_FIN_COLS, fs = EVTC_CUDA_FIN_SPLIT;
+  const char *st = pl->slot_f32 ? "float" : "double";   /* a ROW slot's element */
   evtc_cuda_emit_head(b, k, "_fin", fc * fs);
   evtc_sb_printf(b, "  const int64_t CC = %lldLL, c = (int64_t)blockIdx.x * %d + threadIdx.x %% %d;\n  (void)CC;\n"
                     "  const int g = threadIdx.x / %d;\n  (void)g;\n"
@@ -731,13 +734,14 @@ static void emit_fin(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_plan
       int op = red_op(k->v[i].op);
       long long off = (long long)evtc_cuda_reduce_offset(k, pl, i);
       for (int u = 0; u < 4; u++)
-        evtc_sb_printf(b, "      f%d_%d = evtc_comb<%d>(f%d_%d, red[%lldLL + (s + %d) * CC + c]);\n", i, u, op, i, u, off, u * fs);
+        evtc_sb_printf(b, "      f%d_%d = evtc_comb<%d>(f%d_%d, (double)((const %s *)(red + %lldLL))[(s + %d) * CC + c]);\n", i, u, op,
+                       i, u, st, off, u * fs);
     }
     evtc_sb_printf(b, "    }\n    for (; s < %lldLL; s += %d) {\n", slots, fs);
     for (int i = 0; i < k->n_v; i++)
       if (fin_row(&k->v[i], pl))
-        evtc_sb_printf(b, "      f%d_0 = evtc_comb<%d>(f%d_0, red[%lldLL + s * CC + c]);\n", i, red_op(k->v[i].op), i,
-                       (long long)evtc_cuda_reduce_offset(k, pl, i));
+        evtc_sb_printf(b, "      f%d_0 = evtc_comb<%d>(f%d_0, (double)((const %s *)(red + %lldLL))[s * CC + c]);\n", i,
+                       red_op(k->v[i].op), i, st, (long long)evtc_cuda_reduce_offset(k, pl, i));
     evtc_sb_printf(b, "    }\n  }\n");
   }
   for (int i = 0; i < k->n_v; i++) {
@@ -849,7 +853,7 @@ static void emit_partials_out(const rows_ctx *x) {
     const evtc_vnode *v = &k->v[i];
     if (v->kind != EVTC_V_REDUCE || v->cls == EVTC_VC_COL) continue;
     long long off = (long long)evtc_cuda_reduce_offset(k, pl, i);
-    char stmt[128];
+    char stmt[192];
     if (v->cls == EVTC_VC_ROW && pl->row_direct) {   /* every row summed here: finish and store */
       open_cols(x, "  ", false);
       evtc_sb_printf(b, "#pragma unroll\n      for (int e = 0; e < %d; e++) {\n        const CI c = cb + e;\n", x->V);
@@ -862,9 +866,12 @@ static void emit_partials_out(const rows_ctx *x) {
         if (k->v[j].kind == EVTC_V_STORE && k->v[j].args[0] == i) evtc_cpu_emit_store(&vx, j);
       evtc_sb_printf(b, "      }\n    }\n  }\n");
     } else if (v->cls == EVTC_VC_ROW && pl->row_partials != 2) {
-      if (pl->row_flush) snprintf(stmt, sizeof stmt, "red[%lldLL + slot * CC + c] = prd%d[%s];", off, i, x->sidx);
-      else if (pl->row_partials == 0) snprintf(stmt, sizeof stmt, "red[%lldLL + slot * CC + c] = (double)pr%d[%s];", off, i, x->kidx);
-      else snprintf(stmt, sizeof stmt, "red[%lldLL + slot * CC + c] = (double)pr%d[%s];", off, i, x->sidx);
+      char slot[80];
+      const char *st = pl->slot_f32 ? "float" : "double";
+      snprintf(slot, sizeof slot, "((%s *)(red + %lldLL))[slot * CC + c]", st, off);
+      if (pl->row_flush) snprintf(stmt, sizeof stmt, "%s = (%s)prd%d[%s];", slot, st, i, x->sidx);
+      else if (pl->row_partials == 0) snprintf(stmt, sizeof stmt, "%s = (%s)pr%d[%s];", slot, st, i, x->kidx);
+      else snprintf(stmt, sizeof stmt, "%s = (%s)pr%d[%s];", slot, st, i, x->sidx);
       for_own_cols(x, stmt);
     } else if (v->cls == EVTC_VC_SCALAR && x->block) {
       evtc_sb_printf(b, "  ps%d = evtc_block_reduce<%d>(ps%d, evtc_r1);\n  if (threadIdx.x == 0) red[%lldLL + blockIdx.x] = ps%d;\n",

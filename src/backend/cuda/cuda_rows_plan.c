@@ -51,7 +51,8 @@
  * thread, even where a row gets less than 4 warps), EVTC_CUDA_MIN_BLOCKS=n
  * (blocks per SM the launch bounds ask for), EVTC_CUDA_PREFETCH=0|1|2 (rows
  * ahead), EVTC_CUDA_ROW_PARTIALS=regs|smem|scratch,
- * EVTC_CUDA_ROW_ACC=f32 (shared-memory partial rows in f32),
+ * EVTC_CUDA_ROW_ACC=f32 (shared-memory partial rows in f32), EVTC_CUDA_SLOT=f64 (partial rows in scratch in
+ * f64, not f32: f32_slots),
  * EVTC_CUDA_THREAD_ACC=f64 (per-thread sums in double), EVTC_CUDA_PF_HOLD=0|1
  * (prefetched rows read from their buffers in every pass), EVTC_CUDA_STAGE=0 (no
  * staged stores: column by column), EVTC_CUDA_COL_TILES=0|1
@@ -403,6 +404,24 @@ static void occupancy(evtc_cuda_rows_plan *pl, const evtc_cuda_rows_info *info, 
   if (forced > 0 && forced * block <= 2048 && (!pl->smem || forced <= by_smem)) pl->min_blocks = forced;
 }
 
+/* Whether kernel k's ROW partial rows (not summed in scratch itself) go to scratch as f32: each is a sum, max or
+ * min over one block's rows of f32 or narrower values, which the block adds in f32 or f64, and NAME_fin adds the
+ * slots in f64.  Half the bytes written and read again: BERT-Large's layernorm gradient wrote 528 slots of three
+ * 1024-column f64 rows (13 MB beside the 133 MB it must move) and its finishing kernel took 7 us of 53.
+ * EVTC_CUDA_SLOT=f64: always f64. */
+static bool f32_slots(const evtc_kernel *k, const evtc_cuda_rows_plan *pl) {
+  if (pl->row_partials == 2 || pl->row_direct || env_is("EVTC_CUDA_SLOT", "f64")) return false;
+  bool any = false;
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    if (v->kind != EVTC_V_REDUCE || v->cls != EVTC_VC_ROW) continue;
+    evtc_dtype t = k->v[v->args[0]].dtype;
+    if (t != EVTC_F32 && t != EVTC_F16 && t != EVTC_BF16 && t != EVTC_BOOL) return false;
+    any = true;
+  }
+  return any;
+}
+
 /* Column tiles: a kernel without COL reductions (nothing joins a row's columns: column sums, a bias or position-
  * embedding gradient) over fewer rows than a persistent wave has blocks, or one that sums columns over many
  * rows.  A row per block left the GPU idle (GPT-2's wpe gradient, 8 x 786432: 8 blocks, ROW partials read and
@@ -453,6 +472,7 @@ static void col_tiles_plan(evtc_cuda_rows_plan *pl, const evtc_kernel *k, const 
   pl->scratch_doubles = pl->row_slots * k->cols * info->n_row + pl->scalar_slots * info->n_scalar;
   pl->has_fin = (info->n_row > 0 && !pl->row_direct) || info->n_scalar > 0;
   pl->fin_grid = (unsigned)(info->n_row && !pl->row_direct ? cdiv(k->cols, EVTC_CUDA_FIN_COLS) : 1);
+  pl->slot_f32 = f32_slots(k, pl);
   occupancy(pl, info, smem_max);
   /* the grid in one wave where the blocks per SM that takes leave registers (GPT-2's wpe gradient: 384 blocks,
    * 3 an SM at 80 registers with the rows unrolled by 4, where 2 left a half wave) */
@@ -649,6 +669,7 @@ evtc_cuda_rows_plan evtc_cuda_rows_plan_of(const evtc_kernel *k, int sm_count, i
   pl.scratch_doubles = pl.row_slots * C * info.n_row + pl.scalar_slots * info.n_scalar;
   pl.has_fin = info.n_row + info.n_scalar > 0;
   pl.fin_grid = (unsigned)(info.n_row ? cdiv(C, EVTC_CUDA_FIN_COLS) : 1);
+  pl.slot_f32 = f32_slots(k, &pl);
   evtc_cuda_rows_info_free(&info);
   return pl;
 }

@@ -12,6 +12,7 @@
 #include "cpu_oracle.h"
 #include "erf_check.h"
 #include "exp_check.h"
+#include "backend/cpu/cpu_emit.h"
 #include "kernel/kernel.h"
 
 static const double TOL = 2e-5;
@@ -115,7 +116,7 @@ static void test_epilogue_fused(void) {
   evtc_kernel *k = evtc_kernel_build(g, ids, n, &d);
   CHECK(k && k->kind == EVTC_ML_GEMM && k->gemm.M == 17 && k->gemm.N == 129 && k->gemm.K == 67, "a 17x129x67 GEMM");
   if (k) {
-    int kinds[8] = {0};
+    int kinds[EVTC_V_STEP + 1] = {0};
     for (int i = 0; i < k->n_v; i++) kinds[k->v[i].kind]++;
     CHECK(kinds[EVTC_V_ACC] == 1 && kinds[EVTC_V_RNG] == 1 && kinds[EVTC_V_STORE] == 2 && kinds[EVTC_V_LOAD] == 3,
           "acc, rng, 2 stores, 3 loads: %d %d %d %d", kinds[EVTC_V_ACC], kinds[EVTC_V_RNG], kinds[EVTC_V_STORE],
@@ -126,6 +127,59 @@ static void test_epilogue_fused(void) {
   evtc_graph_free(g);
 }
 
+/* "%NAME = const() {data=[...]} : f32[SHAPE]" of n values: lo for the first `depth`, hi from there on, or, with
+ * depth 0, alternating 0 and 1 (no step). */
+static void const_line(evtc_sb *b, const char *name, int n, int depth, double lo, double hi, const char *shape) {
+  evtc_sb_printf(b, "  %%%s = const() {data=[", name);
+  for (int j = 0; j < n; j++) evtc_sb_printf(b, "%s%g", j ? "," : "", depth ? (j < depth ? lo : hi) : (double)(j % 2));
+  evtc_sb_printf(b, "]} : f32[%s]\n", shape);
+}
+
+/* The vnode kinds kernel {node} of g reads its constant operand as: 1 when a STEP (depth, below, value as given),
+ * 0 when a load, -1 otherwise. */
+static int const_as(const evtc_graph *g, const char *node, int64_t depth, double below, double value) {
+  int32_t id = evtc_graph_find(g, node)->id;
+  evtc_diag d = {0};
+  evtc_kernel *k = evtc_kernel_build(g, &id, 1, &d);
+  CHECK(k != NULL, "kernel %%%s: %s", node, d.msg);
+  int as = -1;
+  for (int i = 0; k && i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    if (v->kind == EVTC_V_STEP && v->depth == depth && v->below == below && v->value == value) as = 1;
+    if (v->kind == EVTC_V_LOAD && k->args[v->arg].node->op == EVTC_OP_CONST) as = 0;
+  }
+  evtc_kernel_free(k);
+  return as;
+}
+
+/* A constant of two values along one axis (gemm-pad's mask) is a STEP vnode, computed from the coordinate instead
+ * of loaded; one of more values stays a load.  Against the interpreter: along the columns of a rows kernel, along
+ * its rows, in a GEMM's epilogue, and the load. */
+static void test_step_constants(void) {
+  evtc_sb b = {0};
+  evtc_sb_printf(&b, "graph steps {\n  %%a = input() : f32[17,67]\n  %%x = input() : f32[17,67]\n"
+                     "  %%w = param() : f32[67,129]\n");
+  const_line(&b, "cs", 67, 60, 0, -5, "67");
+  const_line(&b, "rs", 17, 4, 2, 0.5, "17,1");
+  const_line(&b, "gs", 129, 125, 0, -3.5, "129");
+  const_line(&b, "alt", 67, 0, 0, 0, "67");
+  evtc_sb_printf(&b, "  %%am = add(%%a, %%cs) : f32[17,67]\n  %%asm = softmax(%%am) : f32[17,67]\n"
+                     "  %%ar = mul(%%a, %%rs) : f32[17,67]\n  %%ars = reduce_sum(%%ar) {axes=[0]} : f32[67]\n"
+                     "  %%h = matmul(%%x, %%w) : f32[17,129]\n  %%hm = add(%%h, %%gs) : f32[17,129]\n"
+                     "  %%hg = gelu(%%hm) : f32[17,129]\n  %%aa = sub(%%a, %%alt) : f32[17,67]\n"
+                     "  output %%asm\n  output %%ars\n  output %%hg\n  output %%aa\n}\n");
+  evtc_graph *g = oracle_parse(b.s, "steps");
+  if (g) {
+    CHECK(const_as(g, "am", 60, 0, -5) == 1, "a step along the columns is a STEP vnode");
+    CHECK(const_as(g, "ar", 4, 2, 0.5) == 1, "a step along the rows is a STEP vnode");
+    CHECK(const_as(g, "hm", 125, 0, -3.5) == 1, "the step added to the GEMM's output is a STEP vnode");
+    CHECK(const_as(g, "aa", 0, 0, 0) == 0, "alternating values stay a load");
+    evtc_graph_free(g);
+    both_plans(b.s, "steps", 3, 0);
+  }
+  free(b.s);
+}
+
 int main(int argc, char **argv) {
   char dir[] = "/tmp/evtc-cpu-kernels-XXXXXX";
   if (!mkdtemp(dir)) return 1;
@@ -134,6 +188,7 @@ int main(int argc, char **argv) {
   both_plans(conv_text, "conv", 3, 0);
   both_plans(rows_text, "rows", 17, 0);
   test_epilogue_fused();
+  test_step_constants();
   check_exp(evtc_backend_cpu(), "CPU exp", 2.0, 0.0, false);
   check_erf_gelu(evtc_backend_cpu(), "CPU erf and gelu");
   char cmd[128];

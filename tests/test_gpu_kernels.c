@@ -220,6 +220,30 @@ static const char ce_masked_text[] =
     "  %sc = const() {value=0.0033333333333333335} : bf16[]\n  %grad = mul(%t2, %sc) : bf16[300,50264]\n"
     "  output %psum\n  output %grad\n}\n";
 
+/* ce_masked_text with gemm-pad's mask as the constant the pass makes (0 for the 50257 real columns, half bf16's
+ * lowest for the 7 pads): a STEP vnode, computed from the column instead of loaded (kernel_build.c).  The text, to
+ * free. */
+static char *ce_step_text(void) {
+  static const char mask_input[] = "%mask = input() : bf16[50264]\n";
+  const char *at = strstr(ce_masked_text, mask_input);
+  evtc_sb b = {0};
+  evtc_sb_printf(&b, "%.*s%%mask = const() {data=[", (int)(at - ce_masked_text), ce_masked_text);
+  for (int j = 0; j < 50264; j++) evtc_sb_printf(&b, "%s%s", j ? "," : "", j < 50257 ? "0" : "-1.6947656946257677e38");
+  evtc_sb_printf(&b, "]} : bf16[50264]\n%s", at + sizeof mask_input - 1);
+  return b.s;
+}
+
+/* A step constant added to a bf16 GEMM's output before a GELU: in the GEMM's visitor epilogue.  The text, to free. */
+static char *gemm_step_text(void) {
+  evtc_sb b = {0};
+  evtc_sb_printf(&b, "graph gemm_step {\n  %%x = input() : bf16[300,64]\n  %%w = input() : bf16[64,264]\n"
+                     "  %%h = matmul(%%x, %%w) : bf16[300,264]\n  %%s = const() {data=[");
+  for (int j = 0; j < 264; j++) evtc_sb_printf(&b, "%s%s", j ? "," : "", j < 257 ? "0.25" : "-3");
+  evtc_sb_printf(&b, "]} : bf16[264]\n  %%hs = add(%%h, %%s) : bf16[300,264]\n  %%g = gelu(%%hs) : bf16[300,264]\n"
+                     "  output %%g\n}\n");
+  return b.s;
+}
+
 /* The joint graph of text differentiated wrt input `wrt` (NULL: every parameter) with optimizer `kind`, or NULL (a
  * failed check). */
 static evtc_graph *differentiate(const char *text, const char *name, const char *wrt, evtc_optimizer kind) {
@@ -347,6 +371,12 @@ static void half_compile_only(void) {
   compile_only(oracle_parse(col_tiles_tail_text, "column tiles tail"), "column tiles 6x3001");
   compile_only(oracle_parse(ce_vocab_text, "cross-entropy vocab"), "cross-entropy 38x50257 through a padded view");
   compile_only(oracle_parse(ce_masked_text, "masked cross-entropy"), "masked cross-entropy 300x50264");
+  char *step = ce_step_text();
+  compile_only(oracle_parse(step, "step-masked cross-entropy"), "cross-entropy 300x50264 masked by a step constant");
+  free(step);
+  step = gemm_step_text();
+  compile_only(oracle_parse(step, "gemm step"), "bf16 gemm + a step constant + gelu");
+  free(step);
   compile_only(differentiate(bert_ln_text, "bf16 layernorm", NULL, EVTC_OPTIM_NONE), "bf16 residual + layernorm fwd+bwd");
   compile_only(oracle_parse(LN_GRAD_TEXT("bf16", 1500, 1024), "bf16 layernorm gradient"),
                "bf16 layernorm gradient 1500x1024");
@@ -545,6 +575,9 @@ static void test_row_schemes(void) {
   compare_fused_env("EVTC_CUDA_STAGE", "0", ce_vocab_text, "", "cross-entropy 38x50257", 50257, TOL_BF16);
   compare_fused(ce_masked_text, "", "masked cross-entropy 300x50264 (kept over its loads)", 50264, TOL_BF16);
   compare_fused_env("EVTC_CUDA_PF_HOLD", "0", ce_masked_text, "", "masked cross-entropy 300x50264", 50264, TOL_BF16);
+  char *step = ce_step_text();
+  compare_fused(step, "", "cross-entropy 300x50264 masked by a step constant", 50264, TOL_BF16);
+  free(step);
   compare_fused_env("EVTC_CUDA_CLUSTER", "2", ce_text, "x", "cross-entropy fwd+bwd 150x32000", 32000, 1e-4);
   compare_fused_env("EVTC_CUDA_CLUSTER", "8", ce_text, "x", "cross-entropy fwd+bwd 150x32000", 32000, 1e-4);
   setenv("EVTC_CUDA_SMEM_ROWS", "0", 1);
@@ -711,6 +744,9 @@ int main(int argc, char **argv) {
   compare(HALF_ROWS_TEXT("bf16", 5, 20000), "bf16 rows-block-smem-20000", 1, TOL_BF16);
   compare(HALF_ROWS_TEXT("f16", 3, 70000), "f16 rows-block-reread-70000", 1, TOL_F16);
   compare(half_gemm_text, "bf16 / f16 gemm", 1, TOL_BF16);
+  char *step = gemm_step_text();
+  compare(step, "bf16 gemm + a step constant + gelu", 1, TOL_BF16);
+  free(step);
   compare(ERF_GELU_TEXT("bf16", "%e, %one"), "bf16 gemm + erf gelu", 1, TOL_BF16);
   compare_grads(ERF_GELU_TEXT("f32", "%one, %e"), "f32 gemm + erf gelu", 1e-4);
   compare_grads(half_ce_text, "bf16 cross-entropy", TOL_BF16);

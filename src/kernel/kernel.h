@@ -60,7 +60,9 @@ typedef enum evtc_vnode_kind {
   EVTC_V_REDUCE,    /* `op` REDUCE_SUM/MEAN/MAX/MIN of args[0]; class of result says which axis */
   EVTC_V_STORE,     /* args[0] into kernel output `arg` */
   EVTC_V_RNG,       /* dropout keep mask (bool): philox_uniform(seed, step, flat index) >= p */
-  EVTC_V_ONE_HOT    /* args[0] (an integer) == the coordinate of domain dim `dim`; `check`: error if out of range */
+  EVTC_V_ONE_HOT,   /* args[0] (an integer) == the coordinate of domain dim `dim`; `check`: error if out of range */
+  EVTC_V_STEP       /* a constant vector of two values along domain dim `dim`: `below` where its coordinate is less
+                       than `depth`, `value` from there on (gemm-pad's mask: 0, then the padded columns' MASK) */
 } evtc_vnode_kind;
 
 typedef struct evtc_vnode {
@@ -74,10 +76,11 @@ typedef struct evtc_vnode {
   int arg;                  /* LOAD / STORE: kernel argument index */
   int64_t offset;           /* LOAD: element offset of the view */
   int64_t strides[EVTC_MAX_RANK]; /* LOAD: element stride per domain dim (0: broadcast) */
-  double value;             /* IMM: the value; RNG: p; REDUCE: element count (for mean) */
+  double value;             /* IMM: the value; RNG: p; REDUCE: element count (for mean); STEP: from depth on */
+  double below;             /* STEP: the value below depth */
   uint64_t seed;            /* RNG */
-  int dim;                  /* ONE_HOT: domain dim of the class index; depth in `depth` */
-  int64_t depth;            /* ONE_HOT: number of classes (for the range check) */
+  int dim;                  /* ONE_HOT: domain dim of the class index; depth in `depth`; STEP: the dim it runs along */
+  int64_t depth;            /* ONE_HOT: number of classes (for the range check); STEP: the coordinate of the step */
   bool check;               /* ONE_HOT: an out-of-range index is a run-time error */
   const evtc_node *node;    /* the graph node this came from, or NULL */
 } evtc_vnode;

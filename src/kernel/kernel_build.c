@@ -52,7 +52,7 @@ int evtc_kb_add(evtc_kb *b, evtc_vnode v) {
     if (a->phase > phase) phase = a->phase;
   }
   v.phase = v.kind == EVTC_V_REDUCE ? phase + 1 : phase;
-  /* identical loads, immediates and computes are shared (CSE inside the kernel) */
+  /* identical loads, immediates, steps and computes are shared (CSE inside the kernel) */
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *o = &k->v[i];
     if (o->kind != v.kind || v.kind == EVTC_V_STORE || v.kind == EVTC_V_REDUCE || o->dtype != v.dtype) continue;
@@ -60,6 +60,8 @@ int evtc_kb_add(evtc_kb *b, evtc_vnode v) {
         memcmp(o->strides, v.strides, sizeof v.strides) == 0)
       return i;
     if (v.kind == EVTC_V_IMM && o->value == v.value) return i;
+    if (v.kind == EVTC_V_STEP && o->dim == v.dim && o->depth == v.depth && o->below == v.below && o->value == v.value)
+      return i;
   }
   if (k->n_v == k->cap_v) {
     k->cap_v = k->cap_v ? 2 * k->cap_v : 32;
@@ -152,8 +154,34 @@ static int load_outside(evtc_kb *b, const evtc_node *u, const int *emb) {
   return evtc_kb_add(b, v);
 }
 
+/* Constant u as a STEP vnode (kernel.h) when its data are two values, the first `depth` elements one and the rest
+ * the other, along its one axis longer than 1, which runs along domain dim want[axis]: gemm-pad's mask, computed
+ * from the column instead of loaded.  Loaded, that 100 KB vector is read again for each of GPT-2's 8192 logit rows:
+ * its cross-entropy took 696 us on the H200, 506 without the mask (2026-11-30).  -1 when u is no such constant. */
+static int step_operand(evtc_kb *b, const evtc_node *u, const int *want) {
+  const evtc_attr *data = u->op == EVTC_OP_CONST ? evtc_node_attr(u, "data") : NULL;
+  if (!data || data->n < 2 || data->n != evtc_type_numel(&u->type)) return -1;
+  int axis = -1;
+  for (int i = 0; i < u->type.rank; i++)
+    if (u->type.shape[i] > 1) {
+      if (axis >= 0 || want[i] < 0 || b->k->dom[want[i]] != u->type.shape[i]) return -1;
+      axis = i;
+    }
+  const double *x = data->v.floats;
+  int64_t depth = 1;
+  while (depth < data->n && x[depth] == x[0]) depth++;
+  if (depth == data->n) return -1;
+  for (int64_t j = depth + 1; j < data->n; j++)
+    if (x[j] != x[depth]) return -1;
+  return evtc_kb_add(b, (evtc_vnode){.kind = EVTC_V_STEP, .cls = evtc_kb_class(b, 1u << want[axis]),
+                                     .dtype = u->type.dtype, .dim = want[axis], .depth = depth, .below = x[0],
+                                     .value = x[depth], .node = u});
+}
+
 int evtc_kb_operand(evtc_kb *b, const evtc_node *n, const evtc_node *u, const int *want) {
   const evtc_kbval *uv = &b->val[u->id];
+  const int step = step_operand(b, u, want);
+  if (step >= 0) return step;
   if (u->op == EVTC_OP_CONST && evtc_type_numel(&u->type) == 1) {
     const evtc_attr *data = evtc_node_attr(u, "data");
     return evtc_kb_add(b, (evtc_vnode){.kind = EVTC_V_IMM, .cls = EVTC_VC_SCALAR, .dtype = u->type.dtype,

@@ -29,6 +29,7 @@ const char *evtc_vnode_kind_name(const evtc_vnode *v) {
     case EVTC_V_STORE: return "aux_store";
     case EVTC_V_RNG: return "rng";
     case EVTC_V_ONE_HOT: return "one_hot";
+    case EVTC_V_STEP: return "step";
   }
   return "?";
 }
@@ -66,6 +67,8 @@ void evtc_kernel_print(const evtc_kernel *k, FILE *out) {
     if (v->kind == EVTC_V_RNG) fprintf(out, " p=%g seed=%llu", v->value, (unsigned long long)v->seed);
     if (v->kind == EVTC_V_ONE_HOT) fprintf(out, " dim=%d depth=%lld%s", v->dim, (long long)v->depth,
                                            v->check ? " checked" : "");
+    if (v->kind == EVTC_V_STEP)
+      fprintf(out, " dim=%d %.9g below %lld, then %.9g", v->dim, v->below, (long long)v->depth, v->value);
     if (v->n_args) {
       fputc('(', out);
       for (int j = 0; j < v->n_args; j++) fprintf(out, "%sv%d", j ? ", " : "", v->args[j]);

@@ -23,7 +23,8 @@ bool evtc_cpu_needs_rc(const evtc_kernel *k) {
   for (int i = 0; i < k->n_v && !need; i++) {
     const evtc_vnode *v = &k->v[i];
     if (v->cls == EVTC_VC_SCALAR) continue;
-    if (v->kind == EVTC_V_ONE_HOT || (v->kind == EVTC_V_RNG && v->cls != EVTC_VC_FULL)) need = true;
+    if (v->kind == EVTC_V_ONE_HOT || v->kind == EVTC_V_STEP || (v->kind == EVTC_V_RNG && v->cls != EVTC_VC_FULL))
+      need = true;
     if (v->kind == EVTC_V_STORE && v->cls != EVTC_VC_FULL) need = true;
     if (v->kind == EVTC_V_LOAD) {
       char buf[512];

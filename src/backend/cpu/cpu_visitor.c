@@ -240,6 +240,10 @@ void evtc_cpu_load_index(const evtc_cpu_vctx *x, const evtc_vnode *v, char *buf,
 
 /* The coordinate of domain dim d at (r, c). */
 static void coord(const evtc_kernel *k, int d, char *buf, size_t cap) {
+  if (k->dom[d] == (d < k->split ? k->rows : k->cols)) {    /* the one dim of its side longer than 1 */
+    snprintf(buf, cap, "%s", d < k->split ? "r" : "c");
+    return;
+  }
   int64_t inner = 1;
   int hi = d < k->split ? k->split : k->rank;
   for (int e = d + 1; e < hi; e++) inner *= k->dom[e];
@@ -311,6 +315,16 @@ static void emit_cast(evtc_sb *sb, evtc_dtype to, evtc_dtype from, int a) {
   else evtc_sb_printf(sb, "(%s)v%d", evtc_cpu_ctype(to), a);
 }
 
+/* Constant val of IMM or STEP v in v's C type.  A graph constant has its dtype's value, as in the interpreter; a
+ * template's own (an epsilon) is exact. */
+static void emit_literal(evtc_sb *sb, const evtc_vnode *v, double val) {
+  const char *t = evtc_cpu_ctype(v->dtype);
+  if (v->node) val = evtc_round_to(v->dtype, val);
+  if (isnan(val)) evtc_sb_printf(sb, "(%s)NAN", t);
+  else if (isinf(val)) evtc_sb_printf(sb, "(%s)(%sINFINITY)", t, val < 0 ? "-" : "");
+  else evtc_sb_printf(sb, "(%s)%.17g", t, val);
+}
+
 int evtc_cpu_erf_plus_one(const evtc_kernel *k, const evtc_vnode *v) {
   if (v->kind != EVTC_V_COMPUTE || v->op != EVTC_OP_ADD || v->n_args != 2) return -1;
   for (int j = 0; j < 2; j++) {
@@ -339,14 +353,14 @@ void evtc_cpu_emit_value(const evtc_cpu_vctx *x, int i) {
       evtc_cpu_emit_from_storage(sb, v->dtype, stored);
       break;
     }
-    case EVTC_V_IMM: {
-      /* a graph constant has its dtype's value, as in the interpreter; a template's own (an epsilon) is exact */
-      double val = v->node ? evtc_round_to(v->dtype, v->value) : v->value;
-      if (isnan(val)) evtc_sb_printf(sb, "(%s)NAN", t);
-      else if (isinf(val)) evtc_sb_printf(sb, "(%s)(%sINFINITY)", t, val < 0 ? "-" : "");
-      else evtc_sb_printf(sb, "(%s)%.17g", t, val);
+    case EVTC_V_IMM: emit_literal(sb, v, v->value); break;
+    case EVTC_V_STEP:
+      coord(k, v->dim, buf, sizeof buf);
+      evtc_sb_printf(sb, "%s < %lldLL ? ", buf, (long long)v->depth);
+      emit_literal(sb, v, v->below);
+      evtc_sb_printf(sb, " : ");
+      emit_literal(sb, v, v->value);
       break;
-    }
     case EVTC_V_RNG: {
       const char *idx = v->cls == EVTC_VC_FULL ? (x->flat ? "i" : "(r * CC + c)") : v->cls == EVTC_VC_COL ? "r"
                       : v->cls == EVTC_VC_ROW ? "c" : "0";

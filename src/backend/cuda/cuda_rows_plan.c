@@ -184,6 +184,7 @@ static bool same_value(const evtc_kernel *k, const int *alias, int i, int j) {
   }
   if (a->kind == EVTC_V_RNG && a->seed != b->seed) return false;
   if (a->kind == EVTC_V_ONE_HOT && (a->dim != b->dim || a->depth != b->depth || a->check != b->check)) return false;
+  if (a->kind == EVTC_V_STEP && (a->dim != b->dim || a->depth != b->depth || a->below != b->below)) return false;
   return true;
 }
 

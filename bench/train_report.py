@@ -205,7 +205,9 @@ def chart(path, all_ratios):
     ax.set_xticklabels(names)
     ax.set_ylabel("PyTorch ms/step / evtc ms/step")
     ax.set_title("Training step time ratio (> 1: evtc faster)")
-    ax.legend(fontsize=8)
+    tallest = max([y for n in names for y in all_ratios[n].values()] + [1.0])
+    ax.set_ylim(0, tallest * 1.3)      # room above the bars for their labels and the legend
+    ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     print("chart: %s" % path)

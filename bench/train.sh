@@ -5,7 +5,9 @@
 #                            $EVTC_BUILD (default build-train), evtc and the
 #                            shared libraries it needs (beside libc) packed
 #                            into .gpu-train/stage.tgz (about 25 MB; another
-#                            stage folder: $EVTC_STAGE)
+#                            stage folder: $EVTC_STAGE, which may also be a
+#                            bench/gpu_tests.sh or bench/ab.sh stage, whose
+#                            evtc is bin/evtc: EVTC_STAGE=.gpu-ab/b)
 #   bench/train.sh run [--models gpt2,bert_large,vit_b16] [--steps N]
 #                      [--modes eager,compile,max-autotune] [--scale full|small]
 #                      [--lr X] [--backend cuda|cpu] [--deadline S] [--profile N]
@@ -93,10 +95,11 @@ run)
   export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$work/torch-cache}"
   export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-$work/torch-cache/triton}"
   if [ -z "${EVTC:-}" ] && [ -f "$stage/stage.tgz" ]; then   # the staged evtc, unpacked beside the models
-    mkdir -p "$work/bin" && tar -xzf "$stage/stage.tgz" -C "$work/bin"
+    rm -rf "$work/bin" && mkdir -p "$work/bin" && tar -xzf "$stage/stage.tgz" -C "$work/bin"
     export LD_LIBRARY_PATH="$work/bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   fi
   evtc=${EVTC:-$work/bin/evtc}
+  [ -z "${EVTC:-}" ] && [ -x "$work/bin/bin/evtc" ] && evtc=$work/bin/bin/evtc   # a gpu_tests.sh / ab.sh stage
   export EVTC_DATA_DIR="${EVTC_DATA_DIR:-$PWD/data}"    # device files: the staged evtc knows only its build tree
   if [ -d "$stage/cache" ]; then
     export XDG_CACHE_HOME="$PWD/$stage/cache"

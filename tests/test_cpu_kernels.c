@@ -12,8 +12,8 @@
 #include "cpu_oracle.h"
 #include "erf_check.h"
 #include "exp_check.h"
-#include "backend/cpu/cpu_emit.h"
 #include "kernel/kernel.h"
+#include "step_const.h"
 
 static const double TOL = 2e-5;
 
@@ -127,14 +127,6 @@ static void test_epilogue_fused(void) {
   evtc_graph_free(g);
 }
 
-/* "%NAME = const() {data=[...]} : f32[SHAPE]" of n values: lo for the first `depth`, hi from there on, or, with
- * depth 0, alternating 0 and 1 (no step). */
-static void const_line(evtc_sb *b, const char *name, int n, int depth, double lo, double hi, const char *shape) {
-  evtc_sb_printf(b, "  %%%s = const() {data=[", name);
-  for (int j = 0; j < n; j++) evtc_sb_printf(b, "%s%g", j ? "," : "", depth ? (j < depth ? lo : hi) : (double)(j % 2));
-  evtc_sb_printf(b, "]} : f32[%s]\n", shape);
-}
-
 /* The vnode kinds kernel {node} of g reads its constant operand as: 1 when a STEP (depth, below, value as given),
  * 0 when a load, -1 otherwise. */
 static int const_as(const evtc_graph *g, const char *node, int64_t depth, double below, double value) {
@@ -159,10 +151,10 @@ static void test_step_constants(void) {
   evtc_sb b = {0};
   evtc_sb_printf(&b, "graph steps {\n  %%a = input() : f32[17,67]\n  %%x = input() : f32[17,67]\n"
                      "  %%w = param() : f32[67,129]\n");
-  const_line(&b, "cs", 67, 60, 0, -5, "67");
-  const_line(&b, "rs", 17, 4, 2, 0.5, "17,1");
-  const_line(&b, "gs", 129, 125, 0, -3.5, "129");
-  const_line(&b, "alt", 67, 0, 0, 0, "67");
+  step_const_line(&b, "cs", "f32", 67, 60, 0, -5, "67");
+  step_const_line(&b, "rs", "f32", 17, 4, 2, 0.5, "17,1");
+  step_const_line(&b, "gs", "f32", 129, 125, 0, -3.5, "129");
+  step_const_line(&b, "alt", "f32", 67, 0, 0, 0, "67");
   evtc_sb_printf(&b, "  %%am = add(%%a, %%cs) : f32[17,67]\n  %%asm = softmax(%%am) : f32[17,67]\n"
                      "  %%ar = mul(%%a, %%rs) : f32[17,67]\n  %%ars = reduce_sum(%%ar) {axes=[0]} : f32[67]\n"
                      "  %%h = matmul(%%x, %%w) : f32[17,129]\n  %%hm = add(%%h, %%gs) : f32[17,129]\n"

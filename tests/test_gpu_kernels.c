@@ -54,6 +54,7 @@
 #include "half_oracle.h"
 #include "kernel/kernel.h"
 #include "replay_check.h"
+#include "step_const.h"
 
 static const double TOL = 2e-5;
 /* about four roundings of bf16 (2^-8 relative each) and of f16 (2^-11) */
@@ -224,12 +225,12 @@ static const char ce_masked_text[] =
  * lowest for the 7 pads): a STEP vnode, computed from the column instead of loaded (kernel_build.c).  The text, to
  * free. */
 static char *ce_step_text(void) {
-  static const char mask_input[] = "%mask = input() : bf16[50264]\n";
+  static const char mask_input[] = "  %mask = input() : bf16[50264]\n";
   const char *at = strstr(ce_masked_text, mask_input);
   evtc_sb b = {0};
-  evtc_sb_printf(&b, "%.*s%%mask = const() {data=[", (int)(at - ce_masked_text), ce_masked_text);
-  for (int j = 0; j < 50264; j++) evtc_sb_printf(&b, "%s%s", j ? "," : "", j < 50257 ? "0" : "-1.6947656946257677e38");
-  evtc_sb_printf(&b, "]} : bf16[50264]\n%s", at + sizeof mask_input - 1);
+  evtc_sb_printf(&b, "%.*s", (int)(at - ce_masked_text), ce_masked_text);
+  step_const_line(&b, "mask", "bf16", 50264, 50257, 0, -1.6947656946257677e38, "50264");
+  evtc_sb_printf(&b, "%s", at + sizeof mask_input - 1);
   return b.s;
 }
 
@@ -237,10 +238,9 @@ static char *ce_step_text(void) {
 static char *gemm_step_text(void) {
   evtc_sb b = {0};
   evtc_sb_printf(&b, "graph gemm_step {\n  %%x = input() : bf16[300,64]\n  %%w = input() : bf16[64,264]\n"
-                     "  %%h = matmul(%%x, %%w) : bf16[300,264]\n  %%s = const() {data=[");
-  for (int j = 0; j < 264; j++) evtc_sb_printf(&b, "%s%s", j ? "," : "", j < 257 ? "0.25" : "-3");
-  evtc_sb_printf(&b, "]} : bf16[264]\n  %%hs = add(%%h, %%s) : bf16[300,264]\n  %%g = gelu(%%hs) : bf16[300,264]\n"
-                     "  output %%g\n}\n");
+                     "  %%h = matmul(%%x, %%w) : bf16[300,264]\n");
+  step_const_line(&b, "s", "bf16", 264, 257, 0.25, -3, "264");
+  evtc_sb_printf(&b, "  %%hs = add(%%h, %%s) : bf16[300,264]\n  %%g = gelu(%%hs) : bf16[300,264]\n  output %%g\n}\n");
   return b.s;
 }
 

@@ -119,6 +119,20 @@ static const pcase cases[] = {
      "  %t = reshape(%g) {shape=[30]} : f64[30]\n"
      "  %u = reduce_mean(%t) {axes=[0]} : f64[]\n"
      "  output %s\n  output %u\n}\n"},
+    {"simplify/scatter-base", "simplify,dce", "", true,
+     "graph t {\n"
+     "  %u = param() : f64[6,4]\n"
+     "  %i = input() : i64[6]\n"
+     "  %x = param() : f64[5,4]\n"
+     "  %s = scatter_add(%u, %i) {size=5} : f64[5,4]\n"
+     "  %y = add(%x, %s) : f64[5,4]\n"
+     "  %p = param() : f64[8,4]\n"
+     "  %xs = slice(%p) {axes=[0], starts=[0], ends=[5]} : f64[5,4]\n"
+     "  %s2 = scatter_add(%u, %i) {size=5} : f64[5,4]\n"
+     "  %y2 = add(%s2, %xs) : f64[5,4]\n"
+     "  %l = mul(%y, %y2) : f64[5,4]\n"
+     "  %loss = reduce_sum(%l) : f64[]\n"
+     "  output %l\n  loss %loss\n}\n"},
     {"simplify/reductions", "simplify", "", false,
      "graph t {\n"
      "  %x = input() : f64[3,1,4]\n"

@@ -165,12 +165,33 @@ static void test_partitioner_plans(const char *src_dir) {
   evtc_graph_free(fwd);
 }
 
+/* scatter_add into a base (the simplify pass's form of an embedding table's gradient beside a tied weight's), the
+ * base with rows beyond the indices' range: written over its dead base (program.c), read from a live one. */
+static void test_scatter_base(void) {
+  static const char text[] =
+      "graph sb {\n  %u = input() : f32[9,5]\n  %i = input() : i64[9]\n  %x = input() : f32[7,5]\n"
+      "  %two = const() {value=2} : f32[]\n  %b = mul(%x, %two) : f32[7,5]\n"
+      "  %y = scatter_add(%u, %i, %b) {size=6} : f32[7,5]\n  %z = mul(%y, %y) : f32[7,5]\n"
+      "  %w = scatter_add(%u, %i, %x) {size=6} : f32[7,5]\n  output %z\n  output %w\n}\n";
+  evtc_graph *g = oracle_parse(text, "scatter base");
+  if (!g) return;
+  int nk;
+  int32_t *plan = evtc_plan_single(g, &nk);
+  evtc_program *p = cpu_compare(g, plan, nk, TOL, 6, "scatter_add into a base");
+  if (p) CHECK(evtc_program_get_stats(p).in_place_outputs == 1, "scatter_add over its dead base: %d in place, want 1",
+               evtc_program_get_stats(p).in_place_outputs);
+  evtc_program_free(p);
+  free(plan);
+  evtc_graph_free(g);
+}
+
 int main(int argc, char **argv) {
   char dir[] = "/tmp/evtc-cpu-ops-XXXXXX";
   if (!mkdtemp(dir)) return 1;
   setenv("XDG_CACHE_HOME", dir, 1);
   test_ops();
   test_index_errors();
+  test_scatter_base();
   if (argc > 1) test_partitioner_plans(argv[1]);
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

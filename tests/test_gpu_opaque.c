@@ -70,6 +70,14 @@ static const op_case cases[] = {
      NUMBERS},
     {"scatter_last", "%u = input() : T[6,11]\n%i = input() : i64[11]\n%y = scatter_add(%u, %i) {axis=-1, size=9} : T[6,9]",
      NUMBERS},
+    {"scatter_base_rows",
+     "%u = input() : T[205,768]\n%i = input() : i64[205]\n%b = input() : T[40,768]\n"
+     "%y = scatter_add(%u, %i, %b) {size=37} : T[40,768]",
+     NUMBERS},
+    {"scatter_base_flat",
+     "%u = input() : T[3,4,5]\n%i = input() : i64[4]\n%b = input() : T[3,9,5]\n"
+     "%y = scatter_add(%u, %i, %b) {axis=1, size=7} : T[3,9,5]",
+     NUMBERS},
     {"pad_interior",
      "%x = input() : T[2,3,7,9]\n%y = pad(%x) {pads=[0,1,2,0,0,0,1,3], interior=[0,0,1,0], value=0.5} : T[2,4,16,12]",
      MOVES},
@@ -369,6 +377,36 @@ static void run_case(gpu *G, int ci, evtc_dtype t, bool nvrtc, int *n_run) {
   evtc_graph_free(g);
 }
 
+/* Without a GPU: scatter_add written over its base (the program's in-place write: only the hit rows), emitted and
+ * compiled for sm_90a on the rows scheme and the element one; run_programs runs one on a GPU. */
+static void compile_in_place(void) {
+  static const char *const names[2] = {"scatter_base_rows", "scatter_base_flat"};
+  for (int i = 0; i < 2; i++) {
+    const char *body = NULL;
+    for (int c = 0; c < N_CASES; c++)
+      if (strcmp(cases[c].name, names[i]) == 0) body = cases[c].body;
+    evtc_graph *g = case_graph("in_place", body, EVTC_BF16);
+    char *src = NULL, kname[32];
+    snprintf(kname, sizeof kname, "opq_in_place_%d", i);
+    evtc_kernel *k = g ? case_kernel(g, kname, &src) : NULL;
+    if (k) {
+      free(src);
+      k->args[evtc_kernel_output_arg(k)].shared = k->args[evtc_kernel_input_arg(k, 2)].shared = true;
+      evtc_sb b = {0};
+      evtc_cuda_emit_prelude(&b);
+      evtc_cuda_emit_opaque(&b, k);
+      evtc_cuda_cubin cubin = {0};
+      evtc_diag cd = {0};
+      CHECK(evtc_cuda_compile(b.s, kname, "sm_90a", nvrtc_opts, 3, &cubin, &cd) == EVTC_OK,
+            "%s over its base: NVRTC: %s", names[i], cd.msg);
+      evtc_cuda_cubin_free(&cubin);
+      free(b.s);
+    }
+    evtc_kernel_free(k);
+    evtc_graph_free(g);
+  }
+}
+
 /* What the templates refuse, with the reason the backend reports. */
 static void check_refusals(void) {
   static const char *const texts[] = {
@@ -401,16 +439,25 @@ static void run_programs(void) {
       "graph pf {\n  %x = input() : f32[3,7,5]\n  %i = input() : i32[4]\n"
       "  %y = gather(%x, %i) {axis=1} : f32[3,4,5]\n  %s = scatter_add(%y, %i) {axis=1, size=7} : f32[3,7,5]\n"
       "  output %y\n  output %s\n}\n";
-  const char *texts[2] = {prog_bf16, prog_f32};
-  const double tols[2] = {0x1p-7, 2e-5};
-  const int64_t int_hi[2] = {37, 7};
-  for (int i = 0; i < 2; i++) {
+  /* an embedding's gradient scattered over its dead base, which has rows beyond the indices' range (program.c) */
+  static const char prog_base[] =
+      "graph pbase {\n  %tab = input() : bf16[37,64]\n  %ids = input() : i64[6,11]\n"
+      "  %e = embedding(%tab, %ids) : bf16[6,11,64]\n  %x = input() : bf16[40,64]\n  %two = const() {value=2} : bf16[]\n"
+      "  %b = mul(%x, %two) : bf16[40,64]\n  %s = scatter_add(%e, %ids, %b) {size=37} : bf16[40,64]\n"
+      "  %z = mul(%s, %two) : bf16[40,64]\n  output %z\n}\n";
+  const char *texts[3] = {prog_bf16, prog_f32, prog_base};
+  const double tols[3] = {0x1p-7, 2e-5, 0x1p-7};
+  const int64_t int_hi[3] = {37, 7, 37};
+  for (int i = 0; i < 3; i++) {
     evtc_graph *g = oracle_parse(texts[i], "program");
     if (!g) continue;
-    evtc_program *p = cpu_compare(g, NULL, 0, tols[i], int_hi[i], i ? "f32 program" : "bf16 program");
+    static const char *const what[3] = {"bf16 program", "f32 program", "bf16 scatter over its base"};
+    evtc_program *p = cpu_compare(g, NULL, 0, tols[i], int_hi[i], what[i]);
     if (p) {
       evtc_program_stats st = evtc_program_get_stats(p);
       CHECK(st.interpreted == 0, "program %d: %d kernels in the interpreter", i, st.interpreted);
+      CHECK(i < 2 || st.in_place_outputs == 1, "program %d: %d values written over their dead input, want 1 (the scatter)",
+            i, st.in_place_outputs);
       printf("program %s: %d kernels on the CUDA backend, %d interpreted\n", g->name, st.compiled, st.interpreted);
     }
     evtc_program_free(p);
@@ -550,6 +597,7 @@ int main(void) {
       }
   printf("%d op x dtype cases %s\n", n_cases, G.open ? "run on the GPU" : nvrtc ? "compiled for sm_90a" : "emitted");
   bench(&G, nvrtc);
+  if (!G.open && nvrtc) compile_in_place();
   if (!G.open) return gpu_skip(d.msg);
   CHECK(n_run == n_cases, "%d of %d cases ran", n_run, n_cases);
   evtc_diag bd = {0};

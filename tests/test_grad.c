@@ -153,6 +153,11 @@ static evtc_node *c_scatter_add(evtc_graph *g) {
   evtc_node *idx = rconst(g, EVTC_I32, 5, SHAPE(4));
   return OP(SCATTER_ADD, INS(in(g, "u", SHAPE(2, 4, 3)), idx), ATTRS(I("axis", 1), I("size", 5)));
 }
+static evtc_node *c_scatter_base(evtc_graph *g) {   /* into a base with rows beyond size: its gradient passes */
+  evtc_node *idx = rconst(g, EVTC_I32, 5, SHAPE(4));
+  return OP(SCATTER_ADD, INS(in(g, "u", SHAPE(2, 4, 3)), idx, in(g, "base", SHAPE(2, 7, 3))),
+            ATTRS(I("axis", 1), I("size", 5)));
+}
 static evtc_node *c_embedding(evtc_graph *g) {
   evtc_node *ids = rconst(g, EVTC_I64, 6, SHAPE(2, 3));
   return OP0(EMBEDDING, INS(in(g, "table", SHAPE(6, 4)), ids));
@@ -279,6 +284,7 @@ static const gcase cases[] = {
     {"slice axes=[1,-1] steps=[2,1]", c_slice, ANY, false}, {"slice all axes steps=[3,2]", c_slice_all, ANY, false},
     {"concat axis=-1", c_concat, ANY, false}, {"pad interior", c_pad, ANY, false},
     {"gather axis=-2", c_gather, ANY, false}, {"scatter_add axis=1", c_scatter_add, ANY, false},
+    {"scatter_add into a base", c_scatter_base, ANY, false},
     {"embedding", c_embedding, ANY, false}, {"matmul", c_mm, ANY, false}, {"matmul trans_b", c_mm_tb, ANY, false},
     {"matmul trans_a", c_mm_ta, ANY, false}, {"matmul trans_a trans_b", c_mm_tab, ANY, false},
     {"batch_matmul [2,3,4]x[4,5]", c_bmm, ANY, false},

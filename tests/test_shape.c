@@ -98,6 +98,13 @@ static void test_reduce_and_layout(void) {
   evtc_node *sin[] = {gat, idx};
   expect_type(evtc_node_add(g, EVTC_OP_SCATTER_ADD, sin, 2, sc, 2, NULL), EVTC_F32, 3, (int64_t[]){2, 3, 4},
               "scatter_add inverts gather's shape");
+  evtc_node *base = leaf(g, "base", EVTC_F32, 3, (int64_t[]){2, 7, 4}), *short_base = leaf(g, "sb", EVTC_F32, 3,
+                                                                                           (int64_t[]){2, 2, 4});
+  evtc_node *bin[] = {gat, idx, base}, *sbin[] = {gat, idx, short_base};
+  expect_type(evtc_node_add(g, EVTC_OP_SCATTER_ADD, bin, 3, sc, 2, NULL), EVTC_F32, 3, (int64_t[]){2, 7, 4},
+              "scatter_add into a base with rows beyond size");
+  expect_error(g, evtc_node_add(g, EVTC_OP_SCATTER_ADD, sbin, 3, sc, 2, "sa"),
+               "base f32[2,2,4] is not f32[2,3,4] (at least 3 along axis 1)");
   evtc_attr oh = evtc_attr_int("depth", 10);
   expect_type(evtc_node_add(g, EVTC_OP_ONE_HOT, &idx, 1, &oh, 1, NULL), EVTC_F32, 3, (int64_t[]){5, 6, 10},
               "one_hot");

@@ -154,7 +154,8 @@ void evtc_vjp_scatter_add(evtc_vjp *v) {
   int ax = evtc_axis_norm(evtc_node_int(v->n, "axis"), v->n->type.rank);
   evtc_node *in[2] = {v->dy, X(v, 1)};
   evtc_attr at = evtc_attr_int("axis", ax);
-  evtc_vjp_set(v, 0, EVTC_OP_GATHER, in, 2, &at, 1);
+  if (v->need[0]) evtc_vjp_set(v, 0, EVTC_OP_GATHER, in, 2, &at, 1);
+  if (v->n->n_inputs == 3 && v->need[2]) evtc_vjp_pass(v, 2, v->dy);    /* the base: added as it is */
 }
 
 /* embedding(table, ids) is gather along axis 0. */

@@ -282,6 +282,16 @@ static bool infer_scatter_add(evtc_graph *g, evtc_node *n) {
   shape[k++] = size;
   for (int d = ax + idx->rank; d < upd->rank; d++) shape[k++] = upd->shape[d];
   set_type(n, upd->dtype, r, shape);
+  if (n->n_inputs == 3) {   /* the base the updates are added to: the result's type, at least size along axis */
+    const evtc_type *base = in_type(n, 2);
+    bool fits = base->dtype == upd->dtype && base->rank == r;
+    for (int d = 0; fits && d < r; d++) fits = d == ax ? base->shape[d] >= size : base->shape[d] == shape[d];
+    char want[96], got[96];
+    if (!fits)
+      return FAIL("base %s is not %s (at least %lld along axis %d)", evtc_type_str(base, got, sizeof got),
+                  evtc_type_str(&n->type, want, sizeof want), (long long)size, ax);
+    set_type(n, upd->dtype, r, base->shape);
+  }
   return true;
 }
 

@@ -26,6 +26,13 @@
  *   dims (a bias gradient summed over [B, T, N] where the gradient was born
  *   as [B*T, N] rows: the sum then joins the kernel that makes the rows,
  *   and the reshape is left to those that need [B, T, N], a buffer alias).
+ * Scatters into their base (one rounding fewer for f16 / bf16):
+ *   add(x, scatter_add(u, idx)) -> scatter_add(u, idx, x) when the scatter
+ *   has no other consumer: an embedding table's gradient beside a tied
+ *   weight's (GPT-2's wte, BERT's word embeddings) in one kernel, which can
+ *   write over x; when x is a slice of p's first `size` rows along the
+ *   scatter's axis (gemm-pad's padded LM head), -> slice(scatter_add(u,
+ *   idx, p)), which keeps p's rows beyond size.
  */
 #include <math.h>
 #include <stdio.h>
@@ -210,6 +217,37 @@ static evtc_node *reduce_reshape(evtc_rewrite *rw, const evtc_node *n, evtc_node
   return evtc_pat_reduce(rw, n->op, r->inputs[0], j, axes, false, n->name, NULL);
 }
 
+/* p when slice x takes the first `size` elements of p along axis ax and all of p along every other axis, else NULL. */
+static evtc_node *prefix_of(const evtc_node *x, int ax, int64_t size) {
+  if (x->op != EVTC_OP_SLICE) return NULL;
+  evtc_node *p = x->inputs[0];
+  const evtc_attr *st = evtc_node_attr(x, "starts"), *sp = evtc_node_attr(x, "steps");
+  for (int i = 0; i < st->n; i++)
+    if (st->v.ints[i] != 0 || (sp->n && sp->v.ints[i] != 1)) return NULL;
+  for (int d = 0; d < p->type.rank; d++)
+    if (d == ax ? x->type.shape[d] != size || p->type.shape[d] <= size : x->type.shape[d] != p->type.shape[d])
+      return NULL;
+  return p;
+}
+
+/* add(x, scatter_add(u, idx)) -> scatter_add(u, idx, x) (see the file comment); NULL when it does not apply. */
+static evtc_node *scatter_base(evtc_rewrite *rw, const evtc_node *n, evtc_node *const *in) {
+  for (int k = 0; k < 2; k++) {
+    evtc_node *s = in[k], *x = in[1 - k];
+    if (s->op != EVTC_OP_SCATTER_ADD || s->n_inputs != 2 || !evtc_pat_single_use(rw, n, k) ||
+        x->type.dtype != n->type.dtype || !evtc_pat_same_shape(&s->type, &n->type) ||
+        !evtc_pat_same_shape(&x->type, &n->type))
+      continue;
+    const int ax = evtc_axis_norm(evtc_node_int(s, "axis"), s->type.rank);
+    const int64_t size = evtc_node_int(s, "size");
+    const evtc_attr at[2] = {evtc_attr_int("axis", ax), evtc_attr_int("size", size)};
+    evtc_node *p = prefix_of(x, ax, size), *ins[3] = {s->inputs[0], s->inputs[1], p ? p : x};
+    evtc_node *r = evtc_pat_op(rw, EVTC_OP_SCATTER_ADD, ins, 3, at, 2, n->name, p ? "rows" : NULL);
+    return p ? evtc_pat_op(rw, EVTC_OP_SLICE, &r, 1, x->attrs, evtc_op_get(EVTC_OP_SLICE)->n_attrs, n->name, NULL) : r;
+  }
+  return NULL;
+}
+
 static evtc_node *simplify(evtc_rewrite *rw, const evtc_node *n, evtc_node *const *in) {
   evtc_node *r = NULL;
   switch (n->op) {
@@ -219,6 +257,7 @@ static evtc_node *simplify(evtc_rewrite *rw, const evtc_node *n, evtc_node *cons
       if (!r && in[1]->op == EVTC_OP_NEG) r = evtc_pat_bin(rw, EVTC_OP_SUB, in[0], in[1]->inputs[0], n->name, NULL);
       if (!r && in[0]->op == EVTC_OP_NEG) r = evtc_pat_bin(rw, EVTC_OP_SUB, in[1], in[0]->inputs[0], n->name, NULL);
       for (int k = 0; k < 2 && !r; k++) r = reassociate(rw, n, EVTC_OP_ADD, in[k], in[1 - k]);
+      if (!r) r = scatter_base(rw, n, in);
       return r ? r : common_factor(rw, n, in);
     case EVTC_OP_SUB:
       if (uval(in[1]) == 0) r = forward(rw, n, in[0]);
@@ -261,6 +300,6 @@ static evtc_graph *run(const evtc_graph *g, evtc_diag *d) { return evtc_pat_run(
 const evtc_pass evtc_pass_simplify = {
     .name = "simplify",
     .summary = "identities (x+0, x*1, neg neg), div by CONST -> mul, constant reassociation, common factors, "
-               "reduction elimination, reductions through reshapes",
+               "reduction elimination, reductions through reshapes, scatters added into their base",
     .run = run,
 };

@@ -179,17 +179,18 @@ evtc_status evtc_kernel_scatter_add(const evtc_kernel_args *k) {
   const evtc_node *n = k->node;
   const evtc_type *o = &n->type, *it = evtc_kernel_in_type(k, 1);
   int ax = evtc_axis_norm(evtc_node_int(n, "axis"), o->rank);
-  int64_t outer = 1, inner = 1, size = o->shape[ax], m = evtc_type_numel(it);
+  /* indices in [-size, size); rows of the output (the base's) may run beyond size */
+  int64_t outer = 1, inner = 1, size = evtc_node_int(n, "size"), rows = o->shape[ax], m = evtc_type_numel(it);
   for (int d = 0; d < ax; d++) outer *= o->shape[d];
   for (int d = ax + 1; d < o->rank; d++) inner *= o->shape[d];
   if (check_indices(k, k->in[1], m, size, ax) != EVTC_OK) return EVTC_ERR_RUNTIME;
   int64_t numel = evtc_type_numel(o);
-  for (int64_t i = 0; i < numel; i++) k->out[i] = 0.0;
+  for (int64_t i = 0; i < numel; i++) k->out[i] = n->n_inputs == 3 ? k->in[2][i] : 0.0;
   for (int64_t p = 0; p < outer; p++)
     for (int64_t j = 0; j < m; j++) {
       int64_t v = (int64_t)k->in[1][j];
       if (v < 0) v += size;
-      double *dst = k->out + (p * size + v) * inner;
+      double *dst = k->out + (p * rows + v) * inner;
       const double *src = k->in[0] + (p * m + j) * inner;
       for (int64_t i = 0; i < inner; i++) dst[i] += src[i];
     }

@@ -296,9 +296,17 @@ static bool arena_value(const evtc_program *p, const evtc_node *n) {
  * order (loads_in_order), o stored element by element (a store runs in the domain's order too: kernel_build.c)
  * in the last pass over a row (an earlier pass's values are loaded again in every later one), the same bytes,
  * and rows that split into whole 16-byte vectors (the CUDA rows kernel stages the stores of other rows through
- * aligned vectors). */
+ * aligned vectors).  Or a scatter_add over its base: each output element is its base element plus what the indices
+ * add there (the templates then write only the rows that indices hit). */
 static bool may_overwrite(const evtc_program *p, const evtc_kernel *k, int oa, int ua) {
   const evtc_node *o = k->args[oa].node, *u = k->args[ua].node;
+  const bool scatter_base = k->kind == EVTC_ML_OPAQUE && o->op == EVTC_OP_SCATTER_ADD && o->n_inputs == 3 &&
+                            o->inputs[2] == u;
+  if (scatter_base) {
+    for (int a = 0; a < k->n_args; a++)
+      if (a != ua && a != oa && buffer_of(p, k->args[a].node->id) == buffer_of(p, u->id)) return false;
+    return true;
+  }
   if ((k->kind != EVTC_ML_ELEMENTWISE && k->kind != EVTC_ML_ROWS) || value_bytes(o) != value_bytes(u) ||
       evtc_buffer_elem_size(o->type.dtype) != evtc_buffer_elem_size(u->type.dtype) || !loads_in_order(k, u))
     return false;

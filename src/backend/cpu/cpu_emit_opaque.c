@@ -127,16 +127,20 @@ static void emit_embedding(evtc_sb *b, const evtc_node *n) {
                  (long long)(m * d), (long long)m, (long long)d, (long long)d, (long long)d);
 }
 
-/* scatter_add; f16 / bf16 sums accumulate in an f32 scratch and are rounded once when stored. */
+/* scatter_add; f16 / bf16 sums accumulate in an f32 scratch and are rounded once when stored, with the base x2
+ * (when given) added before that rounding.  y may be x2's buffer (the program writing it over its dead base). */
 static void emit_scatter_add(evtc_sb *b, const evtc_node *n) {
   const evtc_type *o = &n->type;
   int ax = evtc_axis_norm(evtc_node_int(n, "axis"), o->rank);
-  int64_t outer = prod(o->shape, 0, ax), inner = prod(o->shape, ax + 1, o->rank), size = o->shape[ax];
-  int64_t m = evtc_type_numel(&n->inputs[1]->type), numel = evtc_type_numel(o);
+  /* indices in [-size, size); the output's rows (a base's) may run beyond size */
+  int64_t outer = prod(o->shape, 0, ax), inner = prod(o->shape, ax + 1, o->rank), size = evtc_node_int(n, "size");
+  int64_t m = evtc_type_numel(&n->inputs[1]->type), numel = evtc_type_numel(o), rows = o->shape[ax];
   const bool half = o->dtype == EVTC_F16 || o->dtype == EVTC_BF16;
   const char *widen = o->dtype == EVTC_F16 ? "evtc_h2f" : o->dtype == EVTC_BF16 ? "evtc_bf2f" : "";
   emit_index_check(b, m, size, true);
+  const bool base = n->n_inputs == 3;
   if (half) evtc_sb_printf(b, "  float *acc = calloc(%lldLL, sizeof(float));\n", (long long)numel);
+  else if (base) evtc_sb_printf(b, "  T *acc = y;\n  if (y != x2) memcpy(y, x2, sizeof(T) * %lldLL);\n", (long long)numel);
   else evtc_sb_printf(b, "  T *acc = y;\n  memset(y, 0, sizeof(T) * %lldLL);\n", (long long)numel);
   /* threads own (outer, inner-chunk) pairs; each walks the indices in order */
   int64_t chunk = inner < 256 ? inner : 256, nchunk = (inner + chunk - 1) / chunk;
@@ -149,10 +153,11 @@ static void emit_scatter_add(evtc_sb *b, const evtc_node *n) {
                     "        for (int64_t i = i0; i < i1; i++) dst[i] += %s(src[i]);\n      }\n    }\n",
                  (long long)(outer * m * inner), (long long)outer, (long long)nchunk, (long long)chunk,
                  (long long)chunk, (long long)inner, (long long)chunk, (long long)inner, (long long)m, (long long)size,
-                 half ? "float" : "T", (long long)size, (long long)inner, (long long)m, (long long)inner, widen);
+                 half ? "float" : "T", (long long)rows, (long long)inner, (long long)m, (long long)inner, widen);
   if (half)
-    evtc_sb_printf(b, "  for (int64_t e = 0; e < %lldLL; e++) y[e] = %s(acc[e]);\n  free(acc);\n",
-                   (long long)numel, o->dtype == EVTC_F16 ? "evtc_f2h" : "evtc_f2bf");
+    evtc_sb_printf(b, "  for (int64_t e = 0; e < %lldLL; e++) y[e] = %s(acc[e]%s%s%s);\n  free(acc);\n",
+                   (long long)numel, o->dtype == EVTC_F16 ? "evtc_f2h" : "evtc_f2bf", base ? " + " : "",
+                   base ? widen : "", base ? "(x2[e])" : "");
 }
 
 /* Pool / conv geometry constants: x [N,C,H,W] plane sizes, y [.,.,OH,OW], window, stride, pads. */

@@ -21,7 +21,12 @@
  * each output row: a hit row's accumulators are rounded, stored and
  * zeroed again (so the scratch is ready for the next run), every other row
  * is stored as zeros -- the output is written once, and only rows that
- * indices touch are read back.  Rows too narrow to feed a warp use one
+ * indices touch are read back.  With a base (the simplify pass's form of
+ * an embedding table's gradient added to a tied weight's: GPT-2's wte), a
+ * hit row is its accumulators plus the base row, rounded once, and every
+ * other row is the base row; written over its dead base (the program's
+ * in-place write, program.c), only the hit rows are read and written.
+ * Rows too narrow to feed a warp use one
  * thread per element instead (scalar atomics; NAME_fin converts and zeroes
  * the whole scratch).  The atomics make the order of the f32 additions
  * vary from run to run: results are not bitwise deterministic, but each
@@ -138,9 +143,10 @@ static int concat_word(const evtc_node *n, int ax, int64_t inner) {
   return widest(g * (int64_t)evtc_dtype_size(n->type.dtype));
 }
 
-/* scatter_add: upd [outer, m, inner] into y [outer, size, inner] through accumulators. */
+/* scatter_add: upd [outer, m, inner] into y [outer, out_rows, inner] through accumulators [outer, size, inner]: the
+ * indices run over [-size, size), a base's rows from size on are copied. */
 typedef struct scatter_geo {
-  int64_t outer, size, m, inner;
+  int64_t outer, size, out_rows, m, inner;
   int ve;                      /* elements per lane access (rows scheme) */
   bool rows;                   /* a warp per row; else a thread per element */
   const char *acc;             /* accumulator type */
@@ -152,7 +158,8 @@ static scatter_geo scatter_geometry(const evtc_node *n) {
   int ax = evtc_axis_norm(evtc_node_int(n, "axis"), o->rank);
   evtc_dtype t = o->dtype;
   size_t es = evtc_dtype_size(t), as = t == EVTC_F64 || t == EVTC_I64 ? 8 : 4;
-  scatter_geo g = {.outer = prod(o->shape, 0, ax), .size = o->shape[ax], .inner = prod(o->shape, ax + 1, o->rank),
+  scatter_geo g = {.outer = prod(o->shape, 0, ax), .size = evtc_node_int(n, "size"), .out_rows = o->shape[ax],
+                   .inner = prod(o->shape, ax + 1, o->rank),
                    .m = evtc_type_numel(&n->inputs[1]->type),
                    .acc = t == EVTC_F64 ? "double" : t == EVTC_I64 ? "long long" : t == EVTC_I32 ? "int" : "float"};
   g.ve = 8;
@@ -219,7 +226,8 @@ evtc_cuda_opaque_launch evtc_cuda_opaque_launch_of(const evtc_kernel *k, int sm_
       L.has_fin = true;
       L.scratch_bytes = g.scratch;
       L.grid = g.rows ? grid_of(g.outer * g.m, WARPS, sm_count) : grid_of(g.outer * g.m * g.inner, T, sm_count);
-      L.fin_grid = g.rows ? grid_of(g.outer * g.size, WARPS, sm_count) : grid_of(g.outer * g.size * g.inner, T, sm_count);
+      L.fin_grid = g.rows ? grid_of(g.outer * g.out_rows, WARPS, sm_count)
+                          : grid_of(g.outer * g.out_rows * g.inner, T, sm_count);
       break;
     }
   }
@@ -402,6 +410,7 @@ static void emit_scatter_top(evtc_sb *b, const scatter_geo *g) {
   emit_const(b, "OUTER", g->outer);
   emit_const(b, "M", g->m);
   emit_const(b, "SIZE", g->size);
+  emit_const(b, "ROWS", g->out_rows);
   emit_const(b, "INNER", g->inner);
 }
 
@@ -448,41 +457,69 @@ static void emit_scatter_main(evtc_sb *b, const evtc_kernel *k, const scatter_ge
   evtc_sb_printf(b, "    }\n  }\n}\n");
 }
 
-/* scatter_add's NAME_fin: the accumulators rounded into the output (unless an index failed) and zeroed. */
+/* scatter_add's NAME_fin: the accumulators, plus the base where there is one, rounded into the output (unless an
+ * index failed) and zeroed.  Over its dead base (the program's in-place write) only the hit rows are written. */
 static void emit_scatter_fin(evtc_sb *b, const evtc_kernel *k, const scatter_geo *g, bool wide) {
   evtc_dtype t = k->main->type.dtype;
   const char *st = evtc_cpu_storage_ctype(t);
+  const bool base = k->main->n_inputs == 3, in_place = base && k->args[evtc_kernel_output_arg(k)].shared;
+  const char *bp = in_place ? "y" : "x";     /* the base's elements */
   emit_head(b, k, "_fin", wide);
   evtc_sb_printf(b, "  const int bad = *(volatile int *)err;\n");
   emit_ptr(b, "y", st, evtc_kernel_output_arg(k), true);
+  if (base && !in_place) emit_ptr(b, "x", st, evtc_kernel_input_arg(k, 2), false);
   emit_scatter_top(b, g);
   if (!g->rows) {
-    emit_loop(b, "i", "OUTER * SIZE * INNER", false);
-    evtc_sb_printf(b, "    const %s a = acc[i];\n    acc[i] = 0;\n    if (!bad) y[i] = ", g->acc);
+    emit_loop(b, "i", "OUTER * ROWS * INNER", false);
+    evtc_sb_printf(b, "    const I row = i / INNER, c = i - row * INNER, p = row / ROWS, rr = row - p * ROWS;\n"
+                      "    %s a = 0;\n    if (rr < SIZE) {\n      const I ai = (p * SIZE + rr) * INNER + c;\n"
+                      "      a = acc[ai];\n      acc[ai] = 0;\n    }\n", g->acc);
+    if (base) {
+      char s[16];
+      snprintf(s, sizeof s, "%s[i]", bp);
+      evtc_sb_printf(b, "    a += ");
+      emit_widen(b, t, g->acc, s);
+      evtc_sb_printf(b, ";\n");
+    }
+    evtc_sb_printf(b, "    if (!bad) y[i] = ");
     emit_narrow(b, t, "a");
     evtc_sb_printf(b, ";\n  }\n}\n");
     return;
   }
-  emit_loop(b, "orow", "OUTER * SIZE", true);
-  evtc_sb_printf(b, "    const unsigned h = hit[orow];\n"
-                    "    %s *o = y + orow * INNER;\n    %s *a = acc + orow * INNER;\n"
+  emit_loop(b, "orow", "OUTER * ROWS", true);
+  evtc_sb_printf(b, "    const I p = orow / ROWS, rr = orow - p * ROWS, arow = p * SIZE + rr;\n"
+                    "    const unsigned h = rr < SIZE ? hit[arow] : 0u;\n"
+                    "    %s *o = y + orow * INNER;\n    %s *a = acc + arow * INNER;\n"
                     "    if (h) {\n      for (I c = lane * %d; c < INNER; c += %d) {\n"
                     "        const evtc_vec<%s, %d> s = *(const evtc_vec<%s, %d> *)(a + c);\n"
                     "        *(evtc_vec<%s, %d> *)(a + c) = evtc_vec<%s, %d>{};\n"
                     "        evtc_vec<%s, %d> r;\n",
                  st, g->acc, g->ve, 32 * g->ve, g->acc, g->ve, g->acc, g->ve, g->acc, g->ve, g->acc, g->ve, st, g->ve);
+  if (base)
+    evtc_sb_printf(b, "        const evtc_vec<%s, %d> q = *(const evtc_vec<%s, %d> *)(%s + orow * INNER + c);\n", st,
+                   g->ve, st, g->ve, bp);
   for (int e = 0; e < g->ve; e++) {
-    char s[32];
-    snprintf(s, sizeof s, "s.v[%d]", e);
+    char s[48], q[16];
+    snprintf(q, sizeof q, "q.v[%d]", e);
+    evtc_sb w = {0};
+    if (base) emit_widen(&w, t, g->acc, q);
+    snprintf(s, sizeof s, "s.v[%d]%s%s", e, base ? " + " : "", base ? w.s : "");
+    free(w.s);
     evtc_sb_printf(b, "        r.v[%d] = ", e);
     emit_narrow(b, t, s);
     evtc_sb_printf(b, ";\n");
   }
   evtc_sb_printf(b, "        if (!bad) *(evtc_vec<%s, %d> *)(o + c) = r;\n      }\n"
-                    "      __syncwarp();\n      if (lane == 0) hit[orow] = 0u;\n    } else if (!bad) {\n"
-                    "      for (I c = lane * %d; c < INNER; c += %d) *(evtc_vec<%s, %d> *)(o + c) = evtc_vec<%s, %d>{};\n"
-                    "    }\n  }\n}\n",
-                 st, g->ve, g->ve, 32 * g->ve, st, g->ve, st, g->ve);
+                    "      __syncwarp();\n      if (lane == 0) hit[arow] = 0u;\n    }", st, g->ve);
+  if (in_place) {                  /* a row no index hit keeps its base */
+    evtc_sb_printf(b, "\n  }\n}\n");
+    return;
+  }
+  evtc_sb_printf(b, " else if (!bad) {\n      for (I c = lane * %d; c < INNER; c += %d) *(evtc_vec<%s, %d> *)(o + c) = ",
+                 g->ve, 32 * g->ve, st, g->ve);
+  if (base) evtc_sb_printf(b, "*(const evtc_vec<%s, %d> *)(x + orow * INNER + c);\n", st, g->ve);
+  else evtc_sb_printf(b, "evtc_vec<%s, %d>{};\n", st, g->ve);
+  evtc_sb_printf(b, "    }\n  }\n}\n");
 }
 
 void evtc_cuda_emit_opaque(evtc_sb *b, const evtc_kernel *k) {
@@ -493,7 +530,7 @@ void evtc_cuda_emit_opaque(evtc_sb *b, const evtc_kernel *k) {
     case EVTC_OP_CONCAT: emit_concat(b, k); break;
     default: {   /* scatter_add */
       scatter_geo g = scatter_geometry(k->main);
-      bool wide = !narrow(g.outer * g.size * g.inner) || !narrow(g.outer * g.m * g.inner);
+      bool wide = !narrow(g.outer * g.out_rows * g.inner) || !narrow(g.outer * g.m * g.inner);
       evtc_cuda_emit_vec_helpers(b);
       emit_scatter_main(b, k, &g, wide);
       emit_scatter_fin(b, k, &g, wide);

@@ -14,6 +14,7 @@
 #include "exp_check.h"
 #include "kernel/kernel.h"
 #include "step_const.h"
+#include "tanh_check.h"
 
 static const double TOL = 2e-5;
 
@@ -183,6 +184,7 @@ int main(int argc, char **argv) {
   test_step_constants();
   check_exp(evtc_backend_cpu(), "CPU exp", 2.0, 0.0, false);
   check_erf_gelu(evtc_backend_cpu(), "CPU erf and gelu");
+  check_tanh_bf16(evtc_backend_cpu(), "CPU tanh of bf16");
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

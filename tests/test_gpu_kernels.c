@@ -51,6 +51,7 @@
 #include "gpu_session.h"
 #include "erf_check.h"
 #include "exp_check.h"
+#include "tanh_check.h"
 #include "half_oracle.h"
 #include "kernel/kernel.h"
 #include "replay_check.h"
@@ -754,6 +755,7 @@ int main(int argc, char **argv) {
   test_in_place_outputs();
   check_erf_gelu(oracle_be, "CUDA erf and gelu");
   check_erf1p_bf16(oracle_be, "CUDA 1 + erf of bf16");
+  check_tanh_bf16(oracle_be, "CUDA tanh of bf16");
   check_exp(oracle_be, "CUDA exp", 2.0, 1.25, true);
   test_error_flag();
   test_graph_replay();

@@ -133,8 +133,10 @@ void evtc_cpu_emit_prelude(evtc_sb *b) {
     "  union { int32_t i; float f; } s1 = {.i = (n1 + 127) << 23}, s2 = {.i = (n2 + 127) << 23};\n"
     "  return x != x ? x : p * s1.f * s2.f;\n"
     "}\n"
-    /* f32 tanh, sigmoid and tanh-GELU: each backend's prelude has its own (CUDA's: one reciprocal, no division) */
+    /* f32 tanh (and bf16 tanh: on the CPU the same), sigmoid and tanh-GELU: each backend's prelude has its own
+       (CUDA's: one reciprocal, no division; the hardware's tanh for bf16) */
     "static inline float evtc_tanhf(float x) { return tanhf(x); }\n"
+    "static inline float evtc_tanh_bf16f(float x) { return tanhf(x); }\n"
     "static inline float evtc_sigmoidf(float x) {\n"
     "  return x >= 0 ? 1.0f / (1.0f + evtc_expf(-x)) : evtc_expf(x) / (1.0f + evtc_expf(x));\n"
     "}\n"
@@ -382,7 +384,8 @@ void evtc_cpu_emit_value(const evtc_cpu_vctx *x, int i) {
       break;
     case EVTC_V_COMPUTE: {
       int a = v->args[0], b = v->n_args > 1 ? v->args[1] : -1;
-      const char *u = unary_expr(v->op, f32), *bin = binary_expr(v->op, f32);
+      const char *u = v->op == EVTC_OP_TANH && v->dtype == EVTC_BF16 ? "evtc_tanh_bf16f(@)" : unary_expr(v->op, f32),
+                 *bin = binary_expr(v->op, f32);
       if (v->op == EVTC_OP_CAST) emit_cast(sb, v->dtype, k->v[a].dtype, a);
       else if (v->op == EVTC_OP_WHERE) evtc_sb_printf(sb, "v%d ? v%d : v%d", a, b, v->args[2]);
       else if (f32 && evtc_cpu_erf_plus_one(k, v) >= 0)

@@ -1,0 +1,67 @@
+/* tanh_check.h -- a backend's tanh of bf16 values against a double tanh.
+ *
+ * check_tanh_bf16: tanh of every bf16 value of [-10, 10] (and inf, -inf,
+ * NaN) as a bf16 node, read back through a cast to f32 in the same kernel,
+ * so that the value before its bf16 rounding is seen.  It must be within
+ * 2^-10.5 relative of tanh: a third of the bf16 rounding the graph applies
+ * to it (the CUDA backend computes it with the hardware's approximate tanh,
+ * 2^-10.99 in the PTX ISA).  Outputs are poisoned before the run.  Include
+ * after cpu_oracle.h (CHECK, oracle_parse).
+ */
+#ifndef EVTC_TEST_TANH_CHECK_H
+#define EVTC_TEST_TANH_CHECK_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static inline void check_tanh_bf16(const evtc_backend *be, const char *what) {
+  enum { N = 1 << 16 };
+  static const char text[] = "graph tanh_bf16 {\n  %x = input() : f32[65536]\n"
+                             "  %xb = cast(%x) {dtype=bf16} : bf16[65536]\n  %t = tanh(%xb) : bf16[65536]\n"
+                             "  %o = cast(%t) {dtype=f32} : f32[65536]\n  output %o\n}\n";
+  static const double special[] = {INFINITY, -INFINITY, NAN};
+  enum { N_SPECIAL = sizeof special / sizeof special[0] };
+  evtc_graph *g = oracle_parse(text, what);
+  double *x = malloc(sizeof(double) * N), *y = malloc(sizeof(double) * N);
+  evtc_diag d = {0};
+  evtc_program *p = g && x && y ? evtc_program_new(g, NULL, 0, be, NULL, &d) : NULL;
+  CHECK(p != NULL, "%s: %s", what, d.msg);
+  if (p) {
+    int n = 0;
+    for (; n < N_SPECIAL; n++) x[n] = special[n];
+    for (uint32_t bits = 1; bits < 0x8000u && n + 1 < N; bits++) {     /* every bf16 of (0, 10], and its negative */
+      const uint32_t w = bits << 16;
+      float f;
+      memcpy(&f, &w, sizeof f);
+      if (f <= 10.0f) x[n++] = f, x[n++] = -f;
+    }
+    const int used = n;
+    for (; n < N; n++) x[n] = 0.5;
+    evtc_program_set(p, evtc_graph_find(g, "x"), x);
+    evtc_program_poison(p);
+    CHECK(evtc_program_run(p, 0, &d) == EVTC_OK, "%s: %s", what, d.msg);
+    CHECK(evtc_program_get(p, evtc_graph_find(g, "o"), y), "%s: the output read back", what);
+    double worst = 0, worst_x = 0;
+    int bad = 0;
+    for (int i = N_SPECIAL; i < used; i++) {
+      const double want = tanh(x[i]), rel = fabs(y[i] - want) / fabs(want) / exp2(-10.5);
+      bad += !(rel <= 1.0);
+      if (rel > worst) worst = rel, worst_x = x[i];
+    }
+    CHECK(bad == 0, "%s: tanh beyond 2^-10.5 relative at %d of %d bf16 values (worst %.3g of it at %.9g)", what, bad,
+          used - N_SPECIAL, worst, worst_x);
+    CHECK(y[0] == 1.0 && y[1] == -1.0 && isnan(y[2]), "%s: tanh of inf, -inf, NaN: %.9g %.9g %.9g", what, y[0], y[1],
+          y[2]);
+    printf("%s: tanh (bf16) at most %.3f of 2^-10.5 relative (at %.9g) over %d bf16 values\n", what, worst, worst_x,
+           used - N_SPECIAL);
+  }
+  evtc_program_free(p);
+  evtc_graph_free(g);
+  free(x);
+  free(y);
+}
+
+#endif

@@ -25,6 +25,7 @@
 #include "check.h"
 #include "cpu_oracle.h"
 #include "kernel/kernel.h"
+#include "kernel_values.h"
 #include "ln_grad_graph.h"
 
 /* The MLM loss kernel as the partitioner forms it from `evtc explain bench/loss/bert_mlm_rows.evt --train --loss
@@ -43,20 +44,6 @@
   "  %gb = reduce_sum(%gz) {axes=[0]} : " T "[30528]\n  output %lsum\n  output %gz\n  output %gb\n}\n"
 
 /* The graph node of kernel value i: a load's input, or the node it computes (NULL: none). */
-static const evtc_node *node_of(const evtc_kernel *k, int i) {
-  return k->v[i].kind == EVTC_V_LOAD ? k->args[k->v[i].arg].node : k->v[i].node;
-}
-
-/* The kernel value of graph node `name` (a FULL load of that input, or the node's computed value), or -1. */
-static int value_of(const evtc_kernel *k, const char *name) {
-  for (int i = 0; i < k->n_v; i++) {
-    const evtc_node *n = node_of(k, i);
-    if (k->v[i].kind != EVTC_V_STORE && k->v[i].kind != EVTC_V_REDUCE && n && strcmp(n->name, name) == 0) return i;
-  }
-  return -1;
-}
-
-/* The names of k's kept values, space-separated, into buf; how many. */
 static int kept_names(const evtc_kernel *k, const evtc_cuda_rows_info *info, char *buf, size_t cap) {
   int n = 0;
   buf[0] = 0;

@@ -135,6 +135,21 @@ int evtc_cuda_value_bytes(evtc_dtype t);
  * kept values fit); free with evtc_cuda_rows_info_free. */
 void evtc_cuda_rows_info_init(evtc_cuda_rows_info *info, const evtc_kernel *k, int vec, bool keep);
 void evtc_cuda_rows_info_free(evtc_cuda_rows_info *info);
+/* The plain vectors of a row (cuda_rows_plain.c): a rows pass's values that
+ * are zero on a vector of V columns that every one-hot of a row's label
+ * misses and that lies wholly on the zero side of every column step, and
+ * the values that fold with them (zero, or the same as another value). */
+enum { EVTC_PLAIN_NONE, EVTC_PLAIN_ZERO, EVTC_PLAIN_SAME };
+typedef struct evtc_cuda_plain {
+  signed char *fact;            /* per node: EVTC_PLAIN_* */
+  int *same;                    /* EVTC_PLAIN_SAME: the node whose value this one is */
+  char cond[512];               /* C condition on the vector's first column cb: the vector is plain */
+} evtc_cuda_plain;
+/* Facts of the nodes a pass computes (computed[i]); false, with nothing to
+ * free, when no computed value folds.  Free with evtc_cuda_plain_free. */
+bool evtc_cuda_plain_facts(const evtc_kernel *k, const bool *computed, int V, evtc_cuda_plain *pl);
+void evtc_cuda_plain_free(evtc_cuda_plain *pl);
+
 /* Whether load v's view walks the columns contiguously with its offset
  * and row stride multiples of vec (*row_stride set): vector accesses. */
 bool evtc_cuda_load_vectorizes(const evtc_kernel *k, const evtc_vnode *v, int vec, int64_t *row_stride);

@@ -436,8 +436,40 @@ static void kept_ref(const rows_ctx *x, int i, char *buf, size_t cap) {
   else snprintf(buf, cap, "kv%d[%s]", i, x->kidx);
 }
 
-/* Value i in pass p: from the kept copy, the RNG it repeats, or computed (and kept). */
-static void emit_node_value(const rows_ctx *x, const evtc_cpu_vctx *vx, int i, int p) {
+static bool computed_in_pass(const rows_ctx *x, int i, int p);
+
+/* Value i is e^(a - b) of a bf16 value, b a row's value, and pass p computes a - b: evtc_exp_shiftf(a, b). */
+static bool exp_of_shift(const rows_ctx *x, int i, int p) {
+  const evtc_kernel *k = x->k;
+  const evtc_vnode *v = &k->v[i];
+  if (v->kind != EVTC_V_COMPUTE || v->op != EVTC_OP_EXP || v->dtype != EVTC_BF16) return false;
+  const evtc_vnode *s = &k->v[v->args[0]];
+  return s->kind == EVTC_V_COMPUTE && s->op == EVTC_OP_SUB && (k->v[s->args[1]].cls == EVTC_VC_COL || k->v[s->args[1]].cls == EVTC_VC_SCALAR) &&
+         computed_in_pass(x, v->args[0], p);
+}
+
+/* Value i computed in pass p, or on a plain vector (pf, cuda_rows_plain.c) folded: zero, or a copy of another
+ * value. */
+static void emit_computed(const rows_ctx *x, const evtc_cpu_vctx *vx, const evtc_cuda_plain *pf, int i, int p) {
+  const char *t = evtc_cpu_ctype(vx->k->v[i].dtype);
+  if (pf && pf->fact[i] == EVTC_PLAIN_ZERO) evtc_sb_printf(vx->sb, "%s%s v%d = (%s)0;\n", vx->ind, t, i, t);
+  else if (pf && pf->fact[i] == EVTC_PLAIN_SAME)
+    evtc_sb_printf(vx->sb, "%s%s v%d = (%s)v%d;\n", vx->ind, t, i, t, pf->same[i]);
+  else if (exp_of_shift(x, i, p)) {
+    const evtc_vnode *s = &vx->k->v[vx->k->v[i].args[0]];
+    evtc_sb_printf(vx->sb, "%sfloat v%d = evtc_exp_shiftf(v%d, v%d);\n", vx->ind, i, s->args[0], s->args[1]);
+  } else evtc_cuda_emit_value(vx, i);
+}
+
+/* On a plain vector, value i kept over a load's buffer is that load's own value: the buffer holds it already. */
+static bool plain_in_place(const rows_ctx *x, const evtc_cuda_plain *pf, int i) {
+  int h = over_load(x, i);
+  return pf && h >= 0 && pf->fact[i] == EVTC_PLAIN_SAME && pf->same[i] == h && x->k->v[h].dtype == x->k->v[i].dtype;
+}
+
+/* Value i in pass p: from the kept copy, the RNG it repeats, or computed (and kept); on a plain vector (pf) folded
+ * where it can. */
+static void emit_node_value(const rows_ctx *x, const evtc_cpu_vctx *vx, int i, int p, const evtc_cuda_plain *pf) {
   const evtc_vnode *v = &x->k->v[i];
   const evtc_cuda_rows_info *in = &x->info;
   char ref[160];
@@ -451,7 +483,11 @@ static void emit_node_value(const rows_ctx *x, const evtc_cpu_vctx *vx, int i, i
       evtc_sb_printf(x->b, ";\n");
       return;
     }
-    evtc_cuda_emit_value(vx, i);
+    if (plain_in_place(x, pf, i)) {
+      evtc_sb_printf(x->b, "%s%s v%d = v%d;\n", vx->ind, evtc_cpu_ctype(v->dtype), i, pf->same[i]);
+      return;
+    }
+    emit_computed(x, vx, pf, i, p);
     evtc_sb_printf(x->b, "%s{\n%s  const uint16_t kq = ", vx->ind, vx->ind);
     evtc_cpu_emit_to_storage(x->b, v->dtype, v->dtype, i);
     evtc_sb_printf(x->b, ";\n%s  hw%d.v[e] = kq;\n%s  v%d = ", vx->ind, i, vx->ind, i);
@@ -465,7 +501,7 @@ static void emit_node_value(const rows_ctx *x, const evtc_cpu_vctx *vx, int i, i
     return;
   }
   if (in->alias[i] >= 0) evtc_sb_printf(x->b, "%s%s v%d = v%d;\n", vx->ind, evtc_cpu_ctype(v->dtype), i, in->alias[i]);
-  else evtc_cuda_emit_value(vx, i);
+  else emit_computed(x, vx, pf, i, p);
   if (!kept) return;
   if (packed(x, i) && v->kind == EVTC_V_LOAD) {
     evtc_sb_printf(x->b, "%skh%d[(%s) >> 1] |= (uint32_t)lv%d.v[e] << (((%s) & 1) * 16);\n", vx->ind, i, x->kidx, i, x->kidx);
@@ -516,6 +552,86 @@ static void emit_prefetch(const rows_ctx *x, const char *ind, const char *row, c
   evtc_sb_printf(b, "%s  }\n%s}\n%s}\n%sevtc_cp_async_commit();\n", ind, ind, ind, ind);
 }
 
+/* Pass p's element loop over a vector's columns (or its one column), then the vector's stores; on a plain vector
+ * (pf) with its values folded. */
+static void emit_elements(const rows_ctx *x, int p, const evtc_cuda_plain *pf) {
+  const evtc_kernel *k = x->k;
+  const evtc_cuda_rows_plan *pl = x->pl;
+  const evtc_cuda_rows_info *in = &x->info;
+  const bool *need = in->need + (size_t)p * (size_t)k->n_v;
+  evtc_sb *b = x->b;
+  const char *ind = "        ";
+  if (x->V > 1) {
+    evtc_sb_printf(b, "#pragma unroll\n        for (int e = 0; e < %d; e++) {\n          CI c = %s + e;\n", x->V,
+                   x->opaque_c ? "cbo" : "cb");
+    if (x->tail) evtc_sb_printf(b, "          if (c >= CC) continue;\n");
+    ind = "          ";
+  } else {
+    evtc_sb_printf(b, "        const int e = 0;\n        CI c = cb;\n        (void)e;\n");
+  }
+  if (x->opaque_c && x->V == 1) evtc_sb_printf(b, "%sasm volatile(\"\" : \"+%s\"(c));\n", ind, k->cols < (int64_t)1 << 30 ? "r" : "l");
+  evtc_cpu_vctx vx = {.k = k, .sb = b, .ind = ind, .storage = rows_storage, .storage_ctx = x};
+  if (x->V > 1) vx.vec_c0 = x->opaque_c ? "cbo" : "cb";
+  if (x->V > 1 && shares_philox(x)) {
+    vx.rng_block = "rb4 + (e >> 2)";
+    vx.rng_word = "e & 3";
+  }
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    if (need[i] && is_value(v)) emit_node_value(x, &vx, i, p, pf);
+    if (reduce_in_pass(k, i, p) && (v->cls != EVTC_VC_COL || col_red(x, i, p))) {
+      int op = red_op(v->op), a = v->args[0];
+      if (pf && op == 0 && pf->fact[a] == EVTC_PLAIN_ZERO) continue;    /* a sum skips a zero */
+      bool f = f32_acc(x, i);
+      const char *comb = f ? "evtc_combf" : "evtc_comb", *ct = f ? "float" : "double";
+      if (v->cls == EVTC_VC_COL) evtc_sb_printf(b, "%sacc%d = %s<%d>(acc%d, (%s)v%d);\n", ind, i, comb, op, i, ct, a);
+      else if (v->cls == EVTC_VC_SCALAR) evtc_sb_printf(b, "%spa%d = %s<%d>(pa%d, (%s)v%d);\n", ind, i, comb, op, i, ct, a);
+      else {
+        const char *rt = row_type(x, i), *idx = pl->row_partials == 0 ? x->kidx : pl->row_partials == 1 ? x->sidx : "c";
+        f = strcmp(rt, "float") == 0;
+        evtc_sb_printf(b, "%spr%d[%s] = %s<%d>(pr%d[%s], (%s)v%d);\n", ind, i, idx, f ? "evtc_combf" : "evtc_comb", op, i,
+                       idx, rt, a);
+      }
+    }
+    if (store_in_pass(k, i, p)) evtc_cpu_emit_store(&vx, i);
+  }
+  if (x->V > 1) {
+    evtc_sb_printf(b, "        }\n");
+    for (int i = 0; i < k->n_v; i++)
+      if (over_load(x, i) >= 0 && need[i] && in->first[i] == p && !plain_in_place(x, pf, i))
+        evtc_sb_printf(b, "        *(evtc_vec<%s, %d> *)(pf%d + pb + cb) = hw%d;\n", evtc_cpu_storage_ctype(k->v[i].dtype), x->V,
+                       over_load(x, i), i);
+    for (int i = 0; i < k->n_v; i++) {
+      if (!store_in_pass(k, i, p) || k->v[i].cls != EVTC_VC_FULL) continue;
+      if (!x->tail)
+        evtc_sb_printf(b, "        *(evtc_vec<%s, %d> *)(a%d + (r * CC + cb)) = sv%d;\n",
+                       evtc_cpu_storage_ctype(k->v[i].dtype), x->V, k->v[i].arg, i);
+      else if (staged(x, i) >= 0)
+        evtc_sb_printf(b, "        *(evtc_vec<%s, %d> *)(stg%d + 8 * (lane & 31)) = sv%d;\n", evtc_cpu_storage_ctype(k->v[i].dtype),
+                       x->V, staged(x, i), i);
+    }
+  }
+}
+
+/* Whether pass p computes value i (rather than reading it back from a kept copy, or copying another). */
+static bool computed_in_pass(const rows_ctx *x, int i, int p) {
+  const evtc_cuda_rows_info *in = &x->info;
+  if (!in->need[(size_t)p * (size_t)x->k->n_v + (size_t)i] || !is_value(&x->k->v[i])) return false;
+  if (over_load(x, i) >= 0) return in->first[i] >= p;
+  if (x->pl->cache && in->kept[i] && !held(x, i) && in->first[i] < p) return false;
+  return in->alias[i] < 0;
+}
+
+/* The facts of pass p's values on a row's plain vectors (cuda_rows_plain.c); false when none fold. */
+static bool plain_facts(const rows_ctx *x, int p, evtc_cuda_plain *pf) {
+  if (x->V == 1) return false;
+  bool *computed = malloc((size_t)x->k->n_v * sizeof *computed);
+  for (int i = 0; i < x->k->n_v; i++) computed[i] = computed_in_pass(x, i, p);
+  bool any = evtc_cuda_plain_facts(x->k, computed, x->V, pf);
+  free(computed);
+  return any;
+}
+
 static void emit_pass(const rows_ctx *x, int p) {
   const evtc_kernel *k = x->k;
   const evtc_cuda_rows_plan *pl = x->pl;
@@ -531,7 +647,6 @@ static void emit_pass(const rows_ctx *x, int p) {
                      f ? red_initf(v->op) : red_init(v->op));
   }
   open_cols(x, "    ", true);
-  const char *ind = "        ";
   if (x->V > 1) {
     for (int i = 0; i < k->n_v; i++) {
       const evtc_vnode *v = &k->v[i];
@@ -567,53 +682,18 @@ static void emit_pass(const rows_ctx *x, int p) {
      * value a vector: one a column spilled GPT-2's 56-column rows) */
     if (x->opaque_c)
       evtc_sb_printf(b, "        CI cbo = cb;\n        asm volatile(\"\" : \"+%s\"(cbo));\n", k->cols < (int64_t)1 << 30 ? "r" : "l");
-    evtc_sb_printf(b, "#pragma unroll\n        for (int e = 0; e < %d; e++) {\n          CI c = %s + e;\n", x->V,
-                   x->opaque_c ? "cbo" : "cb");
-    if (x->tail) evtc_sb_printf(b, "          if (c >= CC) continue;\n");
-    ind = "          ";
-  } else {
-    evtc_sb_printf(b, "        const int e = 0;\n        CI c = cb;\n        (void)e;\n");
   }
-  if (x->opaque_c && x->V == 1) evtc_sb_printf(b, "%sasm volatile(\"\" : \"+%s\"(c));\n", ind, k->cols < (int64_t)1 << 30 ? "r" : "l");
-  evtc_cpu_vctx vx = {.k = k, .sb = b, .ind = ind, .storage = rows_storage, .storage_ctx = x};
-  if (x->V > 1) vx.vec_c0 = x->opaque_c ? "cbo" : "cb";
-  if (x->V > 1 && shares_philox(x)) {
-    vx.rng_block = "rb4 + (e >> 2)";
-    vx.rng_word = "e & 3";
+  evtc_cuda_plain plain;
+  bool has_plain = plain_facts(x, p, &plain);
+  if (has_plain) {     /* the vector's values folded where it is plain, as computed elsewhere */
+    evtc_sb_printf(b, "        if (%s) {\n", plain.cond);
+    emit_elements(x, p, &plain);
+    evtc_sb_printf(b, "        } else {\n");
   }
-  for (int i = 0; i < k->n_v; i++) {
-    const evtc_vnode *v = &k->v[i];
-    if (need[i] && is_value(v)) emit_node_value(x, &vx, i, p);
-    if (reduce_in_pass(k, i, p) && (v->cls != EVTC_VC_COL || col_red(x, i, p))) {
-      int op = red_op(v->op), a = v->args[0];
-      bool f = f32_acc(x, i);
-      const char *comb = f ? "evtc_combf" : "evtc_comb", *ct = f ? "float" : "double";
-      if (v->cls == EVTC_VC_COL) evtc_sb_printf(b, "%sacc%d = %s<%d>(acc%d, (%s)v%d);\n", ind, i, comb, op, i, ct, a);
-      else if (v->cls == EVTC_VC_SCALAR) evtc_sb_printf(b, "%spa%d = %s<%d>(pa%d, (%s)v%d);\n", ind, i, comb, op, i, ct, a);
-      else {
-        const char *rt = row_type(x, i), *idx = pl->row_partials == 0 ? x->kidx : pl->row_partials == 1 ? x->sidx : "c";
-        f = strcmp(rt, "float") == 0;
-        evtc_sb_printf(b, "%spr%d[%s] = %s<%d>(pr%d[%s], (%s)v%d);\n", ind, i, idx, f ? "evtc_combf" : "evtc_comb", op, i,
-                       idx, rt, a);
-      }
-    }
-    if (store_in_pass(k, i, p)) evtc_cpu_emit_store(&vx, i);
-  }
-  if (x->V > 1) {
+  emit_elements(x, p, NULL);
+  if (has_plain) {
     evtc_sb_printf(b, "        }\n");
-    for (int i = 0; i < k->n_v; i++)
-      if (over_load(x, i) >= 0 && need[i] && in->first[i] == p)
-        evtc_sb_printf(b, "        *(evtc_vec<%s, %d> *)(pf%d + pb + cb) = hw%d;\n", evtc_cpu_storage_ctype(k->v[i].dtype), x->V,
-                       over_load(x, i), i);
-    for (int i = 0; i < k->n_v; i++) {
-      if (!store_in_pass(k, i, p) || k->v[i].cls != EVTC_VC_FULL) continue;
-      if (!x->tail)
-        evtc_sb_printf(b, "        *(evtc_vec<%s, %d> *)(a%d + (r * CC + cb)) = sv%d;\n",
-                       evtc_cpu_storage_ctype(k->v[i].dtype), x->V, k->v[i].arg, i);
-      else if (staged(x, i) >= 0)
-        evtc_sb_printf(b, "        *(evtc_vec<%s, %d> *)(stg%d + 8 * (lane & 31)) = sv%d;\n", evtc_cpu_storage_ctype(k->v[i].dtype),
-                       x->V, staged(x, i), i);
-    }
+    evtc_cuda_plain_free(&plain);
   }
   evtc_sb_printf(b, "      }\n");
   for (int i = 0; i < k->n_v; i++)     /* every lane of the warp, whether it owns this j's vector or not */

@@ -1,0 +1,174 @@
+/* test_rows_plain.c -- the plain vectors of a CUDA rows kernel
+ * (src/backend/cuda/cuda_rows_plain.c), checked on the CPU: no GPU needed.
+ *
+ * GPT-2's masked cross-entropy (bf16 logits plus gemm-pad's mask, a step
+ * of 0 below column 50257; log-softmax, the loss picked by the label's
+ * one-hot, the logits' gradient): on a vector that the label misses and
+ * that lies below the step, the masked logits are the loaded ones (kept
+ * over them in shared memory: nothing to write back), the one-hot product
+ * and its sum vanish and the gradient is the scaled softmax.  The facts
+ * are checked node by node and in the emitted kernel, whose plain loops
+ * must not round, write back or compare against the label.  A step with
+ * no zero side folds nothing, and neither does a softmax with no one-hot
+ * or step: their kernels keep one loop a pass.  A bf16 e^(a - max) is
+ * emitted as one FFMA and the exp2 (evtc_exp_shiftf), an f32 one is not.  test_gpu_kernels runs the
+ * masked cross-entropy (300 x 50264, random labels: each row takes both
+ * loops) against the interpreter on the GPU.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_emit.h"
+#include "check.h"
+#include "cpu_oracle.h"
+#include "kernel/kernel.h"
+#include "kernel_values.h"
+#include "step_const.h"
+
+/* The masked cross-entropy over 64 rows of 50264 columns, the mask a step from lo to hi at column 50257; to free. */
+static char *ce_text(double lo, double hi) {
+  evtc_sb b = {0};
+  evtc_sb_printf(&b, "graph ce {\n  %%lp = input() : bf16[64,50264]\n  %%labels = input() : i64[64]\n");
+  step_const_line(&b, "mask", "bf16", 50264, 50257, lo, hi, "50264");
+  evtc_sb_printf(&b,
+    "  %%y = add(%%lp, %%mask) : bf16[64,50264]\n"
+    "  %%max = reduce_max(%%y) {axes=[1], keepdims=1} : bf16[64,1]\n  %%shift = sub(%%y, %%max) : bf16[64,50264]\n"
+    "  %%exp = exp(%%shift) : bf16[64,50264]\n  %%sum = reduce_sum(%%exp) {axes=[1], keepdims=1} : bf16[64,1]\n"
+    "  %%lse = log(%%sum) : bf16[64,1]\n  %%lsm = sub(%%shift, %%lse) : bf16[64,50264]\n"
+    "  %%onehot = one_hot(%%labels) {depth=50264, dtype=bf16, checked=1} : bf16[64,50264]\n"
+    "  %%picked = mul(%%lsm, %%onehot) : bf16[64,50264]\n  %%psum = reduce_sum(%%picked) : bf16[]\n"
+    "  %%t0 = div(%%exp, %%sum) : bf16[64,50264]\n  %%t2 = sub(%%t0, %%onehot) : bf16[64,50264]\n"
+    "  %%sc = const() {value=0.015625} : bf16[]\n  %%grad = mul(%%t2, %%sc) : bf16[64,50264]\n"
+    "  output %%psum\n  output %%grad\n}\n");
+  return b.s;
+}
+
+static const char softmax_f32_text[] =
+    "graph sm {\n  %x = input() : f32[64,4096]\n  %m = reduce_max(%x) {axes=[1], keepdims=1} : f32[64,1]\n"
+    "  %s = sub(%x, %m) : f32[64,4096]\n  %e = exp(%s) : f32[64,4096]\n"
+    "  %z = reduce_sum(%e) {axes=[1], keepdims=1} : f32[64,1]\n  %p = div(%e, %z) : f32[64,4096]\n"
+    "  output %p\n}\n";
+
+static const char softmax_text[] =
+    "graph sm {\n  %x = input() : bf16[64,4096]\n  %m = reduce_max(%x) {axes=[1], keepdims=1} : bf16[64,1]\n"
+    "  %s = sub(%x, %m) : bf16[64,4096]\n  %e = exp(%s) : bf16[64,4096]\n"
+    "  %z = reduce_sum(%e) {axes=[1], keepdims=1} : bf16[64,1]\n  %p = div(%e, %z) : bf16[64,4096]\n"
+    "  output %p\n}\n";
+
+/* The emitted kernel of k with the plan for an H200-sized device; to free. */
+static char *emit(evtc_kernel *k) {
+  evtc_cuda_rows_plan pl = evtc_cuda_rows_plan_of(k, 132, 227 * 1024);
+  snprintf(k->name, sizeof k->name, "plain");
+  evtc_sb src = {0};
+  evtc_cuda_emit_rows(&src, k, &pl);
+  return src.s;
+}
+
+/* The text of the plain loop that starts at condition `cond` in src (up to its "} else {"), into buf. */
+static bool plain_loop(const char *src, const char *cond, char *buf, size_t cap) {
+  const char *at = src ? strstr(src, cond) : NULL;
+  const char *end = at ? strstr(at, "} else {") : NULL;
+  if (!end) return false;
+  snprintf(buf, cap, "%.*s", (int)(end - at), at);
+  return true;
+}
+
+static void test_facts(void) {
+  char *t = ce_text(0, -1.6947656946257677e38);
+  evtc_graph *g;
+  evtc_kernel *k = oracle_kernel(t, "masked cross-entropy", &g);
+  free(t);
+  if (!k) return;
+  bool *all = malloc((size_t)k->n_v);
+  for (int i = 0; i < k->n_v; i++) all[i] = true;
+  evtc_cuda_plain pf;
+  bool any = evtc_cuda_plain_facts(k, all, 8, &pf);
+  CHECK(any, "masked cross-entropy: no plain facts");
+  if (any) {
+    const int lp = value_of(k, "lp"), y = value_of(k, "y"), mask = value_of(k, "mask"), onehot = value_of(k, "onehot");
+    const int picked = value_of(k, "picked"), t0 = value_of(k, "t0"), t2 = value_of(k, "t2"), lsm = value_of(k, "lsm");
+    CHECK(lp >= 0 && y >= 0 && mask >= 0 && onehot >= 0 && picked >= 0 && t0 >= 0 && t2 >= 0 && lsm >= 0,
+          "masked cross-entropy: a value not found");
+    if (lp >= 0 && y >= 0 && mask >= 0 && onehot >= 0 && picked >= 0 && t0 >= 0 && t2 >= 0 && lsm >= 0) {
+      CHECK(pf.fact[mask] == EVTC_PLAIN_ZERO, "the step below its depth: fact %d, not zero", pf.fact[mask]);
+      CHECK(pf.fact[onehot] == EVTC_PLAIN_ZERO, "the one-hot off the label: fact %d, not zero", pf.fact[onehot]);
+      CHECK(pf.fact[picked] == EVTC_PLAIN_ZERO, "the picked log-softmax: fact %d, not zero", pf.fact[picked]);
+      CHECK(pf.fact[y] == EVTC_PLAIN_SAME && pf.same[y] == lp, "the masked logits: fact %d same %d, not the load %d",
+            pf.fact[y], pf.same[y], lp);
+      CHECK(pf.fact[t2] == EVTC_PLAIN_SAME && pf.same[t2] >= 0 && node_of(k, pf.same[t2]) == node_of(k, t0),
+            "softmax minus one-hot: fact %d same %d, not the softmax", pf.fact[t2], pf.same[t2]);
+      CHECK(pf.fact[lsm] == EVTC_PLAIN_NONE, "the log-softmax: fact %d, not computed", pf.fact[lsm]);
+    }
+    CHECK(strstr(pf.cond, "cb + 8 <= 50257") && strstr(pf.cond, ">= 8u"),
+          "masked cross-entropy: condition [%s], not below the step and off the label", pf.cond);
+    evtc_cuda_plain_free(&pf);
+  }
+  free(all);
+  evtc_kernel_free(k);
+  evtc_graph_free(g);
+}
+
+static void test_emitted(void) {
+  char *t = ce_text(0, -1.6947656946257677e38);
+  evtc_graph *g;
+  evtc_kernel *k = oracle_kernel(t, "masked cross-entropy", &g);
+  free(t);
+  if (!k) return;
+  char *src = emit(k);
+  char loop[4096];
+  bool below = plain_loop(src, "if (cb + 8 <= 50257) {", loop, sizeof loop);
+  CHECK(below, "masked cross-entropy: no plain loop below the step");
+  if (below)
+    CHECK(!strstr(loop, "evtc_f2bf(") && !strstr(loop, "hw") && !strstr(loop, "50257LL ?"),
+          "masked cross-entropy: the plain loop below the step rounds, writes back or computes the mask:\n%s", loop);
+  bool off = plain_loop(src, ">= 8u) {", loop, sizeof loop);
+  CHECK(off, "masked cross-entropy: no plain loop off the label");
+  if (off)
+    CHECK(!strstr(loop, " == e)") && strstr(loop, "sv") && !strstr(loop, "pa"),
+          "masked cross-entropy: the plain loop off the label compares, sums the pick or stores nothing:\n%s", loop);
+  CHECK(src && strstr(src, "= evtc_exp_shiftf(v"), "masked cross-entropy: e^(shift) not by evtc_exp_shiftf");
+  free(src);
+  evtc_kernel_free(k);
+  evtc_graph_free(g);
+}
+
+/* Kernel text t has no plain loop (its facts fold nothing). */
+static void check_no_plain(const char *t, const char *what) {
+  evtc_graph *g;
+  evtc_kernel *k = oracle_kernel(t, what, &g);
+  if (!k) return;
+  char *src = emit(k);
+  CHECK(src && !strstr(src, "} else {\n#pragma unroll"), "%s: a plain loop where nothing folds", what);
+  free(src);
+  evtc_kernel_free(k);
+  evtc_graph_free(g);
+}
+
+int main(void) {
+  test_facts();
+  test_emitted();
+  char *t = ce_text(0.5, -3);
+  evtc_graph *g;
+  evtc_kernel *k = oracle_kernel(t, "cross-entropy with a step of no zero side", &g);
+  if (k) {
+    char *src = emit(k);
+    CHECK(src && !strstr(src, "if (cb + 8 <= 50257)") && !strstr(src, "if (cb >= 50257)"),
+          "a step of no zero side: a plain loop on the step");
+    free(src);
+    evtc_kernel_free(k);
+    evtc_graph_free(g);
+  }
+  free(t);
+  check_no_plain(softmax_text, "bf16 softmax");
+  /* e^(a - max) by one FFMA and the exp2 only where the value is stored as bf16 (the rounded max log2 e's error) */
+  k = oracle_kernel(softmax_f32_text, "f32 softmax", &g);
+  if (k) {
+    char *src = emit(k);
+    CHECK(src && !strstr(src, "= evtc_exp_shiftf(v") && strstr(src, "evtc_expf(v"), "f32 softmax: e^(shift) not by evtc_expf");
+    free(src);
+    evtc_kernel_free(k);
+    evtc_graph_free(g);
+  }
+  return check_summary();
+}

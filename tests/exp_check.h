@@ -12,6 +12,15 @@
  * ftz, results below 2^-126 may also be zero (ex2.approx.ftz flushes
  * them).  Outputs are poisoned before the run.  Include after
  * cpu_oracle.h (CHECK, oracle_parse).
+ *
+ * check_exp_shift_bf16: e^(x - max) of bf16 rows, a softmax's numerator,
+ * read back through a cast to f32 in the same rows kernel (the value before
+ * its bf16 rounding; the shift itself may be rounded to bf16 where a kernel
+ * keeps it).  The CUDA backend computes it as 2^(x log2 e - max
+ * log2 e) with the rounded max log2 e (evtc_exp_shiftf), whose error grows
+ * with |max|; rows with maxima of magnitude up to 8000, each within 2^-21 +
+ * 6.5e-8 (|max| + |x - max|) relative of exp in double: at |max| 8000 about
+ * a quarter of bf16's rounding.
  */
 #ifndef EVTC_TEST_EXP_CHECK_H
 #define EVTC_TEST_EXP_CHECK_H
@@ -19,7 +28,10 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
+
+#include "runtime/precision.h"
 
 static void check_exp(const evtc_backend *be, const char *what, double base, double slope, bool ftz) {
   enum { N = 1 << 18 };
@@ -63,6 +75,57 @@ static void check_exp(const evtc_backend *be, const char *what, double base, dou
   free(ex);
   free(e);
   evtc_graph_free(g);
+}
+
+static inline void check_exp_shift_bf16(const evtc_backend *be, const char *what) {
+  enum { R = 64, C = 1024 };
+  static const char text[] =
+      "graph exp_shift {\n  %x = input() : f32[64,1024]\n  %xb = cast(%x) {dtype=bf16} : bf16[64,1024]\n"
+      "  %m = reduce_max(%xb) {axes=[1], keepdims=1} : bf16[64,1]\n  %s = sub(%xb, %m) : bf16[64,1024]\n"
+      "  %e = exp(%s) : bf16[64,1024]\n  %o = cast(%e) {dtype=f32} : f32[64,1024]\n  output %o\n}\n";
+  static const double maxima[] = {0, 0.75, -3.5, 17, -100, 750, -2000, 4096, -8000, 8000};
+  enum { N_MAX = sizeof maxima / sizeof maxima[0] };
+  evtc_graph *g = oracle_parse(text, what);
+  double *x = malloc(sizeof(double) * R * C), *y = malloc(sizeof(double) * R * C);
+  evtc_diag d = {0};
+  evtc_program *p = g && x && y ? evtc_program_new(g, NULL, 0, be, NULL, &d) : NULL;
+  CHECK(p != NULL, "%s: %s", what, d.msg);
+  if (p) {
+    uint32_t state = 12345;
+    for (int r = 0; r < R; r++) {
+      const double m = maxima[r % N_MAX] * (1.0 + (r / N_MAX) * 0.0078125);     /* exact in bf16 */
+      x[(size_t)r * C] = m;
+      for (int c = 1; c < C; c++) {
+        state = state * 1664525u + 1013904223u;
+        x[(size_t)r * C + c] = m - 20.0 * (state >> 8) / 16777216.0;   /* rounded to bf16 by the graph: at most m */
+      }
+    }
+    evtc_program_set(p, evtc_graph_find(g, "x"), x);
+    evtc_program_poison(p);
+    CHECK(evtc_program_run(p, 0, &d) == EVTC_OK, "%s: %s", what, d.msg);
+    CHECK(evtc_program_get(p, evtc_graph_find(g, "o"), y), "%s: the output read back", what);
+    double worst = 0, worst_x = 0, worst_m = 0;
+    int bad = 0;
+    for (int r = 0; r < R; r++) {
+      const double m = evtc_round_to(EVTC_BF16, x[(size_t)r * C]);
+      for (int c = 0; c < C; c++) {
+        const double xb = evtc_round_to(EVTC_BF16, (float)x[(size_t)r * C + c]);   /* an f32 input */
+        /* the shift may be rounded to bf16 where a kernel keeps it (the CPU backend's row buffers) */
+        const double bound = 0x1p-21 + 6.5e-8 * (fabs(m) + fabs(xb - m)), got = y[(size_t)r * C + c];
+        const double want = exp(xb - m), want_kept = exp(evtc_round_to(EVTC_BF16, xb - m));
+        const double rel = fmin(fabs(got - want) / want, fabs(got - want_kept) / want_kept) / bound;
+        bad += !(rel <= 1.0);
+        if (rel > worst) worst = rel, worst_x = xb, worst_m = m;
+      }
+    }
+    CHECK(bad == 0, "%s: e^(x - max) beyond its bound at %d of %d values (worst %.3g of it, x %.9g, max %.9g)", what,
+          bad, R * C, worst, worst_x, worst_m);
+    printf("%s: e^(x - max) (bf16) at most %.3f of its bound (x %.9g, max %.9g)\n", what, worst, worst_x, worst_m);
+  }
+  evtc_program_free(p);
+  evtc_graph_free(g);
+  free(x);
+  free(y);
 }
 
 #endif

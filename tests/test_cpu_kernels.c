@@ -183,6 +183,7 @@ int main(int argc, char **argv) {
   test_epilogue_fused();
   test_step_constants();
   check_exp(evtc_backend_cpu(), "CPU exp", 2.0, 0.0, false);
+  check_exp_shift_bf16(evtc_backend_cpu(), "CPU exp of a shift");
   check_erf_gelu(evtc_backend_cpu(), "CPU erf and gelu");
   check_tanh_bf16(evtc_backend_cpu(), "CPU tanh of bf16");
   char cmd[128];

@@ -757,6 +757,7 @@ int main(int argc, char **argv) {
   check_erf1p_bf16(oracle_be, "CUDA 1 + erf of bf16");
   check_tanh_bf16(oracle_be, "CUDA tanh of bf16");
   check_exp(oracle_be, "CUDA exp", 2.0, 1.25, true);
+  check_exp_shift_bf16(oracle_be, "CUDA exp of a shift");
   test_error_flag();
   test_graph_replay();
   char path[1024], err[512];

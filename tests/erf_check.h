@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bf16_sweep.h"
+
 static void check_erf_gelu(const evtc_backend *be, const char *what) {
   enum { N = 1 << 20 };
   static const char text[] = "graph erf {\n  %x = input() : f32[1048576]\n  %y = erf(%x) : f32[1048576]\n"
@@ -75,33 +77,15 @@ static void check_erf_gelu(const evtc_backend *be, const char *what) {
  * bf16 value of [-6, 6] and the special values.  For a backend with a polynomial of its own for bf16 (the CUDA
  * prelude's evtc_erf1p_bf16f); the CPU's is its f32 1 + erf, which check_erf_gelu covers. */
 static inline void check_erf1p_bf16(const evtc_backend *be, const char *what) {
-  enum { N = 1 << 16 };
   static const char text[] = "graph erf1p_bf16 {\n  %x = input() : f32[65536]\n"
                              "  %xb = cast(%x) {dtype=bf16} : bf16[65536]\n  %e = erf(%xb) : bf16[65536]\n"
                              "  %one = const() {value=1.0} : bf16[]\n  %e1 = add(%e, %one) : bf16[65536]\n"
                              "  %o = cast(%e1) {dtype=f32} : f32[65536]\n  output %o\n}\n";
   static const double special[] = {INFINITY, -INFINITY, NAN};     /* +-0 are in the sweep: 1 within the bound */
   enum { N_SPECIAL = sizeof special / sizeof special[0] };
-  evtc_graph *g = oracle_parse(text, what);
-  double *x = malloc(sizeof(double) * N), *y = malloc(sizeof(double) * N);
-  evtc_diag d = {0};
-  evtc_program *p = g && x && y ? evtc_program_new(g, NULL, 0, be, NULL, &d) : NULL;
-  CHECK(p != NULL, "%s: %s", what, d.msg);
-  if (p) {
-    int n = 0;
-    for (; n < N_SPECIAL; n++) x[n] = special[n];
-    for (uint32_t bits = 0; bits < 0x8000u && n < N; bits++) {     /* every bf16 of [0, 6], and its negative */
-      const uint32_t w = bits << 16;
-      float f;
-      memcpy(&f, &w, sizeof f);
-      if (f <= 6.0f) x[n++] = f, x[n++] = -f;
-    }
-    const int used = n;
-    for (; n < N; n++) x[n] = 0.5;
-    evtc_program_set(p, evtc_graph_find(g, "x"), x);
-    evtc_program_poison(p);
-    CHECK(evtc_program_run(p, 0, &d) == EVTC_OK, "%s: %s", what, d.msg);
-    CHECK(evtc_program_get(p, evtc_graph_find(g, "o"), y), "%s: the output read back", what);
+  double *x, *y;
+  const int used = bf16_sweep(be, what, text, special, N_SPECIAL, 6.0f, false, &x, &y);
+  if (used >= 0) {
     double worst = 0, worst_x = 0;
     int bad = 0;
     for (int i = N_SPECIAL; i < used; i++) {
@@ -117,8 +101,6 @@ static inline void check_erf1p_bf16(const evtc_backend *be, const char *what) {
     printf("%s: 1 + erf (bf16) at most %.3f of its bound (at %.9g) over %d bf16 values\n", what, worst, worst_x,
            used - N_SPECIAL);
   }
-  evtc_program_free(p);
-  evtc_graph_free(g);
   free(x);
   free(y);
 }

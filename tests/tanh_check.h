@@ -17,33 +17,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bf16_sweep.h"
+
 static inline void check_tanh_bf16(const evtc_backend *be, const char *what) {
-  enum { N = 1 << 16 };
   static const char text[] = "graph tanh_bf16 {\n  %x = input() : f32[65536]\n"
                              "  %xb = cast(%x) {dtype=bf16} : bf16[65536]\n  %t = tanh(%xb) : bf16[65536]\n"
                              "  %o = cast(%t) {dtype=f32} : f32[65536]\n  output %o\n}\n";
   static const double special[] = {INFINITY, -INFINITY, NAN};
   enum { N_SPECIAL = sizeof special / sizeof special[0] };
-  evtc_graph *g = oracle_parse(text, what);
-  double *x = malloc(sizeof(double) * N), *y = malloc(sizeof(double) * N);
-  evtc_diag d = {0};
-  evtc_program *p = g && x && y ? evtc_program_new(g, NULL, 0, be, NULL, &d) : NULL;
-  CHECK(p != NULL, "%s: %s", what, d.msg);
-  if (p) {
-    int n = 0;
-    for (; n < N_SPECIAL; n++) x[n] = special[n];
-    for (uint32_t bits = 1; bits < 0x8000u && n + 1 < N; bits++) {     /* every bf16 of (0, 10], and its negative */
-      const uint32_t w = bits << 16;
-      float f;
-      memcpy(&f, &w, sizeof f);
-      if (f <= 10.0f) x[n++] = f, x[n++] = -f;
-    }
-    const int used = n;
-    for (; n < N; n++) x[n] = 0.5;
-    evtc_program_set(p, evtc_graph_find(g, "x"), x);
-    evtc_program_poison(p);
-    CHECK(evtc_program_run(p, 0, &d) == EVTC_OK, "%s: %s", what, d.msg);
-    CHECK(evtc_program_get(p, evtc_graph_find(g, "o"), y), "%s: the output read back", what);
+  double *x, *y;
+  const int used = bf16_sweep(be, what, text, special, N_SPECIAL, 10.0f, true, &x, &y);   /* tanh(0) = 0: no ratio */
+  if (used >= 0) {
     double worst = 0, worst_x = 0;
     int bad = 0;
     for (int i = N_SPECIAL; i < used; i++) {
@@ -58,8 +42,6 @@ static inline void check_tanh_bf16(const evtc_backend *be, const char *what) {
     printf("%s: tanh (bf16) at most %.3f of 2^-10.5 relative (at %.9g) over %d bf16 values\n", what, worst, worst_x,
            used - N_SPECIAL);
   }
-  evtc_program_free(p);
-  evtc_graph_free(g);
   free(x);
   free(y);
 }

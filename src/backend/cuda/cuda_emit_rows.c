@@ -436,7 +436,14 @@ static void kept_ref(const rows_ctx *x, int i, char *buf, size_t cap) {
   else snprintf(buf, cap, "kv%d[%s]", i, x->kidx);
 }
 
-static bool computed_in_pass(const rows_ctx *x, int i, int p);
+/* Whether pass p computes value i (rather than reading it back from a kept copy, or copying another). */
+static bool computed_in_pass(const rows_ctx *x, int i, int p) {
+  const evtc_cuda_rows_info *in = &x->info;
+  if (!in->need[(size_t)p * (size_t)x->k->n_v + (size_t)i] || !is_value(&x->k->v[i])) return false;
+  if (over_load(x, i) >= 0) return in->first[i] >= p;
+  if (x->pl->cache && in->kept[i] && !held(x, i) && in->first[i] < p) return false;
+  return in->alias[i] < 0;
+}
 
 /* Value i is e^(a - b) of a bf16 value, b a row's value, and pass p computes a - b: evtc_exp_shiftf(a, b). */
 static bool exp_of_shift(const rows_ctx *x, int i, int p) {
@@ -444,7 +451,8 @@ static bool exp_of_shift(const rows_ctx *x, int i, int p) {
   const evtc_vnode *v = &k->v[i];
   if (v->kind != EVTC_V_COMPUTE || v->op != EVTC_OP_EXP || v->dtype != EVTC_BF16) return false;
   const evtc_vnode *s = &k->v[v->args[0]];
-  return s->kind == EVTC_V_COMPUTE && s->op == EVTC_OP_SUB && (k->v[s->args[1]].cls == EVTC_VC_COL || k->v[s->args[1]].cls == EVTC_VC_SCALAR) &&
+  const evtc_vclass shift_by = s->n_args > 1 ? k->v[s->args[1]].cls : EVTC_VC_FULL;
+  return s->kind == EVTC_V_COMPUTE && s->op == EVTC_OP_SUB && (shift_by == EVTC_VC_COL || shift_by == EVTC_VC_SCALAR) &&
          computed_in_pass(x, v->args[0], p);
 }
 
@@ -611,15 +619,6 @@ static void emit_elements(const rows_ctx *x, int p, const evtc_cuda_plain *pf) {
                        x->V, staged(x, i), i);
     }
   }
-}
-
-/* Whether pass p computes value i (rather than reading it back from a kept copy, or copying another). */
-static bool computed_in_pass(const rows_ctx *x, int i, int p) {
-  const evtc_cuda_rows_info *in = &x->info;
-  if (!in->need[(size_t)p * (size_t)x->k->n_v + (size_t)i] || !is_value(&x->k->v[i])) return false;
-  if (over_load(x, i) >= 0) return in->first[i] >= p;
-  if (x->pl->cache && in->kept[i] && !held(x, i) && in->first[i] < p) return false;
-  return in->alias[i] < 0;
 }
 
 /* The facts of pass p's values on a row's plain vectors (cuda_rows_plain.c); false when none fold. */

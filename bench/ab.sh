@@ -15,7 +15,7 @@
 #                              still build it); about 40 MB
 #   bench/ab.sh run [--no-tests] [--models M,...] [--rounds N] [--steps N]
 #                   [--bench FILTER,...] [--graph FILE[:train],...] [--graph-runs N] [--graph-args 'ARGS'] [--attn]
-#                   [--evt GRAPH,...] [--stamps FILE.evt,...] [--b-env 'VAR=VALUE ...']
+#                   [--evt GRAPH,...] [--stamps FILE.evt,...] [--b-env 'VAR=VALUE ...'] [--families M,...]
 #                              on the GPU machine, from the repo root: B's GPU
 #                              tests (failing checks shown; exit 1 if any),
 #                              then for each model (bench/train_models.py,
@@ -39,7 +39,16 @@
 #                              B's per-tile clock stamps of each graph file's
 #                              pingpong GEMM kernel (bench/tile_stamps.sh, N
 #                              rounds: main loop, epilogue and period a tile,
-#                              cycles; needs nvcc), and the table: what,
+#                              cycles; needs nvcc), with --families A's and
+#                              B's step profile of each model (`explain
+#                              --train --profile 3`, A first: B's kernels run
+#                              on a warmer GPU, its GEMMs came out 0.5-1 %
+#                              slower in such pairs) joined family by family
+#                              (bench/ab_families.py: the totals and the
+#                              families that moved by 5 us or more; a
+#                              change to one kernel shows there when the
+#                              step's rounds scatter more than it saves),
+#                              and the table: what,
 #                              A, B, B / A.  --b-env sets environment
 #                              variables for B's runs only: with BASE the
 #                              change's own commit, a knob's effect
@@ -99,6 +108,7 @@ WRAP
 run)
   shift
   tests=1 models="" rounds=2 steps=10 benches="" graphs="" graph_runs=5 graph_args="" attn=0 evt="" stamps="" b_env=""
+  families=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --no-tests) tests=0; shift; continue ;;
@@ -113,6 +123,7 @@ run)
       --evt) evt=$2 ;;
       --stamps) stamps=$2 ;;
       --b-env) b_env=$2 ;;
+      --families) families=$2 ;;
       *) echo "ab.sh run: unknown option $1" >&2; exit 2 ;;
     esac
     shift 2
@@ -198,6 +209,17 @@ run)
     row "$(basename "$g")${train:+ (train)}: us of kernels, $graph_runs runs" "$(median <"$out/graph.a")" \
       "$(median <"$out/graph.b")"
   done
+  for m in $(echo "$families" | tr , ' '); do   # A's and B's step profile, family by family (bench/ab_families.py)
+    [ -f "$out/models/$m.onnx" ] ||
+      "${PYTHON:-python3}" bench/train_models.py "$out/models" --models "$m" --scale full >"$out/$m.export.log" 2>&1 ||
+      { echo "== $m: export failed: $(tail -1 "$out/$m.export.log")"; continue; }
+    for s in a b; do
+      env $(side_env "$s") XDG_CACHE_HOME="$out/cache-$s" timeout 300 "$(bin $s)/evtc" explain "$out/models/$m.onnx" \
+        --train --target h200 --profile 3 --loss cross_entropy --labels labels >"$out/$m.$s.families.txt" 2>&1 || true
+    done
+    "${PYTHON:-python3}" bench/ab_families.py "$out/$m.a.families.txt" "$out/$m.b.families.txt" |
+      while IFS="$(printf '\t')" read -r what a b; do row "$m step profile: $what, us" "$a" "$b"; done
+  done
   [ "$attn" = 1 ] && paired gpu_attention_bench attn attention ms '^RESULT' '{ print $2 "_" $3 "_" $4, $5 }'
   # shellcheck disable=SC2046
   [ -n "$evt" ] && paired gpu_evt_bench evt gpu_evt_bench "dev ms" '^RESULT evt' '{ print $3, $4 }' $(echo "$evt" | tr , ' ')
@@ -210,7 +232,7 @@ run)
   exit "$failed"
   ;;
 *)
-  echo "usage: $0 prepare BASE | run [--no-tests] [--models M,...] [--rounds N] [--steps N] [--bench F,...] [--graph FILE[:train],...] [--graph-runs N] [--graph-args 'ARGS'] [--attn] [--evt GRAPH,...] [--stamps FILE.evt,...] [--b-env 'VAR=VALUE ...']" >&2
+  echo "usage: $0 prepare BASE | run [--no-tests] [--models M,...] [--rounds N] [--steps N] [--bench F,...] [--graph FILE[:train],...] [--graph-runs N] [--graph-args 'ARGS'] [--attn] [--evt GRAPH,...] [--stamps FILE.evt,...] [--b-env 'VAR=VALUE ...'] [--families M,...]" >&2
   exit 2
   ;;
 esac

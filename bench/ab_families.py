@@ -12,7 +12,8 @@ Usage: ab_families.py A.txt B.txt [--min-us 5]
 import re
 import sys
 
-FAMILY = re.compile(r"^(\S+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+(\S+)\s+%(\S+)\s*$")
+# kind, kernels, measured, modelled, each, [achieved: "465 TFLOP/s", "3120 GB/s" or "-"; not before 2026-12-01], %node
+FAMILY = re.compile(r"^(\S+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+\S+(?:\s+(?:-|[0-9.]+ \S+/s))?\s+%(\S+)\s*$")
 TOTALS = re.compile(r"measured ([0-9.]+) us kernel by kernel .*?, ([0-9.]+) us as a whole run")
 
 
@@ -26,7 +27,7 @@ def families(path):
                 continue
             m = FAMILY.match(line) if on else None
             if m:
-                key = (m.group(1), re.sub(r"\d+", "N", m.group(6)))
+                key = (m.group(1), re.sub(r"\d+", "N", m.group(5)))
                 fams[key] = fams.get(key, 0.0) + float(m.group(3))
             elif on and not line.startswith("kind "):
                 on = False

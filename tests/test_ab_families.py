@@ -3,7 +3,8 @@
 Two `evtc explain --profile` outputs as the H200 printed them, cut down: the
 loss kernel 609.4 -> 501.2 us, the fc GEMMs' slowest layer 11 in A and 7 in
 B (the same family), a family only B has, one that moved by 2 us (under the
-5 us threshold) and the "rest" line.  The rows must be the totals, then the
+5 us threshold) and the "rest" line; A without the achieved column (as
+explain printed it before 2026-12-01), B with it.  The rows must be the totals, then the
 families that moved by 5 us or more, the largest change first, each summed
 under its name with numbers as N.
 Usage: test_ab_families.py SOURCE_DIR EVTC_BINARY
@@ -26,11 +27,11 @@ rest            232        0.000     1864.719          -  (12 more families)
 profile by kind (program kernels, measured us, modelled us): gemm 147 11400.064 9517.048;
 profile: plan kernels 618, program kernels 249; modelled 15294.723 us, measured 16211.883 us kernel by kernel (device clock), 14752.307 us as a whole run
 """
-B = HEAD + """gemm             12     1274.400     1014.473    106.200  %_blocks.7_fc_MatMul_output_0
-stitched          1      501.200      398.016    501.200  %loss.masked
-stitched         23      341.900      277.314     14.865  %_blocks.3_ln_1_LayerNormalization_output_0.mean
-opaque            1       68.700       43.062     68.700  %grad.wte.weight.rows
-rest            232        0.000     1864.719          -  (12 more families)
+B = HEAD + """gemm             12     1274.400     1014.473    106.200  364 TFLOP/s  %_blocks.7_fc_MatMul_output_0
+stitched          1      501.200      398.016    501.200    3297 GB/s  %loss.masked
+stitched         23      341.900      277.314     14.865    2568 GB/s  %_blocks.3_ln_1_LayerNormalization_output_0.mean
+opaque            1       68.700       43.062     68.700     627 GB/s  %grad.wte.weight.rows
+rest            232        0.000     1864.719          -            -  (12 more families)
 profile: plan kernels 618, program kernels 249; modelled 15294.723 us, measured 16150.635 us kernel by kernel (device clock), 14590.061 us as a whole run
 """
 

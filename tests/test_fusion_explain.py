@@ -81,11 +81,23 @@ with tempfile.TemporaryDirectory() as tmp:
     rc, out, err = explain(*joint, "--profile", "3")
     check(rc == 0, f"--profile: exit {rc}: {err}")
     plan_kernels = summaries(out).get("ilp", (0,))[0]
-    rows = re.findall(r"^(\d+|chain)\s+\S+\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+%\S+", out, re.M)
+    rows = re.findall(r"^(\d+|chain)\s+\S+\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+(-|[0-9.]+ [MGT](?:FLOP|B)/s)\s+%\S+",
+                      out, re.M)
+    # achieved: TFLOP/s (GFLOP/s) of a GEMM's modelled FLOP, GB/s (MB/s) of the other kernels' modelled bytes
+    kernel_bytes = {m.group(1): float(m.group(2)) for m in re.finditer(r"^kernel (\d+) \S+ nodes=\d+ bytes=(\d+) ", out, re.M)}
+    units = {"M": 1e6, "G": 1e9, "T": 1e12}
+    rates = re.findall(r"^(\d+)\s+(\S+)\s+\d+\s+[0-9.]+\s+([0-9.]+)\s+[0-9.]+\s+([0-9.]+) ([MGT])(FLOP|B)/s\s+%", out, re.M)
+    check(rates and all((unit == "FLOP") == (kind == "gemm") for _, kind, _, _, _, unit in rates),
+          f"--profile: achieved FLOP/s for GEMMs, B/s for the others: {rates[:4]}")
+    for kid, kind, us, rate, scale, unit in rates:
+        if unit == "B" and kid in kernel_bytes and float(us) > 0:
+            want = kernel_bytes[kid] / (float(us) * 1e-6)
+            check(abs(float(rate) * units[scale] - want) <= 0.02 * want + 0.5 * units[scale],   # printed to 1 unit
+                  f"--profile: kernel {kid} achieved {rate} {scale}B/s, its {kernel_bytes[kid]:.0f} bytes in {us} us")
     ids = [r[0] for r in rows if r[0] != "chain"]
     check(len(ids) == plan_kernels and len(set(ids)) == plan_kernels,
           f"--profile: one row per plan kernel ({len(ids)} rows, {plan_kernels} kernels)")
-    aliases = re.findall(r"^\d+\s+\S+\s+\d+\s+[0-9.]+\s+0\.000\s+[0-9.]+\s+%\S+ \(no kernel: a reshape alias, a view "
+    aliases = re.findall(r"^\d+\s+\S+\s+\d+\s+[0-9.]+\s+0\.000\s+[0-9.]+\s+-\s+%\S+ \(no kernel: a reshape alias, a view "
                          r"attention reads or writes in place, another kernel's by-product, or packed into another's "
                          r"launch\)$", out, re.M)
     check(sum(float(r[3]) > 0 for r in rows) == len(rows) - len(aliases),
@@ -102,8 +114,8 @@ with tempfile.TemporaryDirectory() as tmp:
           abs(sum(float(k[3]) for k in per_kind) - float(total.group(3))) < 0.01 * len(per_kind),
           "--profile: the kinds add up to the program's kernels, the measured and the modelled totals")
     fam_block = out.split("profile by family", 1)[1].split("profile by kind", 1)[0] if "profile by family" in out else ""
-    fams = re.findall(r"^(\w+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+(?:[0-9.]+|-)\s+(?:%\S+|\(\d+ more families\))$",
-                      fam_block, re.M)
+    fams = re.findall(r"^(\w+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+(?:[0-9.]+|-)\s+(?:-|[0-9.]+ [MGT](?:FLOP|B)/s)\s+"
+                      r"(?:%\S+|\(\d+ more families\))$", fam_block, re.M)
     check(total is not None and fams and sum(int(f[1]) for f in fams) == len(rows) and
           abs(sum(float(f[2]) for f in fams) - float(total.group(4))) < 0.01 * len(fams) and
           [float(f[2]) for f in fams if f[0] != "rest"] == sorted((float(f[2]) for f in fams if f[0] != "rest"), reverse=True),

@@ -12,7 +12,8 @@
  * (the mean time of a run), then N times kernel by kernel
  * (evtc_program_profile: on a GPU CUDA events between the kernels, no
  * waits; on the CPU a wait after every kernel), and prints each plan kernel's modelled time next
- * to its measured one, the slowest first, the same summed over families (kernels of one kind whose first
+ * to its measured one and what it achieved (TFLOP/s of a main loop, GB/s of the others' modelled bytes), the
+ * slowest first, the same summed over families (kernels of one kind whose first
  * nodes' names differ only in numbers: a model's layers), the totals per kernel kind, and the totals.  A plan
  * kernel that the program split, or ran in the interpreter, sums the
  * program kernels that hold its nodes; scalar-chain nodes (which the plan
@@ -101,6 +102,22 @@ static double now_us(void) {
   return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
 }
 
+/* What a kernel of modelled FLOP and bytes achieved in us, into buf: "465 TFLOP/s" for a main loop (a GEMM, or an
+ * opaque kernel whose modelled time its FLOP bound: attention; GFLOP/s below a TFLOP/s), else "3120 GB/s" of its
+ * modelled bytes (distinct tensors read + values written, each once; MB/s below a GB/s); "-" without a measured
+ * time. */
+static void achieved(const evtc_device *dev, evtc_kernel_kind kind, double flops, double bytes, double us, char *buf,
+                     size_t cap) {
+  const bool compute = kind == EVTC_KERNEL_GEMM ||
+                       (kind == EVTC_KERNEL_OPAQUE && flops / dev->gemm_flops > bytes / dev->copy_bw);
+  const double per_s = (compute ? flops : bytes) / (us * 1e-6);
+  const char *unit = compute ? "FLOP/s" : "B/s";
+  if (us <= 0) snprintf(buf, cap, "-");
+  else if (per_s >= 1e12 && compute) snprintf(buf, cap, "%.0f T%s", per_s * 1e-12, unit);
+  else if (per_s >= 1e9) snprintf(buf, cap, "%.0f G%s", per_s * 1e-9, unit);
+  else snprintf(buf, cap, "%.1f M%s", per_s * 1e-6, unit);
+}
+
 /* A family of plan kernels: the same kind and first-node name but for its numbers (a model's layers). */
 typedef struct profile_family {
   char key[96];
@@ -108,6 +125,8 @@ typedef struct profile_family {
   int32_t first_node;       /* of its slowest kernel */
   int kernels;
   double measured_us, modelled_us;
+  double flops, bytes;      /* modelled, over the kernels with a plan kernel (not scalar chains) */
+  evtc_kernel_kind plan_kind;
 } profile_family;
 
 static int family_by_measured(const void *a, const void *b) {
@@ -129,7 +148,8 @@ static void family_key(const char *kind, const evtc_node *n, char *key, size_t c
 }
 
 /* The families of rows, the slowest first: up to SHOWN of them, then one line for the rest. */
-static void print_families(FILE *out, const evtc_partition *part, const profile_row *rows, int n_rows) {
+static void print_families(FILE *out, const evtc_partition *part, const evtc_device *dev, const profile_row *rows,
+                           int n_rows) {
   enum { SHOWN = 30 };
   const evtc_graph *g = part->g;
   profile_family *f = calloc((size_t)(n_rows + 1), sizeof *f);
@@ -150,11 +170,16 @@ static void print_families(FILE *out, const evtc_partition *part, const profile_
     f[i].kernels++;
     f[i].measured_us += x->measured_us;
     f[i].modelled_us += x->modelled_us;
+    if (x->plan_kernel >= 0) {
+      const evtc_fusion_kernel *K = &part->kernels[x->plan_kernel];
+      f[i].flops += K->flops, f[i].bytes += K->bytes, f[i].plan_kind = K->kind;
+    }
   }
   qsort(f, (size_t)nf, sizeof *f, family_by_measured);
   fprintf(out, "profile by family (plan kernels of one kind whose first nodes' names differ only in numbers, the "
                "slowest first; first node: the family's slowest):\n");
-  fprintf(out, "%-11s %7s %12s %12s %10s  %s\n", "kind", "kernels", "measured_us", "modelled_us", "each_us", "first node");
+  fprintf(out, "%-11s %7s %12s %12s %10s %12s  %s\n", "kind", "kernels", "measured_us", "modelled_us", "each_us", "achieved",
+          "first node");
   double rest_us = 0, rest_mod = 0;
   int rest_kernels = 0;
   for (int i = 0; i < nf; i++) {
@@ -162,12 +187,15 @@ static void print_families(FILE *out, const evtc_partition *part, const profile_
       rest_us += f[i].measured_us, rest_mod += f[i].modelled_us, rest_kernels += f[i].kernels;
       continue;
     }
-    fprintf(out, "%-11s %7d %12.3f %12.3f %10.3f  %%%s\n", f[i].kind, f[i].kernels, f[i].measured_us, f[i].modelled_us,
-            f[i].measured_us / f[i].kernels, g->nodes[f[i].first_node]->name);
+    char rate[32] = "-";
+    if (strcmp(f[i].kind, "scalar") != 0)
+      achieved(dev, f[i].plan_kind, f[i].flops, f[i].bytes, f[i].measured_us, rate, sizeof rate);
+    fprintf(out, "%-11s %7d %12.3f %12.3f %10.3f %12s  %%%s\n", f[i].kind, f[i].kernels, f[i].measured_us, f[i].modelled_us,
+            f[i].measured_us / f[i].kernels, rate, g->nodes[f[i].first_node]->name);
   }
   if (nf > SHOWN)
-    fprintf(out, "%-11s %7d %12.3f %12.3f %10s  (%d more families)\n", "rest", rest_kernels, rest_us, rest_mod, "-",
-            nf - SHOWN);
+    fprintf(out, "%-11s %7d %12.3f %12.3f %10s %12s  (%d more families)\n", "rest", rest_kernels, rest_us, rest_mod, "-",
+            "-", nf - SHOWN);
   free(f);
 }
 
@@ -227,21 +255,23 @@ int evtc_explain_profile(const evtc_partition *part, const evtc_backend *be, int
   const evtc_program_stats st = evtc_program_get_stats(prog);
   fprintf(out, "== profile: backend %s, %d runs, mean us per kernel (%s) ==\n", be->name, runs,
           device_clock ? "device clock: events between kernels, no waits" : "host clock, a wait after each kernel");
-  fprintf(out, "%-8s %-11s %6s %12s %12s %9s  %s\n", "kernel", "kind", "nodes", "modelled_us", "measured_us",
-          "meas/mod", "first node");
+  fprintf(out, "%-8s %-11s %6s %12s %12s %9s %12s  %s\n", "kernel", "kind", "nodes", "modelled_us", "measured_us",
+          "meas/mod", "achieved", "first node");
   for (int r = 0; r < n_rows; r++) {
     const profile_row *x = &rows[r];
     char name[32];
     if (x->plan_kernel >= 0) snprintf(name, sizeof name, "%d", x->plan_kernel);
     else snprintf(name, sizeof name, "chain");
     const evtc_fusion_kernel *K = x->plan_kernel >= 0 ? &part->kernels[x->plan_kernel] : NULL;
-    fprintf(out, "%-8s %-11s %6d %12.3f %12.3f %9.2f  %%%s%s\n", name, K ? evtc_kernel_kind_name(K->kind) : "scalar",
+    char rate[32] = "-";
+    if (K) achieved(&dev, K->kind, K->flops, K->bytes, x->measured_us, rate, sizeof rate);
+    fprintf(out, "%-8s %-11s %6d %12.3f %12.3f %9.2f %12s  %%%s%s\n", name, K ? evtc_kernel_kind_name(K->kind) : "scalar",
             K ? K->n_nodes : 1, x->modelled_us, x->measured_us, x->modelled_us > 0 ? x->measured_us / x->modelled_us : 0,
-            g->nodes[x->first_node]->name, x->program_kernels > 1    ? " (split in the program)"
+            rate, g->nodes[x->first_node]->name, x->program_kernels > 1    ? " (split in the program)"
                                             : x->program_kernels == 0 ? " (no kernel: a reshape alias, a view attention reads or writes in place, another kernel's by-product, or packed into another's launch)"
                                                                       : "");
   }
-  print_families(out, part, rows, n_rows);
+  print_families(out, part, &dev, rows, n_rows);
   enum { KINDS = EVTC_KERNEL_OPAQUE + 2 };     /* the plan's kinds, then scalar-chain kernels */
   double kind_us[KINDS] = {0}, kind_mod[KINDS] = {0};
   int kind_n[KINDS] = {0};

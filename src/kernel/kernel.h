@@ -176,6 +176,9 @@ const evtc_kernel *evtc_kernel_at_line(const char *src, const evtc_kernel *const
 
 /* True when the kernel has a REDUCE vnode of class c (ROW, COL, SCALAR). */
 bool evtc_kernel_has_reduce(const evtc_kernel *k, evtc_vclass c);
+/* Whether domain dim d is the only one of its side (rows or columns) longer than 1: its coordinate is the row r or
+ * the column c itself, with no division. */
+bool evtc_kernel_dim_is_whole(const evtc_kernel *k, int d);
 
 /* For a one-node kernel (an OPAQUE template): the argument index of input j of its node, and of its first
  * output; -1 when there is none. */

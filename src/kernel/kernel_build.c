@@ -538,6 +538,8 @@ bool evtc_kernel_has_reduce(const evtc_kernel *k, evtc_vclass c) {
   return false;
 }
 
+bool evtc_kernel_dim_is_whole(const evtc_kernel *k, int d) { return k->dom[d] == (d < k->split ? k->rows : k->cols); }
+
 int evtc_kernel_input_arg(const evtc_kernel *k, int j) {
   for (int i = 0; i < k->n_args; i++)
     if (!k->args[i].output && k->args[i].node == k->main->inputs[j]) return i;

@@ -242,7 +242,7 @@ void evtc_cpu_load_index(const evtc_cpu_vctx *x, const evtc_vnode *v, char *buf,
 
 /* The coordinate of domain dim d at (r, c). */
 static void coord(const evtc_kernel *k, int d, char *buf, size_t cap) {
-  if (k->dom[d] == (d < k->split ? k->rows : k->cols)) {    /* the one dim of its side longer than 1 */
+  if (evtc_kernel_dim_is_whole(k, d)) {
     snprintf(buf, cap, "%s", d < k->split ? "r" : "c");
     return;
   }

@@ -199,8 +199,7 @@ void evtc_cuda_emit_value(const evtc_cpu_vctx *x, int i) {
   const evtc_kernel *k = x->k;
   const evtc_vnode *v = &k->v[i];
   /* r and c are in scope wherever a non-scalar one-hot is emitted (the elementwise template computes them for it) */
-  if (v->kind == EVTC_V_ONE_HOT && v->cls != EVTC_VC_SCALAR && v->dim >= 0 &&
-      k->dom[v->dim] == (v->dim < k->split ? k->rows : k->cols)) {
+  if (v->kind == EVTC_V_ONE_HOT && v->cls != EVTC_VC_SCALAR && v->dim >= 0 && evtc_kernel_dim_is_whole(k, v->dim)) {
     const char *t = evtc_cpu_ctype(v->dtype);
     int a = v->args[0];
     const char *coord = v->dim < k->split ? "r" : "c";

@@ -32,8 +32,8 @@
 
 #include "backend/cuda/cuda_emit.h"
 
-/* Whether domain dim d is the column coordinate c itself (a row's one dim longer than 1 among the columns). */
-static bool is_column(const evtc_kernel *k, int d) { return d >= k->split && k->dom[d] == k->cols; }
+/* Whether domain dim d is the column coordinate c itself. */
+static bool is_column(const evtc_kernel *k, int d) { return d >= k->split && evtc_kernel_dim_is_whole(k, d); }
 
 static bool is_float(evtc_dtype t) { return t == EVTC_F32 || t == EVTC_F64 || evtc_dtype_is_half(t); }
 

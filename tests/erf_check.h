@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bf16_sweep.h"
+#include "unary_run.h"
 
 static void check_erf_gelu(const evtc_backend *be, const char *what) {
   enum { N = 1 << 20 };

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bf16_sweep.h"
+#include "unary_run.h"
 
 static inline void check_tanh_bf16(const evtc_backend *be, const char *what) {
   static const char text[] = "graph tanh_bf16 {\n  %x = input() : f32[65536]\n"

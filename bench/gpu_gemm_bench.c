@@ -1,10 +1,13 @@
-/* gpu_gemm_bench.c -- evtc's sm_90a GEMM (cuda_emit_gemm.c) against
+/* gpu_gemm_bench.c -- evtc's GEMM templates, sm_90a (cuda_emit_gemm.c) and
+ * sm_80 (cuda_emit_gemm80.c, its configs named "... sm80"), against
  * cuBLASLt on the GEMM shapes of issue 8: 8192^3, 16384x4096x1024 and
  * 16384x1024x4096 (M x N x K), bf16 inputs, fp32 accumulation, bf16 D.
  *
  * Layouts: "TN" (A M x K, B N x K: both K-major, the layout of a linear
  * layer's forward pass and wgmma's native one) for cuBLASLt and three tile
- * configs of evtc; "NN" (B K x N) for cuBLASLt and evtc's default config.
+ * configs of evtc; "NN" (B K x N) for cuBLASLt and evtc's default configs
+ * of both templates.  On an H200 the sm_80 rows show what mma.sync and
+ * cp.async reach without wgmma and TMA (the path an A100 takes).
  * cuBLASLt runs its top heuristic (compute 32F, scale 32F, 32 MiB
  * workspace), called through evtc's dlopen of libcublasLt (cuda_api.h).
  * Each timing is the median of 20 launches after 5 warm-ups, each launch
@@ -32,13 +35,19 @@
 #include "runtime/elements.h"
 
 static const evtc_cuda_gemm_config cfgs[] = {
-    {128, 256, 64, 4, 2, 1, 1, 8, false},
-    {256, 128, 64, 4, 2, 1, 1, 8, false},
-    {128, 128, 64, 6, 2, 1, 1, 8, false},
-    {128, 128, 64, 6, 2, 1, 1, 8, true},    /* pingpong: the visitor epilogue's default */
-    {64, 256, 64, 4, 2, 1, 1, 8, true},
+    {128, 256, 64, 4, 2, 1, 1, 8, false, false},
+    {256, 128, 64, 4, 2, 1, 1, 8, false, false},
+    {128, 128, 64, 6, 2, 1, 1, 8, false, false},
+    {128, 128, 64, 6, 2, 1, 1, 8, true, false},    /* pingpong: the visitor epilogue's default */
+    {64, 256, 64, 4, 2, 1, 1, 8, true, false},
+    {128, 128, 64, 4, 2, 1, 1, 8, false, true},    /* SM80: the sm_80 template's default */
+    {128, 256, 64, 3, 2, 1, 1, 8, false, true},
+    {256, 128, 64, 3, 2, 1, 1, 8, false, true},    /* warps of 32 x 128 */
+    {128, 128, 64, 4, 1, 1, 1, 8, false, true},    /* one warpgroup, warps of 32 x 128 */
 };
-enum { N_CFG = sizeof cfgs / sizeof cfgs[0], WARM = 5, ITERS = 20, SAMPLES = 2048 };
+enum { N_CFG = sizeof cfgs / sizeof cfgs[0], SM80 = 5, WARM = 5, ITERS = 20, SAMPLES = 2048 };
+/* NN (B K x N) runs each template's default config only */
+static bool runs_nn(int c) { return c == 0 || c == SM80; }
 static const int64_t shapes[][3] = {{8192, 8192, 8192}, {16384, 4096, 1024}, {16384, 1024, 4096}};
 enum { N_SHAPE = sizeof shapes / sizeof shapes[0] };
 
@@ -78,7 +87,7 @@ static char *module_source(void) {
   evtc_cuda_gemm_emit(&b, "bench_gemm_c0_tn_nostore", &cfgs[0], &tn, &nostore);
   for (int c = 0; c < N_CFG; c++)
     for (int t = 0; t < 2; t++) {
-      if (t == 0 && c > 0) continue;   /* NN: the default config only */
+      if (t == 0 && !runs_nn(c)) continue;
       char name[64];
       kernel_name(c, t == 1, name, sizeof name);
       evtc_cuda_gemm_variant v = variant(t == 1);
@@ -267,7 +276,7 @@ static void run_shape(evtc_cuda_device *dev, CUmodule mod, const evtc_cuda_cubla
     d = (evtc_diag){0};
     /* evtc */
     for (int c = 0; c < N_CFG; c++) {
-      if (!kmaj && c > 0) continue;
+      if (!kmaj && !runs_nn(c)) continue;
       char name[64], cfgname[32];
       kernel_name(c, kmaj, name, sizeof name);
       evtc_cuda_gemm_config_name(&cfgs[c], cfgname, sizeof cfgname);
@@ -315,14 +324,14 @@ out:
 }
 
 static void print_table(void) {
-  printf("\n%-18s %-28s %9s %9s %12s %8s\n", "M x N x K", "implementation", "ms", "TFLOP/s", "vs cuBLASLt", "err/tol");
+  printf("\n%-18s %-36s %9s %9s %12s %8s\n", "M x N x K", "implementation", "ms", "TFLOP/s", "vs cuBLASLt", "err/tol");
   const row *base = NULL;
   for (int i = 0; i < n_rows; i++) {
     const row *r = &rows[i];
     if (!strncmp(r->impl, "cublaslt", 8)) base = r;
     char ratio[16] = "-";
     if (base && base->ok && r->ok && r != base) snprintf(ratio, sizeof ratio, "%.1f %%", 100 * base->ms / r->ms);
-    printf("%-18s %-28s %9.4f %9.1f %12s %8.3f%s\n", r->shape, r->impl, r->ms, r->tflops, ratio, r->err,
+    printf("%-18s %-36s %9.4f %9.1f %12s %8.3f%s\n", r->shape, r->impl, r->ms, r->tflops, ratio, r->err,
            r->ok ? "" : "  FAILED");
   }
 }

@@ -41,9 +41,12 @@
  * chains run again with EVTC_EVT_TMA_AUX=0: their bf16 aux load through
  * registers instead of the TMA tile in shared memory.
  *
+ * Every case runs a second time with EVTC_GEMM=sm80: the GEMM kernels on
+ * the sm_80 template (mma.sync, cp.async; cuda_emit_gemm80.c).
+ *
  * Without a GPU every case's kernels are emitted as the backend does and
- * compiled through NVRTC for sm_90a, and the path checks run; then the
- * test prints SKIPPED and exits 77.  CUBINs go to the usual disk cache
+ * compiled through NVRTC for sm_90a (and, on the sm_80 template, for
+ * sm_80), and the path checks run; then the test prints SKIPPED and exits 77.  CUBINs go to the usual disk cache
  * (cuda_compile.h; bench/gpu_gemm.sh points it at its stage), as in
  * test_gpu_gemm, so a second run compiles nothing.
  */
@@ -297,7 +300,8 @@ static int32_t *plan_case(const evt_case *c, const evtc_graph *g, int *nk, evtc_
   return plan;
 }
 
-static void compile_only(void) {
+/* Every case's kernels emitted as the backend does and compiled for arch (the current EVTC_GEMM's template). */
+static void compile_only(const char *arch) {
   evtc_diag d = {0};
   bool nvrtc = evtc_cuda_nvrtc_get(&d) != NULL;
   if (!nvrtc) printf("no NVRTC (%s): the kernels are not compiled\n", d.msg);
@@ -315,9 +319,9 @@ static void compile_only(void) {
       static const char *const opts[] = {"--std=c++17", "-lineinfo", "--diag-suppress=177,550"};
       evtc_cuda_cubin cubin = {0};
       evtc_diag cd = {0};
-      CHECK(evtc_cuda_compile(src.s, cases[i].name, "sm_90a", opts, 3, &cubin, &cd) == EVTC_OK && cubin.size > 0,
-            "%s: NVRTC: %s", cases[i].name, cd.msg);
-      printf("%s: %d kernels compiled for sm_90a (%s)\n", cases[i].name, nk, cubin.cache_hit ? "cache hit" : "NVRTC");
+      CHECK(evtc_cuda_compile(src.s, cases[i].name, arch, opts, 3, &cubin, &cd) == EVTC_OK && cubin.size > 0,
+            "%s: NVRTC for %s: %s", cases[i].name, arch, cd.msg);
+      printf("%s: %d kernels compiled for %s (%s)\n", cases[i].name, nk, arch, cubin.cache_hit ? "cache hit" : "NVRTC");
       evtc_cuda_cubin_free(&cubin);
     }
     free(src.s);
@@ -397,7 +401,9 @@ int main(int argc, char **argv) {
   evtc_diag d = {0};
   oracle_be = evtc_backend_cuda(&d);
   if (!oracle_be) {
-    compile_only();
+    compile_only("sm_90a");
+    setenv("EVTC_GEMM", "sm80", 1);
+    compile_only("sm_80");
     return gpu_skip(d.msg);
   }
   for (int i = 0; i < N_CASES; i++) run_case(&cases[i]);
@@ -406,5 +412,9 @@ int main(int argc, char **argv) {
   for (int i = 0; i < N_CASES; i++)
     if (cases[i].want_evt && cases[i].chain >= 6) run_case(&cases[i]);
   unsetenv("EVTC_EVT_TMA_AUX");
+  /* every case again on the sm_80 template (on an sm_8x GPU the runs above already were) */
+  printf("== EVTC_GEMM=sm80: the sm_80 template\n");
+  setenv("EVTC_GEMM", "sm80", 1);
+  for (int i = 0; i < N_CASES; i++) run_case(&cases[i]);
   return check_summary();
 }

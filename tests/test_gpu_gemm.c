@@ -1,5 +1,5 @@
-/* test_gpu_gemm.c -- evtc's sm_90a GEMM (cuda_emit_gemm.c) against a float64
- * host reference.
+/* test_gpu_gemm.c -- evtc's GEMM templates, sm_90a (cuda_emit_gemm.c) and
+ * sm_80 (cuda_emit_gemm80.c), against a float64 host reference.
  *
  * Every case runs one emitted kernel on fresh random inputs (uniform in
  * [-1, 1], rounded to bf16 or f16) with the output buffer poisoned with NaN
@@ -10,9 +10,10 @@
  * and the output's padding must stay poisoned), both stores of D (staged
  * through shared memory and TMA when D's row stride is a multiple of 16
  * bytes, direct when it is odd, and both when only the column-edge tile
- * cannot use TMA), and four tile configs
+ * cannot use TMA), and six sm_90a tile configs and three sm_80 ones
  * (including more tiles than SMs, so the persistent scheduler wraps),
- * and the epilogue hook (a kernel parameter, D = alpha acc + r - 2c).
+ * and the epilogue hook (a kernel parameter, D = alpha acc + r - 2c).  The
+ * sm_80 template runs the same kinds of cases (its stores are direct).
  * Each element must satisfy |d - ref| <= K 2^-22 sum|a b| (fp32
  * accumulation in any order, with margin) + |ref| ulp(out) (the output
  * rounding) and must not be NaN.  The host-side checks of configs and
@@ -21,8 +22,9 @@
  * Without a GPU the kernels are still compiled through NVRTC when it is
  * there (the emitted CUDA C must build without headers; this also fills
  * the disk cache that bench/gpu_gemm.sh carries to the GPU machine), then
- * the test prints SKIPPED and exits 77.  On a device other than sm_90 it
- * skips as well (wgmma and TMA need sm_90a).
+ * the test prints SKIPPED and exits 77.  The sm_80 kernels are also
+ * compiled for sm_80 (they must not need anything later).  On a device from
+ * sm_80 on other than sm_90a only the sm_80 cases run; before sm_80 it skips.
  */
 #include <math.h>
 #include <stdint.h>
@@ -36,14 +38,17 @@
 #include "runtime/elements.h"
 
 static const evtc_cuda_gemm_config cfgs[] = {
-    {128, 256, 64, 4, 2, 1, 1, 8, false},   /* the default: 64x256 per consumer warpgroup */
-    {128, 128, 64, 6, 2, 1, 1, 8, false},
-    {256, 128, 64, 4, 2, 1, 1, 4, false},   /* two 64-row atoms per consumer */
-    {128, 128, 64, 5, 1, 1, 1, 2, false},   /* one consumer warpgroup (no register reallocation) */
-    {128, 128, 64, 5, 2, 1, 1, 8, true},    /* pingpong: consumers take alternate 128x128 tiles */
-    {64, 256, 64, 4, 2, 1, 1, 8, true},     /* pingpong: alternate 64x256 tiles */
+    {128, 256, 64, 4, 2, 1, 1, 8, false, false},   /* the default: 64x256 per consumer warpgroup */
+    {128, 128, 64, 6, 2, 1, 1, 8, false, false},
+    {256, 128, 64, 4, 2, 1, 1, 4, false, false},   /* two 64-row atoms per consumer */
+    {128, 128, 64, 5, 1, 1, 1, 2, false, false},   /* one consumer warpgroup (no register reallocation) */
+    {128, 128, 64, 5, 2, 1, 1, 8, true, false},    /* pingpong: consumers take alternate 128x128 tiles */
+    {64, 256, 64, 4, 2, 1, 1, 8, true, false},     /* pingpong: alternate 64x256 tiles */
+    {128, 128, 64, 4, 2, 1, 1, 8, false, true},    /* SM80: the sm_80 default, 8 warps of 16 x 128 */
+    {128, 128, 64, 2, 1, 1, 1, 2, false, true},    /* sm_80, one warpgroup: two atoms, warps of 32 x 128, 2 stages */
+    {64, 64, 64, 3, 1, 1, 1, 1, false, true},      /* sm_80, small tiles: many of them, the scheduler wraps */
 };
-enum { N_CFG = sizeof cfgs / sizeof cfgs[0] };
+enum { N_CFG = sizeof cfgs / sizeof cfgs[0], SM80 = 6 };
 /* (input, output) types: 0 bf16->f32, 1 bf16->bf16, 2 f16->f16, 3 f16->f32 */
 static const evtc_dtype in_of[4] = {EVTC_BF16, EVTC_BF16, EVTC_F16, EVTC_F16};
 static const evtc_dtype out_of[4] = {EVTC_F32, EVTC_BF16, EVTC_F16, EVTC_F32};
@@ -57,7 +62,7 @@ typedef struct gcase {
   int epi;      /* the test epilogue (test_epilogue) instead of the built-in store; f32 output */
 } gcase;
 
-#define MAX_CASES 64
+#define MAX_CASES 128
 static gcase cases[MAX_CASES];
 static int n_cases;
 
@@ -80,7 +85,7 @@ static void make_cases(void) {
     add(100, 200, 70, 3, l, l + 3, 0, 1);
     add(3, 300, 1000, 1, l, l, 0, l & 1);
   }
-  for (int c = 1; c < N_CFG; c++) {
+  for (int c = 1; c < SM80; c++) {
     add(2048, 1280, 160, 1, 0, 1, c, 0);   /* 160+ tiles of 128x128: the scheduler wraps */
     add(129, 257, 65, 2, 3, 2, c, 1);
     add(300, 7, 129, 1, 1, 0, c, 0);
@@ -90,6 +95,21 @@ static void make_cases(void) {
   add_case(129, 257, 65, 2, 0, 0, 0, 1, 1);
   add_case(200, 100, 300, 1, 3, 3, 3, 0, 1);
   add_case(300, 520, 130, 3, 1, 0, 4, 0, 1);   /* the hook on pingpong tiles */
+  /* the sm_80 template: every layout and type, odd sizes, K not a multiple of 8 (chunks cut at K) */
+  for (int l = 0; l < 4; l++)
+    for (int t = 0; t < 4; t++) add(129, 257, 65, 1, l, t, SM80, (l + t) & 1);
+  for (int l = 0; l < 4; l++) {
+    add(2039, 1, 17, 1, l, l, SM80, 0);
+    add(1, 1, 1, 1, l, l + 1, SM80 + 1, 1);
+    add(100, 200, 70, 3, l, l + 3, SM80 + 2, 1);
+    add(3, 300, 1000, 1, l, l, SM80 + (l % 3), l & 1);
+  }
+  for (int c = SM80; c < N_CFG; c++) {
+    add(2048, 1280, 160, 1, 0, 1, c, 0);
+    add(300, 7, 129, 1, 1, 0, c, 0);
+  }
+  add_case(129, 257, 65, 2, 0, 0, SM80, 1, 1);   /* the hook on the sm_80 template */
+  add_case(300, 520, 130, 3, 3, 3, SM80 + 1, 0, 1);
 }
 
 /* The epilogue hook with a parameter: D = alpha acc + (r - 2 c), stored as f32 by hand. */
@@ -113,10 +133,11 @@ static void kernel_name(const gcase *g, char *buf, size_t cap) {
   snprintf(buf, cap, "gemm_c%d_t%d_l%d%s", g->cfg, g->types, g->layout, g->epi ? "_epi" : "");
 }
 
-/* One module holding every distinct kernel of the cases. */
-static char *module_source(void) {
+/* One module holding every distinct kernel of the cases (only the sm_80 template's with sm80_only). */
+static char *module_source(bool sm80_only) {
   evtc_sb b = {0};
   for (int i = 0; i < n_cases; i++) {
+    if (sm80_only && !cfgs[cases[i].cfg].sm80) continue;
     int first = 1;
     for (int j = 0; j < i && first; j++)
       first = !(cases[j].cfg == cases[i].cfg && cases[j].types == cases[i].types &&
@@ -188,10 +209,11 @@ static bool run_case(evtc_cuda_device *dev, evtc_cuda_kernel *k, const gcase *g)
   p.c_bstride = g->M * p.ldc + (g->pad ? 5 : 0);
   size_t es = evtc_dtype_size(v.out), c_elems = (size_t)(p.c_bstride * (g->batch - 1) + g->M * p.ldc);
   size_t c_bytes = (c_elems * es + 3) / 4 * 4;
-  char label[160];
-  snprintf(label, sizeof label, "%lldx%lldx%lld batch %lld, %s->%s, A %s, B %s, cfg %d%s%s", (long long)g->M,
+  char label[200];
+  snprintf(label, sizeof label, "%lldx%lldx%lld batch %lld, %s->%s, A %s, B %s, cfg %d%s%s%s", (long long)g->M,
            (long long)g->N, (long long)g->K, (long long)g->batch, evtc_dtype_name(v.in), evtc_dtype_name(v.out),
-           v.a_kmajor ? "MxK" : "KxM", v.b_kmajor ? "NxK" : "KxN", g->cfg, g->pad ? ", padded" : "",
+           v.a_kmajor ? "MxK" : "KxM", v.b_kmajor ? "NxK" : "KxN", g->cfg, cfgs[g->cfg].sm80 ? " sm80" : "",
+           g->pad ? ", padded" : "",
            g->epi ? ", hook" : "");
 
   CUdeviceptr da = 0, db = 0, dc = 0;
@@ -298,7 +320,18 @@ static void check_host_side(void) {
   char why[256];
   evtc_cuda_gemm_variant v = {.in = EVTC_BF16, .out = EVTC_F32, .a_kmajor = true, .b_kmajor = false};
   for (int c = 0; c < N_CFG; c++) CHECK(evtc_cuda_gemm_config_check(&cfgs[c], &v, why, sizeof why), "cfg %d: %s", c, why);
-  evtc_cuda_gemm_config bad = cfgs[0];
+  evtc_cuda_gemm_config bad = cfgs[SM80];
+  bad.pingpong = true;
+  CHECK(!evtc_cuda_gemm_config_check(&bad, &v, why, sizeof why) && strstr(why, "sm_80"), "sm_80 pingpong refused: %s", why);
+  bad = cfgs[SM80];
+  bad.stages = 9;   /* cp.async groups in flight */
+  CHECK(!evtc_cuda_gemm_config_check(&bad, &v, why, sizeof why) && strstr(why, "stages"), "sm_80 9 stages refused: %s", why);
+  evtc_cuda_gemm_config d80 = evtc_cuda_gemm_config_default_sm80();
+  CHECK(d80.sm80 && evtc_cuda_gemm_config_check(&d80, &v, why, sizeof why) && evtc_cuda_gemm_smem_bytes(&d80) <= 163 * 1024 &&
+            evtc_cuda_gemm_threads(&d80) == 256,
+        "the sm_80 default fits an A100 (%u bytes of shared memory, %u threads): %s", evtc_cuda_gemm_smem_bytes(&d80),
+        evtc_cuda_gemm_threads(&d80), why);
+  bad = cfgs[0];
   bad.tile_n = 96;
   CHECK(!evtc_cuda_gemm_config_check(&bad, &v, why, sizeof why) && strstr(why, "tile_n"), "tile_n 96 refused: %s", why);
   bad = cfgs[0];
@@ -321,7 +354,8 @@ static void check_host_side(void) {
     evtc_cuda_gemm_config back;
     evtc_cuda_gemm_config_name(&cfgs[c], name, sizeof name);
     if (evtc_cuda_gemm_config_parse(name, &back)) evtc_cuda_gemm_config_name(&back, again, sizeof again);
-    CHECK(strcmp(name, again) == 0 && back.pingpong == cfgs[c].pingpong, "config name '%s' parses back ('%s')", name,
+    CHECK(strcmp(name, again) == 0 && back.pingpong == cfgs[c].pingpong && back.sm80 == cfgs[c].sm80,
+          "config name '%s' parses back ('%s')", name,
           again);
   }
   evtc_cuda_gemm_config junk;
@@ -347,40 +381,50 @@ static void check_host_side(void) {
   CHECK(!evtc_cuda_gemm_problem_check(&v, &p, 256, 512, why, sizeof why), "empty GEMM refused");
 }
 
+/* The cases of the module that runs on arch: all of them on sm_90a, the sm_80 template's elsewhere. */
+static bool runs_on(const gcase *g, const char *arch) { return strcmp(arch, "sm_90a") == 0 || cfgs[g->cfg].sm80; }
+
 int main(void) {
   check_rng = 0x5DEECE66Dull;
   make_cases();
   check_host_side();
-  char *src = module_source();
   evtc_diag d = {0};
   evtc_cuda_device dev;
   bool have_gpu = evtc_cuda_device_open(&dev, 0, &d) == EVTC_OK;
   const char *arch = have_gpu ? dev.arch : "sm_90a";
-  evtc_cuda_cubin cubin;
   static const char *const opts[] = {"--std=c++17", "-lineinfo"};
+  /* the sm_80 template's kernels for sm_80 itself: nothing in them may need a later GPU */
+  char *src80 = module_source(true);
+  evtc_cuda_cubin cubin;
   evtc_diag cd = {0};
-  evtc_status cs = evtc_cuda_compile(src, "sm90 GEMM test kernels", "sm_90a", opts, 2, &cubin, &cd);
+  evtc_status cs = evtc_cuda_compile(src80, "sm80 GEMM test kernels", "sm_80", opts, 2, &cubin, &cd);
+  free(src80);
   if (cs == EVTC_ERR_UNSUPPORTED && !have_gpu) {
     printf("SKIPPED: no NVRTC and no GPU (%s)\n", cd.msg);
-    free(src);
     int rc = check_summary();
     return rc ? rc : 77;
   }
+  CHECK(cs == EVTC_OK, "NVRTC for sm_80: %s", cd.msg);
+  if (cs == EVTC_OK) evtc_cuda_cubin_free(&cubin);
+  const bool sm80_only = strcmp(arch, "sm_90a") != 0;
+  char *src = module_source(sm80_only);
+  cs = evtc_cuda_compile(src, "GEMM test kernels", have_gpu ? arch : "sm_90a", opts, 2, &cubin, &cd);
   CHECK(cs == EVTC_OK, "NVRTC: %s", cd.msg);
-  if (cs == EVTC_OK) printf("compiled %d cases' kernels (%s)\n", n_cases, cubin.cache_hit ? "cache hit" : "NVRTC");
-  if (!have_gpu || strcmp(arch, "sm_90a") != 0 || cs != EVTC_OK) {
+  if (cs == EVTC_OK) printf("compiled %s cases' kernels (%s)\n", sm80_only ? "the sm_80" : "all", cubin.cache_hit ? "cache hit" : "NVRTC");
+  if (!have_gpu || dev.cc_major < 8 || cs != EVTC_OK) {
     if (have_gpu) evtc_cuda_device_close(&dev);
     if (cs == EVTC_OK) evtc_cuda_cubin_free(&cubin);
     free(src);
     int rc = check_summary();
     if (rc) return rc;
-    printf("SKIPPED: %s\n", have_gpu ? "the GPU is not sm_90 (wgmma and TMA need sm_90a)" : d.msg);
+    printf("SKIPPED: %s\n", have_gpu ? "the GPU is older than sm_80 (mma.sync, cp.async)" : d.msg);
     return 77;
   }
-  printf("device %s, %d SMs\n", dev.name, dev.sm_count);
+  printf("device %s (%s), %d SMs%s\n", dev.name, arch, dev.sm_count, sm80_only ? ": the sm_80 template only" : "");
   CUmodule mod;
-  if (evtc_cuda_module_load(&dev, &cubin, "sm90 GEMM test kernels", &mod, &d) == EVTC_OK) {
+  if (evtc_cuda_module_load(&dev, &cubin, "GEMM test kernels", &mod, &d) == EVTC_OK) {
     for (int i = 0; i < n_cases; i++) {
+      if (!runs_on(&cases[i], arch)) continue;
       char name[64];
       kernel_name(&cases[i], name, sizeof name);
       evtc_cuda_kernel k;

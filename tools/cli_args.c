@@ -66,8 +66,8 @@ bool evtc_cli_mkdirs(const char *path) {
 }
 
 bool evtc_cli_gemm(const char *s) {
-  if (strcmp(s, "evtc") != 0 && strcmp(s, "cublaslt") != 0) {
-    fprintf(stderr, "evtc: --gemm: '%s' is not evtc or cublaslt\n", s);
+  if (strcmp(s, "evtc") != 0 && strcmp(s, "sm80") != 0 && strcmp(s, "cublaslt") != 0) {
+    fprintf(stderr, "evtc: --gemm: '%s' is not evtc, sm80 or cublaslt\n", s);
     return false;
   }
   setenv("EVTC_GEMM", s, 1);

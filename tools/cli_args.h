@@ -22,7 +22,7 @@ bool evtc_cli_positive(const char *opt, const char *s, double *out);
 /* Creates directory `path` and its missing parents (like mkdir -p); false
  * with a message when that fails. */
 bool evtc_cli_mkdirs(const char *path);
-/* --gemm evtc|cublaslt: which GEMM the CUDA backend runs for GEMM kernels
+/* --gemm evtc|sm80|cublaslt: which GEMM the CUDA backend runs for GEMM kernels
  * (evtc's own with the epilogue fused, or cuBLASLt + an epilogue kernel);
  * sets the environment variable EVTC_GEMM, which the backend reads
  * (backend/cuda/cuda_gemm.h).  false with a message for another value. */

@@ -2,7 +2,7 @@
  *
  *   evtc run FILE --input NAME=PATH.npy ... [-o DIR] [--step N] [--seed S] [--grads]
  *            [--backend auto|cuda|cpu|interp] [--partitioner ilp|greedy|none|builtin]
- *            [--gemm evtc|cublaslt] [model options]
+ *            [--gemm evtc|sm80|cublaslt] [model options]
  *
  * Every INPUT of the model must be given; PARAM and STATE leaves take the
  * values the model file brings (ONNX initializers) or else are initialised
@@ -37,7 +37,7 @@
 static const char run_usage[] =
     "usage: evtc run FILE --input NAME=PATH.npy ... [-o DIR] [--step N] [--seed S] [--grads]\n"
     "                [--backend auto|cuda|cpu|interp] [--partitioner ilp|greedy|none|builtin]\n"
-    "                [--gemm evtc|cublaslt] [model options]\n";
+    "                [--gemm evtc|sm80|cublaslt] [model options]\n";
 
 typedef struct run_options {
   const char *model, *out_dir;

@@ -2,7 +2,7 @@
  *
  *   evtc train FILE --data DIR [--epochs N] [--batch B] [--lr X]
  *              [--optimizer sgd|adamw] [--seed S] [--save PATH] [--backend auto|cuda|cpu|interp]
- *              [--partitioner ilp|greedy|none|builtin] [--gemm evtc|cublaslt] [model options]
+ *              [--partitioner ilp|greedy|none|builtin] [--gemm evtc|sm80|cublaslt] [model options]
  *
  * --backend auto (the default) is cuda when a GPU is usable, else cpu; cuda runs
  * CUDA kernels (src/backend/cuda); cpu runs compiled CPU kernels (src/backend/cpu),
@@ -34,7 +34,7 @@
 static const char train_usage[] =
     "usage: evtc train FILE --data DIR [--epochs N] [--batch B] [--lr X] [--optimizer sgd|adamw]\n"
     "                  [--seed S] [--save PATH] [--backend auto|cuda|cpu|interp] [--partitioner ilp|greedy|none|builtin]\n"
-    "                  [--gemm evtc|cublaslt] [model options]\n";
+    "                  [--gemm evtc|sm80|cublaslt] [model options]\n";
 
 enum { DEFAULT_EPOCHS = 30 };
 

@@ -110,10 +110,11 @@ static bool is_direct_gemm(const evtc_kernel *k, int *out_arg) {
 /* Whether the device has wgmma and TMA (an H100 / H200 as sm_90a). */
 static bool is_sm90a(const cuda_ctx *c) { return strcmp(c->dev.arch, "sm_90a") == 0; }
 
-/* Whether GEMM kernel k runs on evtc's GEMM on this device (sm_90a: wgmma and TMA), *pl filled; else why. */
+/* Whether GEMM kernel k runs on evtc's GEMM on this device (sm_90a: wgmma and TMA; sm_8x, or EVTC_GEMM=sm80
+ * on a later GPU: mma.sync and cp.async), *pl filled; else why. */
 static bool use_evt(const cuda_ctx *c, const evtc_kernel *k, evtc_cuda_evt_plan *pl, char *why, size_t cap) {
-  if (!is_sm90a(c)) {
-    snprintf(why, cap, "the device is %s (wgmma and TMA need sm_90a)", c->dev.arch);
+  if (c->dev.cc_major < 8) {
+    snprintf(why, cap, "the device is %s (evtc's GEMM needs sm_80 (mma.sync) or sm_90a (wgmma, TMA))", c->dev.arch);
     return false;
   }
   return evtc_cuda_gemm_use_evt(k, &c->dev, pl, why, cap);

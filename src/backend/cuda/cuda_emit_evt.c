@@ -1,5 +1,6 @@
-/* cuda_emit_evt.c -- a kernel IR GEMM on evtc's own sm_90a GEMM with the
- * visitor DAG emitted into its epilogue (the Epilogue Visitor Tree).
+/* cuda_emit_evt.c -- a kernel IR GEMM on evtc's own GEMM (the sm_90a
+ * template, or the sm_80 one: cuda_emit_gemm.h) with the visitor DAG
+ * emitted into its epilogue (the Epilogue Visitor Tree).
  *
  * evtc_cuda_evt_plan_of decides whether a GEMM kernel fits the template
  * (bf16 / f16 operands, row- or column-major operands with one batch
@@ -50,6 +51,7 @@
 
 #include "backend/cuda/cuda_emit.h"
 #include "backend/cuda/cuda_emit_gemm.h"
+#include "backend/cuda/cuda_gemm.h"
 #include "backend/cuda/cuda_gemm_tune.h"
 #include "runtime/precision.h"
 
@@ -158,18 +160,23 @@ static bool has_vector_reduction(const evtc_kernel *k) {
  * the cooperative 128x256 tiles where it does not reduce
  * over a long K (a bias added over K = 4096: 0.211 -> 0.185 ms; weight gradients with their update: the
  * same).  Measured with `evtc explain --train --profile 5` on the training graph of an MLP block (16384 x
- * 1024 -> 4096 -> 1024, bf16; 2026-11-29). */
+ * 1024 -> 4096 -> 1024, bf16; 2026-11-29).  On the sm_80 template (evtc_cuda_gemm_sm80_template): its one
+ * default (no tuner there yet), or EVTC_GEMM_CONFIG taken as an sm_80 config. */
 static bool tile_config(const evtc_cuda_device *dev, const evtc_kernel *k, bool builtin_store,
                         const evtc_cuda_gemm_variant *v, evtc_cuda_gemm_config *cfg, bool *fixed, char *why,
                         size_t cap) {
   const char *env = getenv("EVTC_GEMM_CONFIG");
+  const bool sm80 = evtc_cuda_gemm_sm80_template(dev);
   *fixed = env && *env;
   char cwhy[160];
   if (env && *env) {
     if (!evtc_cuda_gemm_config_parse(env, cfg)) {
-      snprintf(why, cap, "EVTC_GEMM_CONFIG '%s' is not like '128x256x64 s4 c2 g8' (+ ' pp')", env);
+      snprintf(why, cap, "EVTC_GEMM_CONFIG '%s' is not like '128x256x64 s4 c2 g8' (+ ' pp', ' sm80')", env);
       return false;
     }
+    cfg->sm80 = sm80;
+  } else if (sm80) {
+    *cfg = evtc_cuda_gemm_config_default_sm80();
   } else if (!dev || !evtc_cuda_gemm_tuned_config(dev, v, !builtin_store, cfg)) {
     *cfg = evtc_cuda_gemm_config_default();
     const bool reduces = has_vector_reduction(k), long_k = k->gemm.K >= 2048;
@@ -286,7 +293,7 @@ bool evtc_cuda_evt_plan_of(const evtc_kernel *k, const struct evtc_cuda_device *
       if (blocks > fin_grid) fin_grid = blocks;
     }
   pl->fin_grid = (unsigned)fin_grid;
-  if (!pl->builtin_store) choose_tma_load(k, pl, fixed_config);
+  if (!pl->builtin_store && !pl->cfg.sm80) choose_tma_load(k, pl, fixed_config);   /* no TMA on sm_80 */
   if (row_smem_offset(k, pl, k->n_v) + QUAD_SMEM > EVTC_CUDA_GEMM_HOOK_SMEM)
     return fail(why, cap, "more sums over rows than the epilogue's shared memory holds (4 warps x tile_n partials each, "
                           "beside the quad stores' exchange)");

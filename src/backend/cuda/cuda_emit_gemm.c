@@ -1,5 +1,7 @@
 /* cuda_emit_gemm.c -- the sm_90a GEMM template: config -> CUDA C, and the
- * host side of a launch (TMA descriptors, grid).  See cuda_emit_gemm.h.
+ * host side of a launch (TMA descriptors, grid) for both templates; the
+ * epilogue hook's loops, which the sm_80 template (cuda_emit_gemm80.c)
+ * shares.  See cuda_emit_gemm.h.
  *
  * The pipeline.  A CTA has 1 + C warpgroups (C = consumers).  Warpgroup 0
  * gives most of its registers away (setmaxnreg.dec) and one of its threads
@@ -78,6 +80,7 @@
  * (their bytes are not expected either).
  */
 #include "backend/cuda/cuda_emit_gemm.h"
+#include "backend/cuda/cuda_emit_gemm_parts.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -90,9 +93,14 @@ evtc_cuda_gemm_config evtc_cuda_gemm_config_default(void) {
                                  .cluster_m = 1, .cluster_n = 1, .group_m = 8};
 }
 
+evtc_cuda_gemm_config evtc_cuda_gemm_config_default_sm80(void) {
+  return (evtc_cuda_gemm_config){.tile_m = 128, .tile_n = 128, .tile_k = 64, .stages = 4, .consumers = 2,
+                                 .cluster_m = 1, .cluster_n = 1, .group_m = 8, .sm80 = true};
+}
+
 void evtc_cuda_gemm_config_name(const evtc_cuda_gemm_config *c, char *buf, size_t cap) {
-  snprintf(buf, cap, "%dx%dx%d s%d c%d g%d%s", c->tile_m, c->tile_n, c->tile_k, c->stages, c->consumers, c->group_m,
-           c->pingpong ? " pp" : "");
+  snprintf(buf, cap, "%dx%dx%d s%d c%d g%d%s%s", c->tile_m, c->tile_n, c->tile_k, c->stages, c->consumers, c->group_m,
+           c->pingpong ? " pp" : "", c->sm80 ? " sm80" : "");
 }
 
 bool evtc_cuda_gemm_config_parse(const char *s, evtc_cuda_gemm_config *c) {
@@ -106,6 +114,9 @@ bool evtc_cuda_gemm_config_parse(const char *s, evtc_cuda_gemm_config *c) {
   r.pingpong = strncmp(s, "pp", 2) == 0;
   if (r.pingpong) s += 2;
   while (*s == ' ') s++;
+  r.sm80 = strncmp(s, "sm80", 4) == 0;
+  if (r.sm80) s += 4;
+  while (*s == ' ') s++;
   if (*s) return false;
   *c = r;
   return true;
@@ -113,14 +124,18 @@ bool evtc_cuda_gemm_config_parse(const char *s, evtc_cuda_gemm_config *c) {
 
 int evtc_cuda_gemm_row_groups(const evtc_cuda_gemm_config *c) { return c->pingpong ? 1 : c->consumers; }
 
-/* 64-row wgmma atoms per consumer warpgroup and tile. */
-static int atoms(const evtc_cuda_gemm_config *c) { return c->tile_m / (ATOM_M * evtc_cuda_gemm_row_groups(c)); }
+int evtc_cuda_gemm_atoms(const evtc_cuda_gemm_config *c) { return c->tile_m / (ATOM_M * evtc_cuda_gemm_row_groups(c)); }
+static int atoms(const evtc_cuda_gemm_config *c) { return evtc_cuda_gemm_atoms(c); }
 
-unsigned evtc_cuda_gemm_threads(const evtc_cuda_gemm_config *c) { return 128u * (unsigned)(1 + c->consumers); }
+unsigned evtc_cuda_gemm_threads(const evtc_cuda_gemm_config *c) {
+  return 128u * (unsigned)(c->sm80 ? c->consumers : 1 + c->consumers);
+}
 
-static unsigned stage_bytes(const evtc_cuda_gemm_config *c) { return (unsigned)(c->tile_m + c->tile_n) * ROW_BYTES; }
+unsigned evtc_cuda_gemm_stage_bytes(const evtc_cuda_gemm_config *c) { return (unsigned)(c->tile_m + c->tile_n) * ROW_BYTES; }
+static unsigned stage_bytes(const evtc_cuda_gemm_config *c) { return evtc_cuda_gemm_stage_bytes(c); }
 
 unsigned evtc_cuda_gemm_smem_bytes(const evtc_cuda_gemm_config *c) {
+  if (c->sm80) return (unsigned)c->stages * stage_bytes(c) + (unsigned)c->consumers * EVTC_CUDA_GEMM_HOOK_SMEM;
   return (unsigned)c->stages * stage_bytes(c) + (unsigned)c->consumers * 2 * D_SUBTILE + 16u * (unsigned)c->stages +
          1024u;
 }
@@ -151,6 +166,10 @@ bool evtc_cuda_gemm_config_check(const evtc_cuda_gemm_config *c, const evtc_cuda
     snprintf(why, cap, "pingpong with %d consumer warpgroup (2 take turns)", c->consumers);
     return false;
   }
+  if (c->pingpong && c->sm80) {
+    snprintf(why, cap, "pingpong on the sm_80 template (its warpgroups share each tile)");
+    return false;
+  }
   const int groups = evtc_cuda_gemm_row_groups(c);
   if (c->tile_m < ATOM_M * groups || c->tile_m % (ATOM_M * groups) || c->tile_m > 256) {
     snprintf(why, cap, "tile_m %d (a multiple of 64 x the warpgroups sharing a tile (%d), at most 256)", c->tile_m,
@@ -166,8 +185,9 @@ bool evtc_cuda_gemm_config_check(const evtc_cuda_gemm_config *c, const evtc_cuda
     snprintf(why, cap, "%d accumulator registers per consumer thread (at most 128)", regs);
     return false;
   }
-  if (c->stages < 2 || c->stages > 16) {
-    snprintf(why, cap, "%d stages (2 to 16)", c->stages);
+  const int max_stages = c->sm80 ? 8 : 16;   /* sm_80: cp.async groups in flight, counted by an immediate */
+  if (c->stages < 2 || c->stages > max_stages) {
+    snprintf(why, cap, "%d stages (2 to %d)", c->stages, max_stages);
     return false;
   }
   if (c->cluster_m != 1 || c->cluster_n != 1) {
@@ -187,12 +207,13 @@ bool evtc_cuda_gemm_config_check(const evtc_cuda_gemm_config *c, const evtc_cuda
 
 /* ---- device helpers, once per module ---- */
 
-void evtc_cuda_emit_sm90_helpers(evtc_sb *b) {
+void evtc_cuda_emit_gemm_helpers(evtc_sb *b) {
   evtc_sb_printf(b,
-    "#ifndef EVTC_SM90_GEMM_HELPERS\n#define EVTC_SM90_GEMM_HELPERS\n"
-    "/* sm_90a GEMM helpers (cuda_emit_gemm.c): TMA, mbarriers, wgmma descriptors, epilogue stores */\n"
+    "#ifndef EVTC_GEMM_HELPERS\n#define EVTC_GEMM_HELPERS\n"
+    "/* GEMM helpers of both templates (cuda_emit_gemm.c): parameters, tile raster, barriers, epilogue stores */\n"
     "struct __align__(64) evtc_tmap { unsigned long long opaque[16]; };   /* a CUtensorMap */\n"
-    "struct evtc_gemm_dims { int M, N, K, batch, tma_store, reserved; long long ldc, c_bstride; };\n"
+    "struct evtc_gemm_dims { int M, N, K, batch, tma_store, reserved; long long ldc, c_bstride;\n"
+    "                       const unsigned char *a, *b; long long lda, ldb, a_bstride, b_bstride; };\n"
     "struct __align__(8) evtc_f32x2 { float x, y; };\n"
     "struct __align__(16) evtc_u32x4 { unsigned x, y, z, w; };\n"
     "__device__ __forceinline__ unsigned evtc_smem_u32(const void *p) {\n"
@@ -200,6 +221,46 @@ void evtc_cuda_emit_sm90_helpers(evtc_sb *b) {
     "  asm(\"{ .reg .u64 t; cvta.to.shared.u64 t, %%1; cvt.u32.u64 %%0, t; }\" : \"=r\"(a) : \"l\"(p));\n"
     "  return a;\n"
     "}\n"
+    "__device__ __forceinline__ void evtc_wg_sync(unsigned id) { asm volatile(\"bar.sync %%0, 128;\" :: \"r\"(id) : \"memory\"); }\n"
+    "/* Grouped raster: tile t -> batch, first row, first column. */\n"
+    "__device__ __forceinline__ void evtc_gemm_tile(int t, int tiles_m, int tiles_n, int group_m, int tm, int tn,\n"
+    "                                               int *bat, int *m0, int *n0) {\n"
+    "  const int per = tiles_m * tiles_n, b = t / per, rem = t - b * per;\n"
+    "  const int span = group_m * tiles_n, g = rem / span, first = g * group_m;\n"
+    "  const int gm = tiles_m - first < group_m ? tiles_m - first : group_m, in = rem - g * span;\n"
+    "  *bat = b;\n  *m0 = (first + in %% gm) * tm;\n  *n0 = (in / gm) * tn;\n"
+    "}\n"
+    "/* Epilogue stores of one or two adjacent elements (cvt.rn: round to nearest even). */\n"
+    "__device__ __forceinline__ void evtc_st1_f32(char *p, float v) { *(float *)p = v; }\n"
+    "__device__ __forceinline__ void evtc_st2_f32(char *p, float v0, float v1) {\n"
+    "  evtc_f32x2 t; t.x = v0; t.y = v1; *(evtc_f32x2 *)p = t;\n"
+    "}\n"
+    "__device__ __forceinline__ void evtc_sts2_f32(unsigned a, float v0, float v1) {\n"
+    "  asm volatile(\"st.shared.v2.f32 [%%0], {%%1, %%2};\" :: \"r\"(a), \"f\"(v0), \"f\"(v1) : \"memory\");\n"
+    "}\n");
+  static const char *const half[2] = {"bf16", "f16"};
+  for (int i = 0; i < 2; i++)
+    evtc_sb_printf(b,
+      "__device__ __forceinline__ void evtc_sts2_%s(unsigned a, float v0, float v1) {\n"
+      "  unsigned w;\n  asm(\"cvt.rn.%sx2.f32 %%0, %%1, %%2;\" : \"=r\"(w) : \"f\"(v1), \"f\"(v0));\n"
+      "  asm volatile(\"st.shared.b32 [%%0], %%1;\" :: \"r\"(a), \"r\"(w) : \"memory\");\n"
+      "}\n"
+      "__device__ __forceinline__ void evtc_st1_%s(char *p, float v) {\n"
+      "  unsigned short h;\n  asm(\"cvt.rn.%s.f32 %%0, %%1;\" : \"=h\"(h) : \"f\"(v));\n  *(unsigned short *)p = h;\n"
+      "}\n"
+      "__device__ __forceinline__ void evtc_st2_%s(char *p, float v0, float v1) {\n"
+      "  unsigned w;\n  asm(\"cvt.rn.%sx2.f32 %%0, %%1, %%2;\" : \"=r\"(w) : \"f\"(v1), \"f\"(v0));   /* v0 low, v1 high */\n"
+      "  *(unsigned *)p = w;\n"
+      "}\n",
+      half[i], half[i], half[i], half[i], half[i], half[i]);
+  evtc_sb_printf(b, "#endif\n\n");
+}
+
+void evtc_cuda_emit_sm90_helpers(evtc_sb *b) {
+  evtc_cuda_emit_gemm_helpers(b);
+  evtc_sb_printf(b,
+    "#ifndef EVTC_SM90_GEMM_HELPERS\n#define EVTC_SM90_GEMM_HELPERS\n"
+    "/* sm_90a GEMM helpers (cuda_emit_gemm.c): TMA, mbarriers, wgmma descriptors */\n"
     "__device__ __forceinline__ void evtc_mbar_init(unsigned bar, unsigned count) {\n"
     "  asm volatile(\"mbarrier.init.shared::cta.b64 [%%0], %%1;\" :: \"r\"(bar), \"r\"(count) : \"memory\");\n"
     "}\n"
@@ -236,7 +297,6 @@ void evtc_cuda_emit_sm90_helpers(evtc_sb *b) {
     "__device__ __forceinline__ void evtc_bulk_wait_all() { asm volatile(\"cp.async.bulk.wait_group 0;\" ::: \"memory\"); }\n"
     "/* Generic-proxy shared-memory writes visible to the async proxy (TMA), then a warpgroup barrier. */\n"
     "__device__ __forceinline__ void evtc_fence_smem_async() { asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\"); }\n"
-    "__device__ __forceinline__ void evtc_wg_sync(unsigned id) { asm volatile(\"bar.sync %%0, 128;\" :: \"r\"(id) : \"memory\"); }\n"
     "/* Pingpong turns: named barrier id between two warpgroups, one waits (sync), the other signals (arrive). */\n"
     "__device__ __forceinline__ void evtc_turn_wait(unsigned id) { asm volatile(\"bar.sync %%0, 256;\" :: \"r\"(id) : \"memory\"); }\n"
     "__device__ __forceinline__ void evtc_turn_pass(unsigned id) { asm volatile(\"bar.arrive %%0, 256;\" :: \"r\"(id) : \"memory\"); }\n"
@@ -252,38 +312,7 @@ void evtc_cuda_emit_sm90_helpers(evtc_sb *b) {
     "template <int N> __device__ __forceinline__ void evtc_wgmma_wait() {\n"
     "  asm volatile(\"wgmma.wait_group.sync.aligned %%0;\" :: \"n\"(N) : \"memory\");\n"
     "}\n"
-    "/* Grouped raster: tile t -> batch, first row, first column. */\n"
-    "__device__ __forceinline__ void evtc_gemm_tile(int t, int tiles_m, int tiles_n, int group_m, int tm, int tn,\n"
-    "                                               int *bat, int *m0, int *n0) {\n"
-    "  const int per = tiles_m * tiles_n, b = t / per, rem = t - b * per;\n"
-    "  const int span = group_m * tiles_n, g = rem / span, first = g * group_m;\n"
-    "  const int gm = tiles_m - first < group_m ? tiles_m - first : group_m, in = rem - g * span;\n"
-    "  *bat = b;\n  *m0 = (first + in %% gm) * tm;\n  *n0 = (in / gm) * tn;\n"
-    "}\n"
-    "/* Epilogue stores of one or two adjacent elements (cvt.rn: round to nearest even). */\n"
-    "__device__ __forceinline__ void evtc_st1_f32(char *p, float v) { *(float *)p = v; }\n"
-    "__device__ __forceinline__ void evtc_st2_f32(char *p, float v0, float v1) {\n"
-    "  evtc_f32x2 t; t.x = v0; t.y = v1; *(evtc_f32x2 *)p = t;\n"
-    "}\n"
-    "__device__ __forceinline__ void evtc_sts2_f32(unsigned a, float v0, float v1) {\n"
-    "  asm volatile(\"st.shared.v2.f32 [%%0], {%%1, %%2};\" :: \"r\"(a), \"f\"(v0), \"f\"(v1) : \"memory\");\n"
-    "}\n");
-  static const char *const half[2] = {"bf16", "f16"};
-  for (int i = 0; i < 2; i++)
-    evtc_sb_printf(b,
-      "__device__ __forceinline__ void evtc_sts2_%s(unsigned a, float v0, float v1) {\n"
-      "  unsigned w;\n  asm(\"cvt.rn.%sx2.f32 %%0, %%1, %%2;\" : \"=r\"(w) : \"f\"(v1), \"f\"(v0));\n"
-      "  asm volatile(\"st.shared.b32 [%%0], %%1;\" :: \"r\"(a), \"r\"(w) : \"memory\");\n"
-      "}\n"
-      "__device__ __forceinline__ void evtc_st1_%s(char *p, float v) {\n"
-      "  unsigned short h;\n  asm(\"cvt.rn.%s.f32 %%0, %%1;\" : \"=h\"(h) : \"f\"(v));\n  *(unsigned short *)p = h;\n"
-      "}\n"
-      "__device__ __forceinline__ void evtc_st2_%s(char *p, float v0, float v1) {\n"
-      "  unsigned w;\n  asm(\"cvt.rn.%sx2.f32 %%0, %%1, %%2;\" : \"=r\"(w) : \"f\"(v1), \"f\"(v0));   /* v0 low, v1 high */\n"
-      "  *(unsigned *)p = w;\n"
-      "}\n",
-      half[i], half[i], half[i], half[i], half[i], half[i]);
-  evtc_sb_printf(b, "#endif\n\n");
+    "#endif\n\n");
 }
 
 /* ---- per-kernel pieces ---- */
@@ -360,8 +389,20 @@ static void emit_producer(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc
 }
 
 /* Whether hook epi loads ahead of use (cuda_emit_gemm.h: prefetch_blocks). */
-static bool prefetches(const evtc_cuda_gemm_epilogue *epi) {
+bool evtc_cuda_gemm_prefetches(const evtc_cuda_gemm_epilogue *epi) {
   return epi && epi->emit_element && epi->emit_prefetch && epi->emit_prefetch_begin && epi->prefetch_blocks > 0;
+}
+
+void evtc_cuda_gemm_emit_prefetch_first(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_epilogue *epi) {
+  if (!evtc_cuda_gemm_prefetches(epi)) return;
+  epi->emit_prefetch_begin(b, "      ", epi->ctx);
+  evtc_sb_printf(b, "#define EVTC_IN_M(x) ((x) < dims.M)\n#define EVTC_IN_N(x) ((x) < dims.N)\n");
+  for (int j = 0; j < epi->prefetch_blocks && j < c->tile_n / 8; j++) {
+    char jx[16];
+    snprintf(jx, sizeof jx, "%d", j);
+    epi->emit_prefetch(b, "      ", jx, epi->ctx);
+  }
+  evtc_sb_printf(b, "#undef EVTC_IN_M\n#undef EVTC_IN_N\n");
 }
 
 /* The epilogue hook's loops over a tile: every accumulator element inside the bounds, with r, c, rg (and bat)
@@ -372,7 +413,7 @@ static bool prefetches(const evtc_cuda_gemm_epilogue *epi) {
 static void emit_hook_loops(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_epilogue *epi) {
   const int wm = atoms(c), nj = c->tile_n / 8;
   evtc_sb_printf(b, "#pragma unroll\n      for (int j = 0; j < %d; j++) {\n", nj);
-  if (prefetches(epi) && epi->prefetch_blocks < nj) {
+  if (evtc_cuda_gemm_prefetches(epi) && epi->prefetch_blocks < nj) {
     char jx[32];
     snprintf(jx, sizeof jx, "j + %d", epi->prefetch_blocks);
     evtc_sb_printf(b, "        if (j + %d < %d) {\n", epi->prefetch_blocks, nj);
@@ -406,7 +447,7 @@ static void emit_hook_loops(evtc_sb *b, const evtc_cuda_gemm_config *c, const ev
 
 /* The epilogue hook on a tile: the loops twice, for a tile wholly inside the bounds (no tests: fewer
  * instructions per element where nearly all tiles are) and for an edge tile. */
-static void emit_epilogue_hook(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_epilogue *epi) {
+void evtc_cuda_gemm_emit_hook_tile(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_epilogue *epi) {
   if (epi->emit_tile_begin) epi->emit_tile_begin(b, "      ", epi->ctx);
   evtc_sb_printf(b, "      if (m0 + %d <= dims.M && n0 + %d <= dims.N) {\n"
                     "#define EVTC_FULL_TILE 1\n#define EVTC_IN_M(x) true\n#define EVTC_IN_N(x) true\n", c->tile_m, c->tile_n);
@@ -418,6 +459,43 @@ static void emit_epilogue_hook(evtc_sb *b, const evtc_cuda_gemm_config *c, const
   if (epi->emit_tile_end) epi->emit_tile_end(b, "      ", epi->ctx);
 }
 
+void evtc_cuda_gemm_emit_direct_store(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_variant *v) {
+  const int wm = atoms(c), nj = c->tile_n / 8;
+  const char *t = v->out == EVTC_F32 ? "f32" : v->out == EVTC_BF16 ? "bf16" : "f16";
+  const size_t es = evtc_dtype_size(v->out);
+  evtc_sb_printf(b,
+    "        char *const out_base = (char *)out_ptr + (long long)bat * dims.c_bstride * %zu;\n"
+    "#pragma unroll\n"
+    "        for (int i = 0; i < %d; i++) {\n"
+    "#pragma unroll\n"
+    "          for (int h = 0; h < 2; h++) {\n"
+    "            const long long r = m0 + (cw * %d + i) * 64 + warp * 16 + h * 8 + (lane >> 2);\n"
+    "            if (r < dims.M) {\n"
+    "              char *const row = out_base + r * dims.ldc * %zu;\n"
+    "#pragma unroll\n"
+    "              for (int j = 0; j < %d; j++) {\n"
+    "                const long long c = n0 + j * 8 + (lane & 3) * 2;\n"
+    "                const float v0 = acc[i][4 * j + 2 * h], v1 = acc[i][4 * j + 2 * h + 1];\n"
+    "                if (pairs && c + 1 < dims.N) {\n"
+    "                  evtc_st2_%s(row + c * %zu, v0, v1);\n"
+    "                } else {\n"
+    "                  if (c < dims.N) evtc_st1_%s(row + c * %zu, v0);\n"
+    "                  if (c + 1 < dims.N) evtc_st1_%s(row + (c + 1) * %zu, v1);\n"
+    "                }\n"
+    "              }\n"
+    "            }\n"
+    "          }\n"
+    "        }\n",
+    es, wm, wm, es, nj, t, es, t, es, t, es);
+}
+
+void evtc_cuda_gemm_emit_store_setup(evtc_sb *b, const evtc_cuda_gemm_variant *v) {
+  const size_t es = evtc_dtype_size(v->out);
+  evtc_sb_printf(b, "    /* direct stores: two columns at a time when every row and batch start keeps them %zu-byte aligned */\n"
+                    "    const bool pairs = ((dims.ldc | dims.c_bstride) & 1) == 0 && ((unsigned long long)out_ptr & %zu) == 0;\n",
+                 2 * es, 2 * es - 1);
+}
+
 /* The built-in store of D.  Staged (dims.tma_store, when D's strides suit TMA): per 64-row atom and per
  * subtile of 128 bytes of columns, the warpgroup converts its accumulators into one of its two 8 KiB
  * buffers in the 128B-swizzled layout of a TMA box {128 bytes, 64 rows} (row r at 128 r, 16-byte chunk k
@@ -426,9 +504,9 @@ static void emit_epilogue_hook(evtc_sb *b, const evtc_cuda_gemm_config *c, const
  * 16-byte units: measured on an H200, a row's last partial unit is written whole, so a tile holding a
  * column edge that is not 16-byte aligned takes the direct path) and runs while the warpgroup moves on; a buffer is rewritten only once its previous store has read it
  * (wait_group.read 1 before each subtile, the running subtile count dq picking the buffer).  Direct
- * otherwise: each thread stores its pairs of columns, with bounds checks. */
+ * otherwise (evtc_cuda_gemm_emit_direct_store): each thread stores its pairs of columns, with bounds checks. */
 static void emit_epilogue_store(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_variant *v) {
-  const int wm = atoms(c), nj = c->tile_n / 8;
+  const int wm = atoms(c);
   const char *t = v->out == EVTC_F32 ? "f32" : v->out == EVTC_BF16 ? "bf16" : "f16";
   const size_t es = evtc_dtype_size(v->out);
   const int sub_cols = ROW_BYTES / (int)es, nsub = c->tile_n / sub_cols;
@@ -456,32 +534,10 @@ static void emit_epilogue_store(evtc_sb *b, const evtc_cuda_gemm_config *c, cons
     "            if (leader) evtc_tma_store(&tma_d, buf, n0 + q * %d, m0 + (cw * %d + i) * 64, bat);\n"
     "          }\n"
     "        }\n"
-    "      } else {\n"
-    "        char *const out_base = (char *)out_ptr + (long long)bat * dims.c_bstride * %zu;\n"
-    "#pragma unroll\n"
-    "        for (int i = 0; i < %d; i++) {\n"
-    "#pragma unroll\n"
-    "          for (int h = 0; h < 2; h++) {\n"
-    "            const long long r = m0 + (cw * %d + i) * 64 + warp * 16 + h * 8 + (lane >> 2);\n"
-    "            if (r < dims.M) {\n"
-    "              char *const row = out_base + r * dims.ldc * %zu;\n"
-    "#pragma unroll\n"
-    "              for (int j = 0; j < %d; j++) {\n"
-    "                const long long c = n0 + j * 8 + (lane & 3) * 2;\n"
-    "                const float v0 = acc[i][4 * j + 2 * h], v1 = acc[i][4 * j + 2 * h + 1];\n"
-    "                if (pairs && c + 1 < dims.N) {\n"
-    "                  evtc_st2_%s(row + c * %zu, v0, v1);\n"
-    "                } else {\n"
-    "                  if (c < dims.N) evtc_st1_%s(row + c * %zu, v0);\n"
-    "                  if (c + 1 < dims.N) evtc_st1_%s(row + (c + 1) * %zu, v1);\n"
-    "                }\n"
-    "              }\n"
-    "            }\n"
-    "          }\n"
-    "        }\n"
-    "      }\n",
-    c->tile_n, es, wm, nsub, sub_cols, (unsigned)D_SUBTILE, sub_cols / 8, es, t, sub_cols / 8, sub_cols / 8, sub_cols, wm, es, wm, wm,
-    es, nj, t, es, t, es, t, es);
+    "      } else {\n",
+    c->tile_n, es, wm, nsub, sub_cols, (unsigned)D_SUBTILE, sub_cols / 8, es, t, sub_cols / 8, sub_cols / 8, sub_cols, wm);
+  evtc_cuda_gemm_emit_direct_store(b, c, v);
+  evtc_sb_printf(b, "      }\n");
 }
 
 /* A consumer warpgroup: main loop over the ring, then the epilogue, tile after tile. */
@@ -506,14 +562,12 @@ static void emit_consumer(evtc_sb *b, const char *name, const evtc_cuda_gemm_con
                    (unsigned)(c->consumers * 2 * D_SUBTILE), epi->aux_smem, 2 * S);
   if (epi && epi->emit_setup) epi->emit_setup(b, "    ", epi->ctx);
   if (!(epi && epi->emit_element)) {
-    size_t es = evtc_dtype_size(v->out);
-    evtc_sb_printf(b, "    /* direct stores: two columns at a time when every row and batch start keeps them %zu-byte aligned */\n"
-                      "    const bool pairs = ((dims.ldc | dims.c_bstride) & 1) == 0 && ((unsigned long long)out_ptr & %zu) == 0;\n"
-                      "    /* staged stores: this warpgroup's two subtile buffers, its TMA-issuing thread */\n"
+    evtc_cuda_gemm_emit_store_setup(b, v);
+    evtc_sb_printf(b, "    /* staged stores: this warpgroup's two subtile buffers, its TMA-issuing thread */\n"
                       "    const unsigned stage_d = dbuf + (unsigned)wg * %uu;\n"
                       "    const bool leader = (threadIdx.x & 127) == 0;\n"
                       "    unsigned dq = 0;\n",
-                   2 * es, 2 * es - 1, 2u * D_SUBTILE);
+                   2u * D_SUBTILE);
   }
   evtc_sb_printf(b,
     "    float acc[%d][%d];\n"
@@ -532,16 +586,7 @@ static void emit_consumer(evtc_sb *b, const char *name, const evtc_cuda_gemm_con
     "      int bat, m0, n0;\n"
     "      evtc_gemm_tile(t, tiles_m, tiles_n, %d, %d, %d, &bat, &m0, &n0);\n", c->group_m, c->tile_m, c->tile_n);
   if (epi && epi->emit_tile_loads) epi->emit_tile_loads(b, "      ", epi->ctx);
-  if (prefetches(epi)) {   /* the first blocks' loads fly during the main loop */
-    epi->emit_prefetch_begin(b, "      ", epi->ctx);
-    evtc_sb_printf(b, "#define EVTC_IN_M(x) ((x) < dims.M)\n#define EVTC_IN_N(x) ((x) < dims.N)\n");
-    for (int j = 0; j < epi->prefetch_blocks && j < c->tile_n / 8; j++) {
-      char jx[16];
-      snprintf(jx, sizeof jx, "%d", j);
-      epi->emit_prefetch(b, "      ", jx, epi->ctx);
-    }
-    evtc_sb_printf(b, "#undef EVTC_IN_M\n#undef EVTC_IN_N\n");
-  }
+  evtc_cuda_gemm_emit_prefetch_first(b, c, epi);
   evtc_sb_printf(b,
     "#pragma unroll\n"
     "      for (int i = 0; i < %d; i++) {\n"
@@ -582,7 +627,7 @@ static void emit_consumer(evtc_sb *b, const char *name, const evtc_cuda_gemm_con
     "      for (int i = 0; i < %d; i++) %s_pin(acc[i]);\n",
     S, wm, name);
   if (epi && epi->emit_element) {
-    emit_epilogue_hook(b, c, epi);
+    evtc_cuda_gemm_emit_hook_tile(b, c, epi);
     evtc_sb_printf(b, "    }\n");
   } else {
     emit_epilogue_store(b, c, v);
@@ -594,6 +639,10 @@ void evtc_cuda_gemm_emit(evtc_sb *b, const char *name, const evtc_cuda_gemm_conf
                          const evtc_cuda_gemm_variant *v, const evtc_cuda_gemm_epilogue *epi) {
   char why[160];
   EVTC_ASSERT(evtc_cuda_gemm_config_check(c, v, why, sizeof why));
+  if (c->sm80) {
+    evtc_cuda_gemm80_emit(b, name, c, v, epi);
+    return;
+  }
   const int S = c->stages;
   evtc_cuda_emit_sm90_helpers(b);
   char cfg[64];
@@ -669,16 +718,16 @@ bool evtc_cuda_gemm_problem_check(const evtc_cuda_gemm_variant *v, const evtc_cu
               {"B", "ldb", p->ldb, p->b_bstride, v->b_kmajor ? p->K : p->N, b}};
   for (int i = 0; i < 2; i++) {
     if (ops[i].base % 16) {
-      snprintf(why, cap, "operand %s is not 16-byte aligned (TMA)", ops[i].name);
+      snprintf(why, cap, "operand %s is not 16-byte aligned (TMA, 16-byte copies)", ops[i].name);
       return false;
     }
     if (ops[i].ld < ops[i].min_ld || ops[i].ld % 8) {
-      snprintf(why, cap, "operand %s: row stride %s = %lld (needs >= %lld and a multiple of 8 elements for TMA)",
+      snprintf(why, cap, "operand %s: row stride %s = %lld (needs >= %lld and a multiple of 8 elements: TMA, 16-byte copies)",
                ops[i].name, ops[i].ld_name, (long long)ops[i].ld, (long long)ops[i].min_ld);
       return false;
     }
     if (p->batch > 1 && (ops[i].bstride <= 0 || ops[i].bstride % 8)) {
-      snprintf(why, cap, "operand %s: batch stride %lld (needs > 0 and a multiple of 8 elements for TMA)", ops[i].name,
+      snprintf(why, cap, "operand %s: batch stride %lld (needs > 0 and a multiple of 8 elements: TMA, 16-byte copies)", ops[i].name,
                (long long)ops[i].bstride);
       return false;
     }
@@ -723,8 +772,25 @@ evtc_status evtc_cuda_gemm_launch_init(evtc_cuda_gemm_launch *L, const evtc_cuda
   char why[256];
   memset(L, 0, sizeof *L);
   if (!evtc_cuda_gemm_config_check(c, v, why, sizeof why) || !evtc_cuda_gemm_problem_check(v, p, a, b, why, sizeof why))
-    return evtc_diag_set(d, EVTC_ERR_INVALID, "sm90 GEMM %lldx%lldx%lld: %s", (long long)p->M, (long long)p->N,
+    return evtc_diag_set(d, EVTC_ERR_INVALID, "%s GEMM %lldx%lldx%lld: %s", c->sm80 ? "sm80" : "sm90", (long long)p->M, (long long)p->N,
                          (long long)p->K, why);
+  int64_t tiles = ((p->M + c->tile_m - 1) / c->tile_m) * ((p->N + c->tile_n - 1) / c->tile_n) * p->batch;
+  L->grid[0] = (unsigned)(tiles < sm_count ? tiles : sm_count);
+  L->grid[1] = L->grid[2] = 1;
+  L->block[0] = evtc_cuda_gemm_threads(c);
+  L->block[1] = L->block[2] = 1;
+  L->smem = evtc_cuda_gemm_smem_bytes(c);
+  L->params[0] = &L->map_a;
+  L->params[1] = &L->map_b;
+  L->params[2] = &L->map_d;
+  L->params[3] = &L->out;
+  L->params[4] = &L->dims;
+  L->out = out;
+  L->dims = (evtc_cuda_gemm_dims){.M = (int32_t)p->M, .N = (int32_t)p->N, .K = (int32_t)p->K,
+                                  .batch = (int32_t)p->batch, .ldc = p->ldc, .c_bstride = p->c_bstride,
+                                  .a = a, .b = b, .lda = p->lda, .ldb = p->ldb, .a_bstride = p->a_bstride,
+                                  .b_bstride = p->b_bstride};
+  if (c->sm80) return EVTC_OK;   /* no tensor maps: the kernel copies from dims.a and dims.b */
   const int64_t k1 = p->K > 0 ? p->K : 1;
   evtc_status s = v->a_kmajor ? encode(drv, &L->map_a, v->in, a, p->K, p->M, p->lda, p->a_bstride, p->batch,
                                        (unsigned)c->tile_m, "A", d)
@@ -740,20 +806,6 @@ evtc_status evtc_cuda_gemm_launch_init(evtc_cuda_gemm_launch *L, const evtc_cuda
                    p->c_bstride * es < ((int64_t)1 << 40);
   if (tma_store && encode(drv, &L->map_d, v->out, out, p->N, p->M, p->ldc, p->c_bstride, p->batch, 64, "D", d))
     return d->status;
-  L->out = out;
-  L->dims = (evtc_cuda_gemm_dims){.M = (int32_t)p->M, .N = (int32_t)p->N, .K = (int32_t)p->K,
-                                  .batch = (int32_t)p->batch, .tma_store = tma_store, .ldc = p->ldc,
-                                  .c_bstride = p->c_bstride};
-  int64_t tiles = ((p->M + c->tile_m - 1) / c->tile_m) * ((p->N + c->tile_n - 1) / c->tile_n) * p->batch;
-  L->grid[0] = (unsigned)(tiles < sm_count ? tiles : sm_count);
-  L->grid[1] = L->grid[2] = 1;
-  L->block[0] = evtc_cuda_gemm_threads(c);
-  L->block[1] = L->block[2] = 1;
-  L->smem = evtc_cuda_gemm_smem_bytes(c);
-  L->params[0] = &L->map_a;
-  L->params[1] = &L->map_b;
-  L->params[2] = &L->map_d;
-  L->params[3] = &L->out;
-  L->params[4] = &L->dims;
+  L->dims.tma_store = tma_store;
   return EVTC_OK;
 }

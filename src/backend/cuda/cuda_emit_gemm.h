@@ -1,4 +1,6 @@
-/* cuda_emit_gemm.h -- evtc's own GEMM for Hopper (sm_90a), emitted as CUDA C.
+/* cuda_emit_gemm.h -- evtc's own GEMM, emitted as CUDA C: the Hopper
+ * template (sm_90a: wgmma, TMA) and the Ampere one (sm_80 and later:
+ * mma.sync, cp.async; cuda_emit_gemm80.c), behind one interface.
  *
  * D[b] = A[b] * B[b] for b < batch, A M x K, B K x N, bf16 or f16 inputs,
  * fp32 accumulation, D f32, bf16 or f16 (converted in the epilogue).  A is
@@ -27,10 +29,22 @@
  * holding a column edge that is not 16-byte aligned excepted), else by
  * direct stores of two columns (or one) per thread.
  *
- * Operand constraints (TMA): base addresses 16-byte aligned, row strides
- * and batch strides multiples of 16 bytes (8 elements), so a packed K x N
- * operand needs N % 8 == 0; evtc_cuda_gemm_problem_check says which one
- * fails.  Compilation needs NVRTC only; running needs an sm_90a device.
+ * Operand constraints (TMA's, and the 16-byte copies of the sm_80
+ * template): base addresses 16-byte aligned, row strides and batch strides
+ * multiples of 16 bytes (8 elements), so a packed K x N operand needs
+ * N % 8 == 0; evtc_cuda_gemm_problem_check says which one fails.
+ * Compilation needs NVRTC only; running needs an sm_90a device, or for a
+ * config with sm80 set, any device from sm_80 on.
+ *
+ * The sm_80 template (config.sm80) keeps the kernel's signature, the tile
+ * scheduler, the accumulator layout and the epilogue hook below, so the
+ * visitor DAG is emitted into it unchanged: every warp of its `consumers`
+ * warpgroups both copies (cp.async into a ring of stages, zero-filled past
+ * the edges) and multiplies (ldmatrix, mma.sync m16n8k16), and warp w of a
+ * warpgroup holds rows 16 w .. 16 w + 15 of each 64-row atom -- exactly the
+ * rows and columns a wgmma atom gives it.  It has no TMA: no staged store of
+ * D (direct stores), no TMA aux tile (aux_smem must be 0), and the operands
+ * come from the dims' pointers, not from tensor maps.
  */
 #ifndef EVTC_CUDA_EMIT_GEMM_H
 #define EVTC_CUDA_EMIT_GEMM_H
@@ -55,6 +69,8 @@ typedef struct evtc_cuda_gemm_config {
   bool pingpong;             /* false: the consumers share each tile (cooperative, tile_m / consumers rows
                               * each); true (2 consumers): they take alternate tiles, each the whole tile,
                               * so one's epilogue runs while the other's main loop keeps the tensor cores busy */
+  bool sm80;                 /* the sm_80 template (mma.sync, cp.async): `consumers` warpgroups that copy and
+                              * multiply alike, no producer, no pingpong, no cluster */
 } evtc_cuda_gemm_config;
 
 /* What the kernel's code depends on besides the config: element types and operand majorness. */
@@ -141,10 +157,14 @@ enum { EVTC_CUDA_GEMM_HOOK_SMEM = 2 * 64 * 128 };
 
 /* Kernel parameter block after the three tensor maps and the output pointer
  * (the generated evtc_gemm_dims has the same layout).  tma_store: D's
- * strides suit TMA and the built-in epilogue stores through shared memory. */
+ * strides suit TMA and the built-in epilogue stores through shared memory.
+ * a, b and their strides (elements): the operands as the sm_80 template
+ * reads them (the sm_90a one reads them through the tensor maps). */
 typedef struct evtc_cuda_gemm_dims {
   int32_t M, N, K, batch, tma_store, reserved;
   int64_t ldc, c_bstride;
+  uint64_t a, b;
+  int64_t lda, ldb, a_bstride, b_bstride;
 } evtc_cuda_gemm_dims;
 
 /* A CUtensorMap: 128 opaque bytes (cuda.h aligns it to 128 since CUDA 13). */
@@ -167,7 +187,10 @@ typedef struct evtc_cuda_gemm_launch {
 
 /* 128x256x64, 4 stages, 2 cooperative consumer warpgroups, 1x1 cluster, group_m 8. */
 evtc_cuda_gemm_config evtc_cuda_gemm_config_default(void);
-/* "128x256x64 s4 c2 g8" (" pp" appended for pingpong) into buf. */
+/* The sm_80 template's: 128x128x64, 4 stages, 2 warpgroups (8 warps, each 16 rows x 128 columns), group_m 8:
+ * 160 KiB of shared memory, within an A100's 163. */
+evtc_cuda_gemm_config evtc_cuda_gemm_config_default_sm80(void);
+/* "128x256x64 s4 c2 g8" (" pp" appended for pingpong, " sm80" for the sm_80 template) into buf. */
 void evtc_cuda_gemm_config_name(const evtc_cuda_gemm_config *cfg, char *buf, size_t cap);
 /* Parses config_name's format ("128x128x64 s5 c2 g8 pp"); false on anything else.  Does not check it. */
 bool evtc_cuda_gemm_config_parse(const char *s, evtc_cuda_gemm_config *cfg);
@@ -177,17 +200,21 @@ int evtc_cuda_gemm_row_groups(const evtc_cuda_gemm_config *cfg);
 /* Whether cfg is buildable for variant v: false with the reason in why.
  * Checks tile shapes against wgmma (m64, n <= 256) and TMA (boxes <= 256),
  * the accumulator registers per consumer thread (<= 128) and the shared
- * memory (<= 227 KiB). */
+ * memory (<= 227 KiB; a device with less refuses the launch). */
 bool evtc_cuda_gemm_config_check(const evtc_cuda_gemm_config *cfg, const evtc_cuda_gemm_variant *v, char *why,
                                  size_t cap);
 /* Dynamic shared memory of cfg's kernel in bytes: the ring, two 8 KiB output subtiles per consumer
- * warpgroup, the barriers and 1 KiB of alignment slack. */
+ * warpgroup (the hook's shared memory), the barriers and 1 KiB of alignment slack (sm_80: the ring and the
+ * hook's 16 KiB per warpgroup). */
 unsigned evtc_cuda_gemm_smem_bytes(const evtc_cuda_gemm_config *cfg);
-/* Threads per CTA: 128 * (1 + consumers). */
+/* Threads per CTA: 128 * (1 + consumers) (sm_80: 128 * consumers). */
 unsigned evtc_cuda_gemm_threads(const evtc_cuda_gemm_config *cfg);
 
-/* The sm_90a device helpers (TMA, mbarriers, the wgmma descriptor, fence, commit and wait, epilogue stores),
- * guarded so that a module holds them once: the GEMM's, and the wgmma attention's (cuda_emit_attention_wg.c). */
+/* The device helpers both templates use (the parameter structs, the tile raster, warpgroup barriers,
+ * epilogue stores), guarded so that a module holds them once. */
+void evtc_cuda_emit_gemm_helpers(evtc_sb *b);
+/* Those and the sm_90a ones (TMA, mbarriers, the wgmma descriptor, fence, commit and wait), guarded the same
+ * way: the GEMM's, and the wgmma attention's (cuda_emit_attention_wg.c). */
 void evtc_cuda_emit_sm90_helpers(evtc_sb *b);
 
 /* Appends kernel `name` (extern "C") for cfg and v with epilogue epi (NULL:
@@ -204,7 +231,8 @@ bool evtc_cuda_gemm_problem_check(const evtc_cuda_gemm_variant *v, const evtc_cu
 
 /* Fills L for one launch: the TMA descriptors of A, B and (when its
  * alignment allows; dims.tma_store says) D, through the driver's
- * cuTensorMapEncodeTiled, the parameter block, the persistent grid
+ * cuTensorMapEncodeTiled (none for the sm_80 template: the maps stay zero
+ * and dims carries the operands), the parameter block, the persistent grid
  * (min(tiles, sm_count) CTAs), block and shared memory.  Runs
  * evtc_cuda_gemm_problem_check first (EVTC_ERR_INVALID with its reason);
  * a descriptor the driver rejects is EVTC_ERR_RUNTIME naming the operand. */

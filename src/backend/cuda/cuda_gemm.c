@@ -193,10 +193,16 @@ evtc_cuda_gemm_mode evtc_cuda_gemm_mode_get(void) {
   static bool warned;
   const char *m = getenv("EVTC_GEMM");
   if (m && strcmp(m, "cublaslt") == 0) return EVTC_CUDA_GEMM_CUBLASLT;
+  if (m && strcmp(m, "sm80") == 0) return EVTC_CUDA_GEMM_SM80;
   if (!m || !*m || strcmp(m, "evtc") == 0) return EVTC_CUDA_GEMM_EVTC;
-  if (!warned) fprintf(stderr, "evtc: EVTC_GEMM=%s is not evtc or cublaslt: using evtc\n", m);
+  if (!warned) fprintf(stderr, "evtc: EVTC_GEMM=%s is not evtc, sm80 or cublaslt: using evtc\n", m);
   warned = true;
   return EVTC_CUDA_GEMM_EVTC;
+}
+
+bool evtc_cuda_gemm_sm80_template(const evtc_cuda_device *dev) {
+  return evtc_cuda_gemm_mode_get() == EVTC_CUDA_GEMM_SM80 ||
+         (dev && dev->cc_major >= 8 && strcmp(dev->arch, "sm_90a") != 0);
 }
 
 /* evtc's GEMM gives each output tile to one CTA and has no split-K: a GEMM of few tiles over a long K -- a

@@ -47,12 +47,18 @@ void evtc_cuda_gemm_free(evtc_cuda_gemm *g);
 
 /* Which GEMM runs a GEMM kernel: the environment variable EVTC_GEMM
  * (`--gemm` of evtc train / run sets it): "evtc" (the default: evtc's own
- * sm_90a GEMM with the visitor DAG in its epilogue, cuda_emit_evt.c, where
- * the template fits) or "cublaslt" (the baseline without EVT: cuBLASLt
- * into f32 scratch, then the epilogue kernel).  Another value is reported
- * once on stderr and means evtc. */
-typedef enum evtc_cuda_gemm_mode { EVTC_CUDA_GEMM_EVTC, EVTC_CUDA_GEMM_CUBLASLT } evtc_cuda_gemm_mode;
+ * GEMM with the visitor DAG in its epilogue, cuda_emit_evt.c, where the
+ * template fits: the sm_90a template on an H100 / H200, the sm_80 one on
+ * an sm_8x GPU), "sm80" (evtc's GEMM on its sm_80 template on any GPU from
+ * sm_80 on: how an H200 tests and times the A100's path) or "cublaslt" (the
+ * baseline without EVT: cuBLASLt into f32 scratch, then the epilogue
+ * kernel).  Another value is reported once on stderr and means evtc. */
+typedef enum evtc_cuda_gemm_mode { EVTC_CUDA_GEMM_EVTC, EVTC_CUDA_GEMM_CUBLASLT, EVTC_CUDA_GEMM_SM80 } evtc_cuda_gemm_mode;
 evtc_cuda_gemm_mode evtc_cuda_gemm_mode_get(void);
+/* Whether evtc's GEMM takes its sm_80 template on dev (EVTC_GEMM=sm80, or a device from sm_80 on without
+ * wgmma: sm_8x, and the sm_90a template's successors that dropped it; dev may be NULL: the H200 the tests
+ * mirror). */
+bool evtc_cuda_gemm_sm80_template(const evtc_cuda_device *dev);
 /* Whether GEMM kernel k runs on evtc's GEMM (*pl filled, with dev's tuned
  * config when there is one; dev may be NULL); false with the reason (the
  * selector or the template's refusal) in why. */

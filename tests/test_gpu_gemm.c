@@ -10,7 +10,7 @@
  * and the output's padding must stay poisoned), both stores of D (staged
  * through shared memory and TMA when D's row stride is a multiple of 16
  * bytes, direct when it is odd, and both when only the column-edge tile
- * cannot use TMA), and six sm_90a tile configs and three sm_80 ones
+ * cannot use TMA), and six sm_90a tile configs and four sm_80 ones
  * (including more tiles than SMs, so the persistent scheduler wraps),
  * and the epilogue hook (a kernel parameter, D = alpha acc + r - 2c).  The
  * sm_80 template runs the same kinds of cases (its stores are direct).
@@ -47,6 +47,7 @@ static const evtc_cuda_gemm_config cfgs[] = {
     {128, 128, 64, 4, 2, 1, 1, 8, false, true},    /* SM80: the sm_80 default, 8 warps of 16 x 128 */
     {128, 128, 64, 2, 1, 1, 1, 2, false, true},    /* sm_80, one warpgroup: two atoms, warps of 32 x 128, 2 stages */
     {64, 64, 64, 3, 1, 1, 1, 1, false, true},      /* sm_80, small tiles: many of them, the scheduler wraps */
+    {256, 128, 64, 3, 2, 1, 1, 8, false, true},    /* sm_80, the H200's default: warps of 32 x 128 */
 };
 enum { N_CFG = sizeof cfgs / sizeof cfgs[0], SM80 = 6 };
 /* (input, output) types: 0 bf16->f32, 1 bf16->bf16, 2 f16->f16, 3 f16->f32 */
@@ -110,6 +111,7 @@ static void make_cases(void) {
   }
   add_case(129, 257, 65, 2, 0, 0, SM80, 1, 1);   /* the hook on the sm_80 template */
   add_case(300, 520, 130, 3, 3, 3, SM80 + 1, 0, 1);
+  add_case(300, 520, 130, 2, 1, 0, SM80 + 3, 1, 1);
 }
 
 /* The epilogue hook with a parameter: D = alpha acc + (r - 2 c), stored as f32 by hand. */
@@ -326,11 +328,15 @@ static void check_host_side(void) {
   bad = cfgs[SM80];
   bad.stages = 9;   /* cp.async groups in flight */
   CHECK(!evtc_cuda_gemm_config_check(&bad, &v, why, sizeof why) && strstr(why, "stages"), "sm_80 9 stages refused: %s", why);
-  evtc_cuda_gemm_config d80 = evtc_cuda_gemm_config_default_sm80();
-  CHECK(d80.sm80 && evtc_cuda_gemm_config_check(&d80, &v, why, sizeof why) && evtc_cuda_gemm_smem_bytes(&d80) <= 163 * 1024 &&
+  const int a100 = 163 * 1024, h200 = 227 * 1024;
+  evtc_cuda_gemm_config d80 = evtc_cuda_gemm_config_default_sm80(a100), big = evtc_cuda_gemm_config_default_sm80(h200);
+  CHECK(d80.sm80 && evtc_cuda_gemm_config_check(&d80, &v, why, sizeof why) && evtc_cuda_gemm_smem_bytes(&d80) <= a100 &&
             evtc_cuda_gemm_threads(&d80) == 256,
         "the sm_80 default fits an A100 (%u bytes of shared memory, %u threads): %s", evtc_cuda_gemm_smem_bytes(&d80),
         evtc_cuda_gemm_threads(&d80), why);
+  CHECK(big.sm80 && big.tile_m == 256 && evtc_cuda_gemm_config_check(&big, &v, why, sizeof why) &&
+            evtc_cuda_gemm_smem_bytes(&big) > a100 && evtc_cuda_gemm_smem_bytes(&big) <= h200,
+        "the sm_80 default on an H200 takes 256x128 tiles (%u bytes): %s", evtc_cuda_gemm_smem_bytes(&big), why);
   bad = cfgs[0];
   bad.tile_n = 96;
   CHECK(!evtc_cuda_gemm_config_check(&bad, &v, why, sizeof why) && strstr(why, "tile_n"), "tile_n 96 refused: %s", why);

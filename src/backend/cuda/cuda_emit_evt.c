@@ -176,7 +176,7 @@ static bool tile_config(const evtc_cuda_device *dev, const evtc_kernel *k, bool 
     }
     cfg->sm80 = sm80;
   } else if (sm80) {
-    *cfg = evtc_cuda_gemm_config_default_sm80();
+    *cfg = evtc_cuda_gemm_config_default_sm80(dev ? dev->smem_per_block_optin : 0);
   } else if (!dev || !evtc_cuda_gemm_tuned_config(dev, v, !builtin_store, cfg)) {
     *cfg = evtc_cuda_gemm_config_default();
     const bool reduces = has_vector_reduction(k), long_k = k->gemm.K >= 2048;

@@ -187,9 +187,10 @@ typedef struct evtc_cuda_gemm_launch {
 
 /* 128x256x64, 4 stages, 2 cooperative consumer warpgroups, 1x1 cluster, group_m 8. */
 evtc_cuda_gemm_config evtc_cuda_gemm_config_default(void);
-/* The sm_80 template's: 128x128x64, 4 stages, 2 warpgroups (8 warps, each 16 rows x 128 columns), group_m 8:
- * 160 KiB of shared memory, within an A100's 163. */
-evtc_cuda_gemm_config evtc_cuda_gemm_config_default_sm80(void);
+/* The sm_80 template's for a device whose blocks may opt in to smem_optin bytes of shared memory: 256x128x64,
+ * 3 stages, 2 warpgroups (8 warps of 32 rows x 128 columns) where its 176 KiB fit (an H100 / H200), else
+ * 128x128x64, 4 stages, 2 warpgroups (warps of 16 x 128): 160 KiB, within an A100's 163.  group_m 8. */
+evtc_cuda_gemm_config evtc_cuda_gemm_config_default_sm80(int smem_optin);
 /* "128x256x64 s4 c2 g8" (" pp" appended for pingpong, " sm80" for the sm_80 template) into buf. */
 void evtc_cuda_gemm_config_name(const evtc_cuda_gemm_config *cfg, char *buf, size_t cap);
 /* Parses config_name's format ("128x128x64 s5 c2 g8 pp"); false on anything else.  Does not check it. */

@@ -11,7 +11,8 @@
  * must not round, write back or compare against the label.  A step with
  * no zero side folds nothing, and neither does a softmax with no one-hot
  * or step: their kernels keep one loop a pass.  A bf16 e^(a - max) is
- * emitted as one FFMA and the exp2 (evtc_exp_shiftf), an f32 one is not.  test_gpu_kernels runs the
+ * emitted as one FFMA and the exp2 (evtc_exp_shiftf), an f32 one is not;
+ * the row max's warp shuffles stay in f32 (exact for a max of floats).  test_gpu_kernels runs the
  * masked cross-entropy (300 x 50264, random labels: each row takes both
  * loops) against the interpreter on the GPU.
  */
@@ -127,6 +128,7 @@ static void test_emitted(void) {
     CHECK(!strstr(loop, " == e)") && strstr(loop, "sv") && !strstr(loop, "pa"),
           "masked cross-entropy: the plain loop off the label compares, sums the pick or stores nothing:\n%s", loop);
   CHECK(src && strstr(src, "= evtc_exp_shiftf(v"), "masked cross-entropy: e^(shift) not by evtc_exp_shiftf");
+  CHECK(src && strstr(src, "= (double)evtc_warp_reducef<1>(acc"), "masked cross-entropy: the max's shuffles not in f32");
   free(src);
   evtc_kernel_free(k);
   evtc_graph_free(g);

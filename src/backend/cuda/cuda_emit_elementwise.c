@@ -45,6 +45,13 @@ void evtc_cuda_emit_vec_helpers(evtc_sb *b) {
     "  return OP == 1 ? EVTC_MAXN(a, b) : EVTC_MINN(a, b);\n"
     "#endif\n"
     "}\n"
+    "/* a warp's max / min of floats, exact in f32: a shuffle and a max.NaN a step, where doubles take two shuffles,\n"
+    "   two compares and two selects */\n"
+    "template <int OP> __device__ __forceinline__ float evtc_warp_reducef(float v) {\n"
+    "#pragma unroll\n"
+    "  for (int o = 16; o > 0; o >>= 1) v = evtc_combf<OP>(v, __shfl_xor_sync(0xffffffffu, v, o));\n"
+    "  return v;\n"
+    "}\n"
     "#endif\n");
 }
 

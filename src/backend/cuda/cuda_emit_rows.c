@@ -707,6 +707,9 @@ static void emit_pass(const rows_ctx *x, int p) {
   emit_ahead(x, p, "    ", next);
 }
 
+/* COL reduction i is a max or min of floats (the threads' partials f32): its warp shuffles stay in f32, exactly. */
+static bool float_extremum(const rows_ctx *x, int i) { return red_op(x->k->v[i].op) != 0 && f32_acc(x, i); }
+
 /* The COL reductions pass p finishes: one round across the row's threads. */
 static void emit_round(const rows_ctx *x, int p, int round) {
   const evtc_kernel *k = x->k;
@@ -715,7 +718,9 @@ static void emit_round(const rows_ctx *x, int p, int round) {
   int m = 0;
   for (int i = 0; i < k->n_v; i++) {
     if (!col_red(x, i, p)) continue;
-    evtc_sb_printf(b, "    double s%d = evtc_warp_reduce<%d>((double)acc%d);\n", i, red_op(k->v[i].op), i);
+    if (float_extremum(x, i))
+      evtc_sb_printf(b, "    double s%d = (double)evtc_warp_reducef<%d>(acc%d);\n", i, red_op(k->v[i].op), i);
+    else evtc_sb_printf(b, "    double s%d = evtc_warp_reduce<%d>((double)acc%d);\n", i, red_op(k->v[i].op), i);
     m++;
   }
   if (m == 0) return;
@@ -755,7 +760,8 @@ static void emit_round(const rows_ctx *x, int p, int round) {
         evtc_sb_printf(b, "      s%d = evtc_comb<%d>(s%d, evtc_dsmem_ld(&evtc_rr[rb%d][%d][w %% %d], (unsigned)(w / %d)));\n", i,
                        op, i, p, m, nw, nw);
       else evtc_sb_printf(b, "      s%d = evtc_comb<%d>(s%d, evtc_rr[rb%d][%d][w]);\n", i, op, i, p, m);
-      evtc_sb_printf(b, "    s%d = evtc_warp_reduce<%d>(s%d);\n", i, op, i);
+      if (float_extremum(x, i)) evtc_sb_printf(b, "    s%d = (double)evtc_warp_reducef<%d>((float)s%d);\n", i, op, i);
+      else evtc_sb_printf(b, "    s%d = evtc_warp_reduce<%d>(s%d);\n", i, op, i);
       m++;
     }
   }

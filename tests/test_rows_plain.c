@@ -134,6 +134,31 @@ static void test_emitted(void) {
   evtc_graph_free(g);
 }
 
+/* A bf16 row max over a load's vectors as they are: packed, two values a max.NaN.bf16x2 -- in the masked
+ * cross-entropy's plain loop (the masked logits are the loaded ones there) and in a bf16 softmax's only loop. */
+static void test_packed_max(void) {
+  evtc_graph *g;
+  evtc_kernel *k = ce_kernel(0, -1.6947656946257677e38, "masked cross-entropy", &g);
+  if (k) {
+    char *src = emit(k);
+    char loop[4096];
+    CHECK(plain_loop(src, "if (cb + 8 <= 50257) {", loop, sizeof loop) && strstr(loop, "evtc_comb_bf16x2<1>(acp") &&
+              !strstr(loop, "evtc_combf<1>(acc"),
+          "masked cross-entropy: the plain loop's max is not packed");
+    free(src);
+    evtc_kernel_free(k);
+    evtc_graph_free(g);
+  }
+  k = oracle_kernel(softmax_text, "bf16 softmax", &g);
+  if (k) {
+    char *src = emit(k);
+    CHECK(src && strstr(src, "evtc_comb_bf16x2<1>(acp") && strstr(src, "uint32_t acp"), "bf16 softmax: the max is not packed");
+    free(src);
+    evtc_kernel_free(k);
+    evtc_graph_free(g);
+  }
+}
+
 /* Kernel k's emitted source has none of `absent` and has `present` (when not NULL); k and g freed. */
 static void check_source(evtc_kernel *k, evtc_graph *g, const char *what, const char *absent, const char *present) {
   if (!k) return;
@@ -148,6 +173,7 @@ static void check_source(evtc_kernel *k, evtc_graph *g, const char *what, const 
 int main(void) {
   test_facts();
   test_emitted();
+  test_packed_max();
   evtc_graph *g;
   const char *what = "cross-entropy with a step of no zero side";
   evtc_kernel *k = ce_kernel(0.5, -3, what, &g);

@@ -377,6 +377,15 @@ static void emit_helpers(evtc_sb *b) {
     "/* a 16-byte vector from the raw words of a load issued a row ahead (held as uint4, so that the loop carries the\n"
     "   load's own registers: as an evtc_vec of halves the compiler split it into them right after the load, waiting\n"
     "   for it there) */\n"
+    "/* a max (OP 1) or min (OP 2) over a vector of bf16 as they are stored, two a max.NaN.bf16x2 (NaN wins, as in\n"
+    "   evtc_combf): exact, a max picks one of its inputs; a's halves hold the two running values */\n"
+    "template <int OP, int V> __device__ __forceinline__ void evtc_comb_bf16x2(uint32_t &a, const evtc_vec<uint16_t, V> &v) {\n"
+    "  union {\n    evtc_vec<uint16_t, V> v;\n    uint32_t w[V / 2];\n  } u;\n  u.v = v;\n"
+    "#pragma unroll\n"
+    "  for (int q = 0; q < V / 2; q++) {\n"
+    "    if (OP == 1) asm(\"max.NaN.bf16x2 %0, %1, %2;\" : \"=r\"(a) : \"r\"(a), \"r\"(u.w[q]));\n"
+    "    else asm(\"min.NaN.bf16x2 %0, %1, %2;\" : \"=r\"(a) : \"r\"(a), \"r\"(u.w[q]));\n"
+    "  }\n}\n"
     "template <typename T, int V> __device__ __forceinline__ evtc_vec<T, V> evtc_vec_bits(uint4 u) {\n"
     "  static_assert(sizeof(evtc_vec<T, V>) == sizeof(uint4), \"evtc_vec_bits: a 16-byte vector\");\n"
     "  union {\n    uint4 u;\n    evtc_vec<T, V> v;\n  } c;\n  c.u = u;\n  return c.v;\n}\n"
@@ -560,6 +569,21 @@ static void emit_prefetch(const rows_ctx *x, const char *ind, const char *row, c
   evtc_sb_printf(b, "%s  }\n%s}\n%s}\n%sevtc_cp_async_commit();\n", ind, ind, ind, ind);
 }
 
+/* A row's max or min i in pass p of a bf16 load's vectors as they are (on a plain vector, pf, a value folded into
+ * the load's counts): the load, whose vectors evtc_comb_bf16x2 combines packed, two values an instruction, where
+ * each value took a widening and a max; else -1.  Not for a row ending in a partial vector (its padding). */
+static int packed_root(const rows_ctx *x, const evtc_cuda_plain *pf, int i, int p) {
+  const evtc_kernel *k = x->k;
+  const evtc_cuda_rows_info *in = &x->info;
+  if (!col_red(x, i, p) || red_op(k->v[i].op) == 0 || !f32_acc(x, i) || x->V < 2 || x->tail) return -1;
+  int a = k->v[i].args[0];
+  if (pf && pf->fact[a] == EVTC_PLAIN_SAME) a = pf->same[a];
+  const evtc_vnode *l = &k->v[a];
+  bool from_kept = x->pl->cache && in->kept[a] && in->first[a] < p && !held(x, a);
+  bool vector = in->need[(size_t)p * (size_t)k->n_v + (size_t)a] && in->vec_load[a] && !from_kept && in->alias[a] < 0;
+  return l->kind == EVTC_V_LOAD && l->dtype == EVTC_BF16 && vector ? a : -1;
+}
+
 /* Pass p's element loop over a vector's columns (or its one column), then the vector's stores; on a plain vector
  * (pf) with its values folded. */
 static void emit_elements(const rows_ctx *x, int p, const evtc_cuda_plain *pf) {
@@ -590,6 +614,7 @@ static void emit_elements(const rows_ctx *x, int p, const evtc_cuda_plain *pf) {
     if (reduce_in_pass(k, i, p) && (v->cls != EVTC_VC_COL || col_red(x, i, p))) {
       int op = red_op(v->op), a = v->args[0];
       if (pf && op == 0 && pf->fact[a] == EVTC_PLAIN_ZERO) continue;    /* a sum skips a zero */
+      if (packed_root(x, pf, i, p) >= 0) continue;                        /* after the loop, packed */
       bool f = f32_acc(x, i);
       const char *comb = f ? "evtc_combf" : "evtc_comb", *ct = f ? "float" : "double";
       if (v->cls == EVTC_VC_COL) evtc_sb_printf(b, "%sacc%d = %s<%d>(acc%d, (%s)v%d);\n", ind, i, comb, op, i, ct, a);
@@ -605,6 +630,9 @@ static void emit_elements(const rows_ctx *x, int p, const evtc_cuda_plain *pf) {
   }
   if (x->V > 1) {
     evtc_sb_printf(b, "        }\n");
+    for (int i = 0; i < k->n_v; i++)
+      if (packed_root(x, pf, i, p) >= 0)
+        evtc_sb_printf(b, "        evtc_comb_bf16x2<%d>(acp%d, lv%d);\n", red_op(k->v[i].op), i, packed_root(x, pf, i, p));
     for (int i = 0; i < k->n_v; i++)
       if (over_load(x, i) >= 0 && need[i] && in->first[i] == p && !plain_in_place(x, pf, i))
         evtc_sb_printf(b, "        *(evtc_vec<%s, %d> *)(pf%d + pb + cb) = hw%d;\n", evtc_cpu_storage_ctype(k->v[i].dtype), x->V,
@@ -638,12 +666,18 @@ static void emit_pass(const rows_ctx *x, int p) {
   const bool *need = in->need + (size_t)p * (size_t)k->n_v;
   evtc_sb *b = x->b;
   if (!in->has_work[p]) return;
+  evtc_cuda_plain plain;
+  const bool has_plain = plain_facts(x, p, &plain);
+  bool *packs = calloc((size_t)k->n_v, sizeof *packs);    /* some loop of the pass combines i packed (acp<i>) */
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
     bool f = f32_acc(x, i);
     if (col_red(x, i, p) || (reduce_in_pass(k, i, p) && v->cls == EVTC_VC_SCALAR))
       evtc_sb_printf(b, "    %s %s%d = %s;\n", f ? "float" : "double", v->cls == EVTC_VC_COL ? "acc" : "pa", i,
                      f ? red_initf(v->op) : red_init(v->op));
+    packs[i] = packed_root(x, NULL, i, p) >= 0 || (has_plain && packed_root(x, &plain, i, p) >= 0);
+    if (packs[i])   /* two bf16 -inf (max) or +inf (min) */
+      evtc_sb_printf(b, "    uint32_t acp%d = %s;\n", i, red_op(v->op) == 1 ? "0xff80ff80u" : "0x7f807f80u");
   }
   open_cols(x, "    ", true);
   if (x->V > 1) {
@@ -682,8 +716,6 @@ static void emit_pass(const rows_ctx *x, int p) {
     if (x->opaque_c)
       evtc_sb_printf(b, "        CI cbo = cb;\n        asm volatile(\"\" : \"+%s\"(cbo));\n", k->cols < (int64_t)1 << 30 ? "r" : "l");
   }
-  evtc_cuda_plain plain;
-  bool has_plain = plain_facts(x, p, &plain);
   if (has_plain) {     /* the vector's values folded where it is plain, as computed elsewhere */
     evtc_sb_printf(b, "        if (%s) {\n", plain.cond);
     emit_elements(x, p, &plain);
@@ -701,6 +733,11 @@ static void emit_pass(const rows_ctx *x, int p) {
   for (int i = 0; i < k->n_v; i++)
     if (reduce_in_pass(k, i, p) && k->v[i].cls == EVTC_VC_SCALAR)
       evtc_sb_printf(b, "    ps%d = evtc_comb<%d>(ps%d, (double)pa%d);\n", i, red_op(k->v[i].op), i, i);
+  for (int i = 0; i < k->n_v; i++)
+    if (packs[i])
+      evtc_sb_printf(b, "    acc%d = evtc_combf<%d>(acc%d, evtc_combf<%d>(evtc_bf2f((uint16_t)acp%d), evtc_bf2f((uint16_t)(acp%d >> 16))));\n",
+                     i, red_op(k->v[i].op), i, red_op(k->v[i].op), i, i);
+  free(packs);
   if (p == x->pf_pass) emit_prefetch(x, "    ", "rn", "pb");   /* into the buffer this row is done with */
   char next[64];
   next_row(x, next, sizeof next);

@@ -641,6 +641,25 @@ static void emit_consumer(evtc_sb *b, const char *name, const evtc_cuda_gemm_con
   }
 }
 
+void evtc_cuda_gemm_emit_comment(evtc_sb *b, const char *name, const evtc_cuda_gemm_config *c,
+                                 const evtc_cuda_gemm_variant *v) {
+  char cfg[64];
+  evtc_cuda_gemm_config_name(c, cfg, sizeof cfg);
+  evtc_sb_printf(b, "/* GEMM %s%s: %s x %s -> %s, A %s, B %s, tile %s */\n", name, c->sm80 ? " (sm_80 template)" : "",
+                 evtc_dtype_name(v->in), evtc_dtype_name(v->in), evtc_dtype_name(v->out), v->a_kmajor ? "M x K" : "K x M",
+                 v->b_kmajor ? "N x K" : "K x N", cfg);
+}
+
+void evtc_cuda_gemm_emit_signature(evtc_sb *b, const char *name, const evtc_cuda_gemm_config *c,
+                                   const evtc_cuda_gemm_epilogue *epi) {
+  evtc_sb_printf(b,
+    "extern \"C\" __global__ void __launch_bounds__(%u, 1)\n"
+    "%s(const __grid_constant__ evtc_tmap tma_a, const __grid_constant__ evtc_tmap tma_b,\n"
+    "   const __grid_constant__ evtc_tmap tma_d, void *out_ptr, const evtc_gemm_dims dims",
+    evtc_cuda_gemm_threads(c), name);
+  if (epi && epi->emit_params) epi->emit_params(b, epi->ctx);
+}
+
 void evtc_cuda_gemm_emit(evtc_sb *b, const char *name, const evtc_cuda_gemm_config *c,
                          const evtc_cuda_gemm_variant *v, const evtc_cuda_gemm_epilogue *epi) {
   char why[160];
@@ -651,18 +670,9 @@ void evtc_cuda_gemm_emit(evtc_sb *b, const char *name, const evtc_cuda_gemm_conf
   }
   const int S = c->stages;
   evtc_cuda_emit_sm90_helpers(b);
-  char cfg[64];
-  evtc_cuda_gemm_config_name(c, cfg, sizeof cfg);
-  evtc_sb_printf(b, "/* GEMM %s: %s x %s -> %s, A %s, B %s, tile %s */\n", name, evtc_dtype_name(v->in),
-                 evtc_dtype_name(v->in), evtc_dtype_name(v->out), v->a_kmajor ? "M x K" : "K x M",
-                 v->b_kmajor ? "N x K" : "K x N", cfg);
+  evtc_cuda_gemm_emit_comment(b, name, c, v);
   emit_mma(b, name, c, v);
-  evtc_sb_printf(b,
-    "extern \"C\" __global__ void __launch_bounds__(%u, 1)\n"
-    "%s(const __grid_constant__ evtc_tmap tma_a, const __grid_constant__ evtc_tmap tma_b,\n"
-    "   const __grid_constant__ evtc_tmap tma_d, void *out_ptr, const evtc_gemm_dims dims",
-    evtc_cuda_gemm_threads(c), name);
-  if (epi && epi->emit_params) epi->emit_params(b, epi->ctx);
+  evtc_cuda_gemm_emit_signature(b, name, c, epi);
   const unsigned aux = epi ? epi->aux_smem : 0;
   evtc_sb_printf(b,
     ") {\n"

@@ -184,19 +184,10 @@ void evtc_cuda_gemm80_emit(evtc_sb *b, const char *name, const evtc_cuda_gemm_co
   const unsigned stage = evtc_cuda_gemm_stage_bytes(c), a_bytes = (unsigned)c->tile_m * ROW_BYTES;
   const bool hook = epi && epi->emit_element;
   emit_sm80_helpers(b);
-  char cfg[64];
-  evtc_cuda_gemm_config_name(c, cfg, sizeof cfg);
-  evtc_sb_printf(b, "/* GEMM %s (sm_80 template): %s x %s -> %s, A %s, B %s, tile %s */\n", name, evtc_dtype_name(v->in),
-                 evtc_dtype_name(v->in), evtc_dtype_name(v->out), v->a_kmajor ? "M x K" : "K x M",
-                 v->b_kmajor ? "N x K" : "K x N", cfg);
+  evtc_cuda_gemm_emit_comment(b, name, c, v);
   emit_load(b, name, c, v);
   emit_stage_mma(b, name, c, v);
-  evtc_sb_printf(b,
-    "extern \"C\" __global__ void __launch_bounds__(%u, 1)\n"
-    "%s(const __grid_constant__ evtc_tmap tma_a, const __grid_constant__ evtc_tmap tma_b,\n"
-    "   const __grid_constant__ evtc_tmap tma_d, void *out_ptr, const evtc_gemm_dims dims",
-    evtc_cuda_gemm_threads(c), name);
-  if (epi && epi->emit_params) epi->emit_params(b, epi->ctx);
+  evtc_cuda_gemm_emit_signature(b, name, c, epi);
   evtc_sb_printf(b,
     ") {\n"
     "  extern __shared__ __align__(128) unsigned char evtc_smem[];\n"

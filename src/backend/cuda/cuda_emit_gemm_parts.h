@@ -17,6 +17,14 @@ int evtc_cuda_gemm_atoms(const evtc_cuda_gemm_config *c);
 /* Bytes of one ring stage: a 64-wide k-block of A's tile_m rows and B's tile_n rows. */
 unsigned evtc_cuda_gemm_stage_bytes(const evtc_cuda_gemm_config *c);
 
+/* The comment naming a GEMM kernel's types, layouts and config. */
+void evtc_cuda_gemm_emit_comment(evtc_sb *b, const char *name, const evtc_cuda_gemm_config *c,
+                                 const evtc_cuda_gemm_variant *v);
+/* Both templates' kernel signature up to the closing parenthesis: the three tensor maps (zero on sm_80), out_ptr,
+ * dims, then the hook's parameters. */
+void evtc_cuda_gemm_emit_signature(evtc_sb *b, const char *name, const evtc_cuda_gemm_config *c,
+                                   const evtc_cuda_gemm_epilogue *epi);
+
 /* Whether hook epi loads ahead of use (cuda_emit_gemm.h: prefetch_blocks). */
 bool evtc_cuda_gemm_prefetches(const evtc_cuda_gemm_epilogue *epi);
 /* The hook's first prefetched blocks, issued per tile before its main loop (nothing when it does not

@@ -328,8 +328,9 @@ static void check_host_side(void) {
   bad = cfgs[SM80];
   bad.stages = 9;   /* cp.async groups in flight */
   CHECK(!evtc_cuda_gemm_config_check(&bad, &v, why, sizeof why) && strstr(why, "stages"), "sm_80 9 stages refused: %s", why);
-  const int a100 = 163 * 1024, h200 = 227 * 1024;
-  evtc_cuda_gemm_config d80 = evtc_cuda_gemm_config_default_sm80(a100), big = evtc_cuda_gemm_config_default_sm80(h200);
+  const unsigned a100 = 163 * 1024, h200 = 227 * 1024;   /* the bytes a block may opt in to */
+  evtc_cuda_gemm_config d80 = evtc_cuda_gemm_config_default_sm80((int)a100),
+                        big = evtc_cuda_gemm_config_default_sm80((int)h200);
   CHECK(d80.sm80 && evtc_cuda_gemm_config_check(&d80, &v, why, sizeof why) && evtc_cuda_gemm_smem_bytes(&d80) <= a100 &&
             evtc_cuda_gemm_threads(&d80) == 256,
         "the sm_80 default fits an A100 (%u bytes of shared memory, %u threads): %s", evtc_cuda_gemm_smem_bytes(&d80),

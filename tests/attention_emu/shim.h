@@ -82,7 +82,7 @@ static inline uint16_t emu_sh(uint32_t a) {
 }
 /* ldmatrix .x4: lane 8 j + r gives the address of row r of matrix j; lane l gets, of matrix j, row l / 4,
    columns 2 (l % 4) and + 1 (.trans: rows 2 (l % 4) and + 1 of column l / 4) */
-__device__ __forceinline__ void evtc_att_ldsm(uint32_t *r, uint32_t addr) {
+__device__ __forceinline__ void evtc_ldsm(uint32_t *r, uint32_t addr) {
   int w = emu_warp(), l = emu_lane();
   emu_slots[w][l].u[0] = addr;
   emu_wbar();
@@ -92,7 +92,7 @@ __device__ __forceinline__ void evtc_att_ldsm(uint32_t *r, uint32_t addr) {
   }
   emu_wbar();
 }
-__device__ __forceinline__ void evtc_att_ldsm_t(uint32_t *r, uint32_t addr) {
+__device__ __forceinline__ void evtc_ldsm_t(uint32_t *r, uint32_t addr) {
   int w = emu_warp(), l = emu_lane();
   emu_slots[w][l].u[0] = addr;
   emu_wbar();
@@ -108,7 +108,7 @@ template <bool BF> static inline float emu_half(uint32_t reg, int hi) {
 }
 /* mma.sync m16n8k16 row.col, f32 accumulate: A row g (+8 for regs 1, 3), columns 2t.. (+8 for regs 2, 3);
    B column g, rows 2t.. (+8 for reg 1); C row g (+8 for c2, c3), columns 2t, 2t + 1 (g = lane / 4, t = lane % 4) */
-template <bool BF> __device__ __forceinline__ void evtc_att_mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+template <bool BF> __device__ __forceinline__ void evtc_mma16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
   int w = emu_warp(), l = emu_lane();
   for (int i = 0; i < 4; i++) emu_slots[w][l].u[i] = a[i];
   emu_slots[w][l].u[4] = b0;
@@ -132,8 +132,8 @@ template <bool BF> __device__ __forceinline__ uint32_t evtc_att_pack(float lo, f
   uint16_t a = BF ? emu_f2bf(lo) : emu_f2h(lo), b = BF ? emu_f2bf(hi) : emu_f2h(hi);
   return (uint32_t)a | ((uint32_t)b << 16);
 }
-__device__ __forceinline__ void evtc_att_commit() {}
-template <int N> __device__ __forceinline__ void evtc_att_wait() {}
+__device__ __forceinline__ void evtc_cp_commit() {}
+template <int N> __device__ __forceinline__ void evtc_cp_wait() {}
 /* cp.async of 16 bytes (zero-filled when src_bytes is 0) */
 static inline void emu_cp_async(uint32_t dst, const void *src, int src_bytes) {
   if (src_bytes) memcpy(emu_smem_base + dst, src, 16);

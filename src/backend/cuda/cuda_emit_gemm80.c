@@ -46,44 +46,24 @@
  * fly during it.
  */
 #include "backend/cuda/cuda_emit_gemm_parts.h"
+#include "backend/cuda/cuda_emit_mma.h"
 
 #include <stdio.h>
 
 enum { ROW_BYTES = 128, PANEL_BYTES = 64 * 128 };
 
+/* The shared helpers (cuda_emit_mma.h: ldmatrix, mma.sync, cp.async groups), and the copy of one chunk. */
 static void emit_sm80_helpers(evtc_sb *b) {
   evtc_cuda_emit_gemm_helpers(b);
+  evtc_cuda_emit_mma_sync_helpers(b);
   evtc_sb_printf(b,
     "#ifndef EVTC_SM80_GEMM_HELPERS\n#define EVTC_SM80_GEMM_HELPERS\n"
-    "/* sm_80 GEMM helpers (cuda_emit_gemm80.c): cp.async, ldmatrix, mma.sync */\n"
+    "/* sm_80 GEMM helper (cuda_emit_gemm80.c) */\n"
     "/* one 16-byte chunk, its first `bytes` read from global memory, the rest zero-filled */\n"
     "__device__ __forceinline__ void evtc_cp16(unsigned dst, const void *src, unsigned bytes) {\n"
     "  asm volatile(\"cp.async.cg.shared.global [%%0], [%%1], 16, %%2;\" :: \"r\"(dst), \"l\"(src), \"r\"(bytes) : \"memory\");\n"
     "}\n"
-    "__device__ __forceinline__ void evtc_cp_commit() { asm volatile(\"cp.async.commit_group;\" ::: \"memory\"); }\n"
-    "template <int N> __device__ __forceinline__ void evtc_cp_wait() {\n"
-    "  asm volatile(\"cp.async.wait_group %%0;\" :: \"n\"(N) : \"memory\");\n"
-    "}\n"
-    "__device__ __forceinline__ void evtc_ldsm4(unsigned (&r)[4], unsigned addr) {\n"
-    "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%%0,%%1,%%2,%%3}, [%%4];\"\n"
-    "               : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(addr));\n"
-    "}\n"
-    "__device__ __forceinline__ void evtc_ldsm4t(unsigned (&r)[4], unsigned addr) {\n"
-    "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%%0,%%1,%%2,%%3}, [%%4];\"\n"
-    "               : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(addr));\n"
-    "}\n");
-  static const char *const t[2] = {"bf16", "f16"};
-  for (int i = 0; i < 2; i++)
-    evtc_sb_printf(b,
-      "/* d (a 16 x 8 f32 fragment) += a (16 x 16) b (16 x 8) */\n"
-      "__device__ __forceinline__ void evtc_mma16816_%s(float *d, const unsigned (&a)[4], unsigned b0, unsigned b1) {\n"
-      "  asm(\"mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32 {%%0,%%1,%%2,%%3}, {%%4,%%5,%%6,%%7}, {%%8,%%9}, \"\n"
-      "      \"{%%0,%%1,%%2,%%3};\"\n"
-      "      : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3])\n"
-      "      : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b0), \"r\"(b1));\n"
-      "}\n",
-      t[i], t[i], t[i]);
-  evtc_sb_printf(b, "#endif\n\n");
+    "#endif\n\n");
 }
 
 /* The copies of one operand's k-block kb into stage address `dst`: `rows` rows (tile_m of A, tile_n of B) of
@@ -133,7 +113,7 @@ static void emit_load(evtc_sb *b, const char *name, const evtc_cuda_gemm_config 
  * its WM atoms, then per 16 columns one B fragment pair and 2 WM mma.sync. */
 static void emit_stage_mma(evtc_sb *b, const char *name, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_variant *v) {
   const int wm = evtc_cuda_gemm_atoms(c), regs = c->tile_n / 2;
-  const char *t = v->in == EVTC_BF16 ? "bf16" : "f16";
+  const char *bf = v->in == EVTC_BF16 ? "true" : "false";
   evtc_sb_printf(b,
     "__device__ __forceinline__ void %s_mma(float (&acc)[%d][%d], unsigned sa, unsigned sb, int cw, int warp, int lane) {\n"
     "#pragma unroll\n"
@@ -145,11 +125,11 @@ static void emit_stage_mma(evtc_sb *b, const char *name, const evtc_cuda_gemm_co
   if (v->a_kmajor)
     evtc_sb_printf(b,
       "      const int r = (cw * %d + i) * 64 + warp * 16 + (lane & 15);\n"
-      "      evtc_ldsm4(af[i], sa + r * 128u + (((kk * 2 + (lane >> 4)) ^ (lane & 7)) << 4));\n", wm);
+      "      evtc_ldsm(af[i], sa + r * 128u + (((kk * 2 + (lane >> 4)) ^ (lane & 7)) << 4));\n", wm);
   else
     evtc_sb_printf(b,
       "      const int kr = kk * 16 + (lane & 7) + ((lane >> 4) << 3), mm = (cw * %d + i) * 64 + warp * 16 + ((lane >> 3) & 1) * 8;\n"
-      "      evtc_ldsm4t(af[i], sa + (mm >> 6) * %uu + kr * 128u + ((((mm & 63) >> 3) ^ (kr & 7)) << 4));\n",
+      "      evtc_ldsm_t(af[i], sa + (mm >> 6) * %uu + kr * 128u + ((((mm & 63) >> 3) ^ (kr & 7)) << 4));\n",
       wm, (unsigned)PANEL_BYTES);
   evtc_sb_printf(b,
     "    }\n"
@@ -159,22 +139,22 @@ static void emit_stage_mma(evtc_sb *b, const char *name, const evtc_cuda_gemm_co
   if (v->b_kmajor)
     evtc_sb_printf(b,
       "      const int n = jp * 16 + (lane & 7) + ((lane >> 4) << 3);\n"
-      "      evtc_ldsm4(bf, sb + n * 128u + (((kk * 2 + ((lane >> 3) & 1)) ^ (lane & 7)) << 4));\n");
+      "      evtc_ldsm(bf, sb + n * 128u + (((kk * 2 + ((lane >> 3) & 1)) ^ (lane & 7)) << 4));\n");
   else
     evtc_sb_printf(b,
       "      const int kr = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), n = jp * 16 + ((lane >> 4) << 3);\n"
-      "      evtc_ldsm4t(bf, sb + (n >> 6) * %uu + kr * 128u + ((((n & 63) >> 3) ^ (kr & 7)) << 4));\n",
+      "      evtc_ldsm_t(bf, sb + (n >> 6) * %uu + kr * 128u + ((((n & 63) >> 3) ^ (kr & 7)) << 4));\n",
       (unsigned)PANEL_BYTES);
   evtc_sb_printf(b,
     "#pragma unroll\n"
     "      for (int i = 0; i < %d; i++) {\n"
-    "        evtc_mma16816_%s(&acc[i][8 * jp], af[i], bf[0], bf[1]);\n"
-    "        evtc_mma16816_%s(&acc[i][8 * jp + 4], af[i], bf[2], bf[3]);\n"
+    "        evtc_mma16816<%s>(&acc[i][8 * jp], af[i], bf[0], bf[1]);\n"
+    "        evtc_mma16816<%s>(&acc[i][8 * jp + 4], af[i], bf[2], bf[3]);\n"
     "      }\n"
     "    }\n"
     "  }\n"
     "}\n",
-    wm, t, t);
+    wm, bf, bf);
 }
 
 void evtc_cuda_gemm80_emit(evtc_sb *b, const char *name, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_variant *v,

@@ -130,19 +130,18 @@ bool evtc_cuda_gemm_config_parse(const char *s, evtc_cuda_gemm_config *c) {
 
 int evtc_cuda_gemm_row_groups(const evtc_cuda_gemm_config *c) { return c->pingpong ? 1 : c->consumers; }
 
+/* 64-row atoms per consumer warpgroup and tile. */
 int evtc_cuda_gemm_atoms(const evtc_cuda_gemm_config *c) { return c->tile_m / (ATOM_M * evtc_cuda_gemm_row_groups(c)); }
-static int atoms(const evtc_cuda_gemm_config *c) { return evtc_cuda_gemm_atoms(c); }
 
 unsigned evtc_cuda_gemm_threads(const evtc_cuda_gemm_config *c) {
   return 128u * (unsigned)(c->sm80 ? c->consumers : 1 + c->consumers);
 }
 
 unsigned evtc_cuda_gemm_stage_bytes(const evtc_cuda_gemm_config *c) { return (unsigned)(c->tile_m + c->tile_n) * ROW_BYTES; }
-static unsigned stage_bytes(const evtc_cuda_gemm_config *c) { return evtc_cuda_gemm_stage_bytes(c); }
 
 unsigned evtc_cuda_gemm_smem_bytes(const evtc_cuda_gemm_config *c) {
-  if (c->sm80) return (unsigned)c->stages * stage_bytes(c) + (unsigned)c->consumers * EVTC_CUDA_GEMM_HOOK_SMEM;
-  return (unsigned)c->stages * stage_bytes(c) + (unsigned)c->consumers * 2 * D_SUBTILE + 16u * (unsigned)c->stages +
+  if (c->sm80) return (unsigned)c->stages * evtc_cuda_gemm_stage_bytes(c) + (unsigned)c->consumers * EVTC_CUDA_GEMM_HOOK_SMEM;
+  return (unsigned)c->stages * evtc_cuda_gemm_stage_bytes(c) + (unsigned)c->consumers * 2 * D_SUBTILE + 16u * (unsigned)c->stages +
          1024u;
 }
 
@@ -186,7 +185,7 @@ bool evtc_cuda_gemm_config_check(const evtc_cuda_gemm_config *c, const evtc_cuda
     snprintf(why, cap, "tile_n %d (64, 128, 192 or 256: wgmma n <= 256, 64-wide TMA panels)", c->tile_n);
     return false;
   }
-  int regs = atoms(c) * c->tile_n / 2;
+  int regs = evtc_cuda_gemm_atoms(c) * c->tile_n / 2;
   if (regs > 128) {
     snprintf(why, cap, "%d accumulator registers per consumer thread (at most 128)", regs);
     return false;
@@ -371,7 +370,7 @@ static void emit_producer(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc
     "          evtc_mbar_wait(bar0 + 8u * (%d + s), ph ^ 1u);             /* stage s empty */\n"
     "          const unsigned full = bar0 + 8u * s, sa = ring + s * %uu, sb = sa + %uu;\n"
     "          evtc_mbar_expect_tx(full, bytes);\n",
-    S, stage_bytes(c), a_bytes);
+    S, evtc_cuda_gemm_stage_bytes(c), a_bytes);
   if (v->a_kmajor)
     evtc_sb_printf(b, "          evtc_tma_load(sa, &tma_a, full, kb * 64, m0, bat);\n");
   else
@@ -417,7 +416,7 @@ void evtc_cuda_gemm_emit_prefetch_first(evtc_sb *b, const evtc_cuda_gemm_config 
  * around them: paired stores); every lane runs every iteration (warp shuffles in col_end / tile_end need
  * them all).  Bounds are tested through EVTC_IN_M(row) and EVTC_IN_N(column), defined by the caller. */
 static void emit_hook_loops(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_epilogue *epi) {
-  const int wm = atoms(c), nj = c->tile_n / 8;
+  const int wm = evtc_cuda_gemm_atoms(c), nj = c->tile_n / 8;
   evtc_sb_printf(b, "#pragma unroll\n      for (int j = 0; j < %d; j++) {\n", nj);
   if (evtc_cuda_gemm_prefetches(epi) && epi->prefetch_blocks < nj) {
     char jx[32];
@@ -466,7 +465,7 @@ void evtc_cuda_gemm_emit_hook_tile(evtc_sb *b, const evtc_cuda_gemm_config *c, c
 }
 
 void evtc_cuda_gemm_emit_direct_store(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_variant *v) {
-  const int wm = atoms(c), nj = c->tile_n / 8;
+  const int wm = evtc_cuda_gemm_atoms(c), nj = c->tile_n / 8;
   const char *t = v->out == EVTC_F32 ? "f32" : v->out == EVTC_BF16 ? "bf16" : "f16";
   const size_t es = evtc_dtype_size(v->out);
   evtc_sb_printf(b,
@@ -512,7 +511,7 @@ void evtc_cuda_gemm_emit_store_setup(evtc_sb *b, const evtc_cuda_gemm_variant *v
  * (wait_group.read 1 before each subtile, the running subtile count dq picking the buffer).  Direct
  * otherwise (evtc_cuda_gemm_emit_direct_store): each thread stores its pairs of columns, with bounds checks. */
 static void emit_epilogue_store(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_variant *v) {
-  const int wm = atoms(c);
+  const int wm = evtc_cuda_gemm_atoms(c);
   const char *t = v->out == EVTC_F32 ? "f32" : v->out == EVTC_BF16 ? "bf16" : "f16";
   const size_t es = evtc_dtype_size(v->out);
   const int sub_cols = ROW_BYTES / (int)es, nsub = c->tile_n / sub_cols;
@@ -549,7 +548,7 @@ static void emit_epilogue_store(evtc_sb *b, const evtc_cuda_gemm_config *c, cons
 /* A consumer warpgroup: main loop over the ring, then the epilogue, tile after tile. */
 static void emit_consumer(evtc_sb *b, const char *name, const evtc_cuda_gemm_config *c,
                           const evtc_cuda_gemm_variant *v, const evtc_cuda_gemm_epilogue *epi) {
-  const int S = c->stages, wm = atoms(c), regs = c->tile_n / 2;
+  const int S = c->stages, wm = evtc_cuda_gemm_atoms(c), regs = c->tile_n / 2;
   const unsigned a_bytes = (unsigned)c->tile_m * ROW_BYTES;
   /* k16 step within the 64-wide block: 32 bytes along a K-major row, 16 k-rows (2048 bytes) for MN-major */
   const unsigned a_step = v->a_kmajor ? 32 : 2048, b_step = v->b_kmajor ? 32 : 2048;
@@ -622,7 +621,7 @@ static void emit_consumer(evtc_sb *b, const char *name, const evtc_cuda_gemm_con
     "        }\n"
     "        prev = s;\n"
     "        if (++s == %d) { s = 0; ph ^= 1u; }\n"
-    "      }\n", stage_bytes(c), (unsigned)wm * PANEL_BYTES, stage_bytes(c), a_bytes, b_step, b_lbo, wm, name,
+    "      }\n", evtc_cuda_gemm_stage_bytes(c), (unsigned)wm * PANEL_BYTES, evtc_cuda_gemm_stage_bytes(c), a_bytes, b_step, b_lbo, wm, name,
     (unsigned)PANEL_BYTES, a_step, a_lbo, S, S);
   if (c->pingpong)   /* the next tile is the other warpgroup's */
     evtc_sb_printf(b, "      if (t + (int)gridDim.x < tiles) evtc_turn_pass(3 + (wg ^ 1));\n");
@@ -688,7 +687,7 @@ void evtc_cuda_gemm_emit(evtc_sb *b, const char *name, const evtc_cuda_gemm_conf
     "      evtc_mbar_init(bar0 + 8u * s, 1u);            /* the producer's expect_tx (+ TMA bytes) */\n"
     "      evtc_mbar_init(bar0 + 8u * (%d + s), %du);    /* one arrive per warp reading the stage */\n"
     "    }\n",
-    (unsigned)S * stage_bytes(c), (unsigned)(c->consumers * (2 * D_SUBTILE + aux)), S, c->tile_m - 1, c->tile_m, c->tile_n - 1, c->tile_n, S, S,
+    (unsigned)S * evtc_cuda_gemm_stage_bytes(c), (unsigned)(c->consumers * (2 * D_SUBTILE + aux)), S, c->tile_m - 1, c->tile_m, c->tile_n - 1, c->tile_n, S, S,
     4 * evtc_cuda_gemm_row_groups(c));
   if (aux)   /* one barrier for each consumer warpgroup's TMA tile, after the stages' */
     evtc_sb_printf(b, "    for (int w = 0; w < %d; w++) evtc_mbar_init(bar0 + 8u * (%d + w), 1u);   /* aux_bar */\n",

@@ -209,17 +209,27 @@ static void run(const evtc_backend *be, const workload *w) {
   qsort(t, ITERS, sizeof t[0], cmp_double);
   const int n_kernels = evtc_program_kernel_count(p);
   double dev[ITERS], *us = malloc(sizeof(double) * (size_t)(n_kernels + 1));
+  double *kernel_us = calloc((size_t)n_kernels + 1, sizeof(double));   /* each kernel's sum over the runs */
   bool device_clock = false;
   for (int i = 0; i < ITERS; i++) {
     if (evtc_program_profile(p, 1, 1, us, &device_clock, &d) != EVTC_OK) {
       fprintf(stderr, "%s: %s\n", w->name, d.msg);
       free(us);
+      free(kernel_us);
       goto out;
     }
     dev[i] = 0;
-    for (int k = 0; k < n_kernels; k++) dev[i] += us[k] * 1e-3;
+    for (int k = 0; k < n_kernels; k++) {
+      dev[i] += us[k] * 1e-3;
+      kernel_us[k] += us[k];
+    }
   }
+  printf("KERNELS %s (mean us, run order):", w->name);   /* where the workload's time goes */
+  for (int k = 0; k < n_kernels; k++)
+    printf(" %%%s %.1f", opt->nodes[evtc_program_kernel_first_node(p, k)]->name, kernel_us[k] / ITERS);
+  putchar('\n');
   free(us);
+  free(kernel_us);
   qsort(dev, ITERS, sizeof dev[0], cmp_double);
   evtc_program_stats st = evtc_program_get_stats(p);
   const char *smem = getenv("EVTC_CUDA_SMEM_ROWS"), *impl = smem && strcmp(smem, "0") == 0 ? "evtc-reread" : "evtc";

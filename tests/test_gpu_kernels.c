@@ -547,6 +547,11 @@ static void test_row_schemes(void) {
   compare_fused(LN_GRAD_TEXT("f32", 1500, 1024), "", "layernorm gradient 1500x1024", 1, 1e-4);
   compare_fused_env("EVTC_CUDA_AHEAD", "0", LN_GRAD_TEXT("f32", 1500, 1024), "", "layernorm gradient 1500x1024", 1,
                     1e-4);
+  /* the partials combined by the main kernel's blocks after a grid-wide barrier, not by NAME_fin (grid_finish_plan) */
+  compare_fused_env("EVTC_CUDA_GRID_FINISH", "1", LN_GRAD_TEXT("f32", 1500, 1024), "", "layernorm gradient 1500x1024",
+                    1, 1e-4);
+  compare_fused_env("EVTC_CUDA_GRID_FINISH", "1", drl_text, "x,res,g,b", "dropout+residual+layernorm", 1, 1e-4);
+  compare_fused_env("EVTC_CUDA_GRID_FINISH", "1", ce_text, "x", "cross-entropy fwd+bwd 150x32000", 32000, 1e-4);
   /* its partial rows in scratch as f64, as before they went as f32 (f32_slots) */
   compare_fused_env("EVTC_CUDA_SLOT", "f64", LN_GRAD_TEXT("f32", 1500, 1024), "", "layernorm gradient 1500x1024", 1,
                     1e-4);
@@ -686,6 +691,56 @@ static void test_graph_replay(void) {
   evtc_graph_free(g);
 }
 
+/* A kernel whose blocks combine their partials after a grid-wide barrier (EVTC_CUDA_GRID_FINISH=1,
+ * grid_finish_plan: the layernorm gradient's two column sums over a persistent wave), run 40 more times at step 7,
+ * one by one and then replayed from a CUDA graph: every run passes the barrier again on the same two words, and
+ * must give the first run's bits (which cpu_compare checked against the interpreter). */
+static void test_grid_finish_repeats(void) {
+  const char *what = "layernorm gradient 1500x1024 finished after a grid-wide barrier, 40 runs";
+  evtc_graph *g = oracle_parse(LN_GRAD_TEXT("f32", 1500, 1024), what);
+  if (!g) return;
+  setenv("EVTC_CUDA_GRID_FINISH", "1", 1);
+  int nk = 0;
+  int32_t *plan = evtc_plan_greedy(g, NULL, NULL, &nk);
+  for (int32_t i = 0; i < g->n_nodes; i++) plan[i] = plan[i] < 0 ? -1 : 0;
+  evtc_program *p = cpu_compare(g, plan, 1, 1e-4, 1, what);
+  unsetenv("EVTC_CUDA_GRID_FINISH");
+  double *first[8] = {0}, *again = NULL;
+  int64_t numel[8] = {0};
+  int differ = 0, runs = 0;
+  if (!p) goto out;
+  CHECK(g->n_outputs <= 8, "%s: %d outputs", what, g->n_outputs);
+  for (int k = 0; k < g->n_outputs && k < 8; k++) {
+    numel[k] = evtc_type_numel(&g->outputs[k].node->type);
+    first[k] = malloc(sizeof(double) * (size_t)numel[k]);
+    evtc_program_get(p, g->outputs[k].node, first[k]);
+  }
+  for (; runs < 40; runs++) {
+    evtc_diag d = {0};
+    evtc_program_poison(p);
+    if (evtc_program_run(p, 7, &d) != EVTC_OK) {
+      CHECK(false, "%s: run %d: %s", what, runs + 2, d.msg);
+      break;
+    }
+    for (int k = 0; k < g->n_outputs && k < 8; k++) {
+      again = realloc(again, sizeof(double) * (size_t)numel[k]);
+      evtc_program_get(p, g->outputs[k].node, again);
+      differ += memcmp(again, first[k], sizeof(double) * (size_t)numel[k]) != 0;
+    }
+  }
+  CHECK(differ == 0, "%s: %d outputs of later runs differ from the first run's bits", what, differ);
+  evtc_program_stats st = evtc_program_get_stats(p);
+  CHECK(st.graph, "%s: the runs did not replay a graph (%s)", what, st.no_graph);
+  printf("%s: %d runs after the first, %s, every output the first run's bits\n", what, runs,
+         st.graph ? "replayed from a CUDA graph" : "one by one");
+out:
+  for (int k = 0; k < 8; k++) free(first[k]);
+  free(again);
+  evtc_program_free(p);
+  free(plan);
+  evtc_graph_free(g);
+}
+
 /* A label out of range raises the kernel's error flag; the message names the kernel -- also when the run replays a
  * captured CUDA graph (the runs after the second). */
 static void test_error_flag(void) {
@@ -759,6 +814,7 @@ int main(int argc, char **argv) {
   check_exp(oracle_be, "CUDA exp", 2.0, 1.25, true);
   check_exp_shift_bf16(oracle_be, "CUDA exp of a shift");
   test_error_flag();
+  test_grid_finish_repeats();
   test_graph_replay();
   char path[1024], err[512];
   snprintf(path, sizeof path, "%s/examples/mlp.evt", argc > 1 ? argv[1] : ".");

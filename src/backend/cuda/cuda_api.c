@@ -51,6 +51,7 @@ static const sym_spec driver_syms[] = {
     DRV(cuModuleGetFunction, "cuModuleGetFunction", NULL),
     DRV(cuFuncSetAttribute, "cuFuncSetAttribute", NULL),
     DRV(cuLaunchKernel, "cuLaunchKernel", NULL),
+    DRV(cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel", NULL),
     DRV(cuStreamCreate, "cuStreamCreate", NULL),
     DRV(cuStreamSynchronize, "cuStreamSynchronize", NULL),
     DRV(cuStreamDestroy, "cuStreamDestroy_v2", NULL),

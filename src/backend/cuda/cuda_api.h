@@ -80,6 +80,9 @@ typedef struct evtc_cuda_driver {
   CUresult (*cuFuncSetAttribute)(CUfunction fn, int attribute, int value);
   CUresult (*cuLaunchKernel)(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                              unsigned bz, unsigned shared_bytes, CUstream s, void **params, void **extra);
+  /* every block resident at once (or CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE): kernels with a grid-wide barrier */
+  CUresult (*cuLaunchCooperativeKernel)(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                        unsigned bz, unsigned shared_bytes, CUstream s, void **params);
   CUresult (*cuStreamCreate)(CUstream *s, unsigned flags);
   CUresult (*cuStreamSynchronize)(CUstream s);
   CUresult (*cuStreamDestroy)(CUstream s);                                    /* _v2 */

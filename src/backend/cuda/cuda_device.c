@@ -187,10 +187,16 @@ evtc_status evtc_cuda_launch(evtc_cuda_device *dev, evtc_cuda_kernel *k, const u
   }
   snprintf(where, sizeof where, "kernel %s", k->name);
   dev->last_kernel = k->name;
-  CU_TRY(dev,
-         dev->drv->cuLaunchKernel(k->fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, dev->stream,
-                                  params, NULL),
-         where, d);
+  if (k->cooperative)
+    CU_TRY(dev,
+           dev->drv->cuLaunchCooperativeKernel(k->fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
+                                               dev->stream, params),
+           where, d);
+  else
+    CU_TRY(dev,
+           dev->drv->cuLaunchKernel(k->fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, dev->stream,
+                                    params, NULL),
+           where, d);
   if (dev->launch_blocking) {
     CUresult r = dev->drv->cuStreamSynchronize(dev->stream);
     if (r != EVTC_CUDA_SUCCESS) return evtc_cuda_fail(dev->drv, r, where, EVTC_ERR_RUNTIME, d);

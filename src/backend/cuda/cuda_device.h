@@ -83,6 +83,7 @@ typedef struct evtc_cuda_kernel {
   CUfunction fn;
   const char *name;              /* borrowed: the caller keeps it alive */
   int smem_optin;                /* dynamic shared bytes the function was opened up to */
+  bool cooperative;              /* launched cooperatively: it waits at a grid-wide barrier */
 } evtc_cuda_kernel;
 
 /* Loads a CUBIN; `what` names the module in errors. */

@@ -77,7 +77,12 @@ typedef struct evtc_cuda_rows_plan {
   int64_t scalar_slots;         /* partials of each SCALAR reduction (one per warp row group or block) */
   int64_t scratch_doubles;
   bool has_fin;                 /* a finishing kernel NAME_fin combines the partials and stores */
-  unsigned fin_grid;
+  unsigned fin_grid;            /* NAME_fin's blocks (in grid_finish: the work items the main kernel's blocks share) */
+  bool grid_finish;             /* no NAME_fin: the main kernel's blocks, all resident (a cooperative launch), wait at
+                                   a grid-wide barrier and then combine the partials themselves (has_fin false;
+                                   EVTC_CUDA_GRID_FINISH=1 only: grid_finish_plan) */
+  int64_t barrier_offset;       /* grid_finish: the barrier's two words, zero before the first launch, in scratch at
+                                   this offset (in doubles) */
   int64_t col_tiles;            /* column tiles (kernels without COL reductions, few rows): block b owns vectors
                                    [t*threads*per_thread, +threads*per_thread), t = b % col_tiles, and rows
                                    [g*row_group, +row_group), g = b / col_tiles; 0: rows are spread over blocks */

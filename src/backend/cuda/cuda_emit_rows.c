@@ -386,6 +386,29 @@ static void emit_helpers(evtc_sb *b) {
     "    if (OP == 1) asm(\"max.NaN.bf16x2 %0, %1, %2;\" : \"=r\"(a) : \"r\"(a), \"r\"(u.w[q]));\n"
     "    else asm(\"min.NaN.bf16x2 %0, %1, %2;\" : \"=r\"(a) : \"r\"(a), \"r\"(u.w[q]));\n"
     "  }\n}\n"
+    "/* Every block of the grid, all of them resident (a cooperative launch), waits here until each has arrived, its\n"
+    "   writes before visible to every block after.  bar[0] counts the arrivals and is zero between barriers; bar[1]\n"
+    "   is the barrier's generation: the last block to arrive resets the count, then releases the others by\n"
+    "   advancing the generation, which each read (acquire) before its own arrival; the arrivals are acquire-release,\n"
+    "   so the last block to arrive has seen every write before the others' arrivals when it releases them. */\n"
+    "__device__ __forceinline__ void evtc_grid_barrier(unsigned *bar) {\n"
+    "  __threadfence();\n  __syncthreads();\n"
+    "  if (threadIdx.x == 0) {\n"
+    "    unsigned gen, now, arrived;\n"
+    "    asm volatile(\"ld.acquire.gpu.global.u32 %0, [%1];\" : \"=r\"(gen) : \"l\"(bar + 1) : \"memory\");\n"
+    "    asm volatile(\"atom.add.acq_rel.gpu.global.u32 %0, [%1], 1;\" : \"=r\"(arrived) : \"l\"(bar) : \"memory\");\n"
+    "    if (arrived == gridDim.x * gridDim.y * gridDim.z - 1) {\n"
+    "      asm volatile(\"st.relaxed.gpu.global.u32 [%0], 0;\" :: \"l\"(bar) : \"memory\");\n"
+    "      asm volatile(\"red.release.gpu.global.add.u32 [%0], 1;\" :: \"l\"(bar + 1) : \"memory\");\n"
+    "    } else {\n"
+    "      do {\n"
+    "        __nanosleep(32);\n"
+    "        asm volatile(\"ld.acquire.gpu.global.u32 %0, [%1];\" : \"=r\"(now) : \"l\"(bar + 1) : \"memory\");\n"
+    "      } while (now == gen);\n"
+    "    }\n"
+    "  }\n"
+    "  __syncthreads();\n"
+    "}\n"
     "template <typename T, int V> __device__ __forceinline__ evtc_vec<T, V> evtc_vec_bits(uint4 u) {\n"
     "  static_assert(sizeof(evtc_vec<T, V>) == sizeof(uint4), \"evtc_vec_bits: a 16-byte vector\");\n"
     "  union {\n    uint4 u;\n    evtc_vec<T, V> v;\n  } c;\n  c.u = u;\n  return c.v;\n}\n"
@@ -827,68 +850,91 @@ static bool fin_row(const evtc_vnode *v, const evtc_cuda_rows_plan *pl) {
   return v->kind == EVTC_V_REDUCE && v->cls == EVTC_VC_ROW && !pl->row_direct;
 }
 
-/* NAME_fin: combines the ROW / SCALAR partial slots in order and stores them.  A ROW reduction's column is summed
- * by FIN_SPLIT threads over every FIN_SPLIT-th slot in four partials (a fixed order), the loads of every ROW
- * reduction of the kernel in one loop, so that all of them are in flight together (BERT-Large's layernorm
- * gradient: three), then the threads' sums in order through shared memory. */
-static void emit_fin(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_plan *pl) {
-  const int fc = EVTC_CUDA_FIN_COLS, fs = EVTC_CUDA_FIN_SPLIT;
+/* The ROW / SCALAR partial slots combined in order and stored, by blocks of `threads` threads.  A ROW reduction's
+ * column is summed by threads / FIN_COLS slot groups over every such slot in four partials (a fixed order), the
+ * loads of every ROW reduction of the kernel in one loop, so that all of them are in flight together (BERT-Large's
+ * layernorm gradient: three), then the groups' sums in order through shared memory (evtc_fin); a SCALAR
+ * reduction's slots by block 0.  In NAME_fin a block is one work item of FIN_COLS columns; in the main kernel
+ * (in_main: after the grid-wide barrier) the blocks walk the items, their buffers in its dynamic shared memory,
+ * and the partials, which other SMs wrote, are read from L2. */
+static void emit_fin_body(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_plan *pl, int threads, bool in_main) {
+  const int fc = EVTC_CUDA_FIN_COLS, fs = threads / fc;
   const char *st = pl->slot_f32 ? "float" : "double";   /* a ROW slot's element */
-  evtc_cuda_emit_head(b, k, "_fin", fc * fs);
-  evtc_sb_printf(b, "  const int64_t CC = %lldLL, c = (int64_t)blockIdx.x * %d + threadIdx.x %% %d;\n  (void)CC;\n"
-                    "  const int g = threadIdx.x / %d;\n  (void)g;\n"
-                    "  const double *red = (const double *)scratch;\n  __shared__ double evtc_red[32];\n"
-                    "  __shared__ double evtc_fin[%d][%d];\n",
-                 (long long)k->cols, fc, fc, fc, fs, fc);
-  evtc_cpu_vctx vx = {.k = k, .sb = b, .ind = "    "};
+  evtc_cpu_vctx vx = {.k = k, .sb = b};
   bool rows = false;
-  for (int i = 0; i < k->n_v; i++)
-    if (fin_row(&k->v[i], pl)) {
-      evtc_sb_printf(b, "  double f%d_0 = %s, f%d_1 = f%d_0, f%d_2 = f%d_0, f%d_3 = f%d_0;\n", i, red_init(k->v[i].op), i, i, i,
-                     i, i, i);
-      rows = true;
-    }
+  for (int i = 0; i < k->n_v; i++) rows |= fin_row(&k->v[i], pl);
+  if (in_main)
+    evtc_sb_printf(b, "  {\n  const int g = threadIdx.x / %d;\n  double (*evtc_fin)[%d] = (double (*)[%d])evtc_smem;\n"
+                      "  double *evtc_red = (double *)evtc_smem;\n  (void)g; (void)evtc_fin; (void)evtc_red;\n",
+                   fc, fc, fc);
+  else
+    evtc_sb_printf(b, "  {\n  const int g = threadIdx.x / %d;\n  __shared__ double evtc_fin[%d][%d];\n"
+                      "  __shared__ double evtc_red[32];\n  (void)g; (void)evtc_fin; (void)evtc_red;\n",
+                   fc, fs, fc);
   if (rows) {
+    if (in_main) evtc_sb_printf(b, "  for (int64_t fb = blockIdx.x; fb < %uLL; fb += gridDim.x) {\n", pl->fin_grid);
+    else evtc_sb_printf(b, "  {\n    const int64_t fb = blockIdx.x;\n");
+    evtc_sb_printf(b, "    const int64_t c = fb * %d + threadIdx.x %% %d;\n", fc, fc);
+    for (int i = 0; i < k->n_v; i++)
+      if (fin_row(&k->v[i], pl))
+        evtc_sb_printf(b, "    double f%d_0 = %s, f%d_1 = f%d_0, f%d_2 = f%d_0, f%d_3 = f%d_0;\n", i, red_init(k->v[i].op), i, i,
+                       i, i, i, i);
     const long long slots = (long long)pl->row_slots;
-    evtc_sb_printf(b, "  if (c < CC) {\n    int64_t s = g;\n    for (; s + %d < %lldLL; s += %d) {\n", 3 * fs, slots, 4 * fs);
+    evtc_sb_printf(b, "    if (c < CC) {\n      int64_t s = g;\n      for (; s + %d < %lldLL; s += %d) {\n", 3 * fs, slots, 4 * fs);
     for (int i = 0; i < k->n_v; i++) {
       if (!fin_row(&k->v[i], pl)) continue;
       int op = red_op(k->v[i].op);
       long long off = (long long)evtc_cuda_reduce_offset(k, pl, i);
       for (int u = 0; u < 4; u++)
-        evtc_sb_printf(b, "      f%d_%d = evtc_comb<%d>(f%d_%d, (double)((const %s *)(red + %lldLL))[(s + %d) * CC + c]);\n", i, u, op,
-                       i, u, st, off, u * fs);
+        evtc_sb_printf(b, "        f%d_%d = evtc_comb<%d>(f%d_%d, (double)__ldcg((const %s *)(red + %lldLL) + (s + %d) * CC + c));\n",
+                       i, u, op, i, u, st, off, u * fs);
     }
-    evtc_sb_printf(b, "    }\n    for (; s < %lldLL; s += %d) {\n", slots, fs);
+    evtc_sb_printf(b, "      }\n      for (; s < %lldLL; s += %d) {\n", slots, fs);
     for (int i = 0; i < k->n_v; i++)
       if (fin_row(&k->v[i], pl))
-        evtc_sb_printf(b, "      f%d_0 = evtc_comb<%d>(f%d_0, (double)((const %s *)(red + %lldLL))[s * CC + c]);\n", i,
+        evtc_sb_printf(b, "        f%d_0 = evtc_comb<%d>(f%d_0, (double)__ldcg((const %s *)(red + %lldLL) + s * CC + c));\n", i,
                        red_op(k->v[i].op), i, st, (long long)evtc_cuda_reduce_offset(k, pl, i));
-    evtc_sb_printf(b, "    }\n  }\n");
+    evtc_sb_printf(b, "      }\n    }\n");
+    for (int i = 0; i < k->n_v; i++) {
+      const evtc_vnode *v = &k->v[i];
+      if (!fin_row(v, pl)) continue;
+      int op = red_op(v->op);
+      evtc_sb_printf(b, "    {\n      double acc = evtc_comb<%d>(evtc_comb<%d>(f%d_0, f%d_1), evtc_comb<%d>(f%d_2, f%d_3));\n"
+                        "      evtc_fin[g][threadIdx.x %% %d] = acc;\n      __syncthreads();\n      if (g == 0 && c < CC) {\n"
+                        "        for (int h = 1; h < %d; h++) acc = evtc_comb<%d>(acc, evtc_fin[h][threadIdx.x]);\n",
+                     op, op, i, i, op, i, i, fc, fs, op);
+      vx.ind = "        ";
+      emit_finish(b, "        ", v, i, "acc");
+      for (int j = i + 1; j < k->n_v; j++)
+        if (k->v[j].kind == EVTC_V_STORE && k->v[j].args[0] == i) evtc_cpu_emit_store(&vx, j);
+      evtc_sb_printf(b, "      }\n      __syncthreads();\n    }\n");
+    }
+    evtc_sb_printf(b, "  }\n");
   }
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
-    bool row = fin_row(v, pl);
-    if (!row && !(v->kind == EVTC_V_REDUCE && v->cls == EVTC_VC_SCALAR)) continue;
+    if (!(v->kind == EVTC_V_REDUCE && v->cls == EVTC_VC_SCALAR)) continue;
     int op = red_op(v->op);
-    long long off = (long long)evtc_cuda_reduce_offset(k, pl, i);
-    if (row) {
-      evtc_sb_printf(b, "  {\n    double acc = evtc_comb<%d>(evtc_comb<%d>(f%d_0, f%d_1), evtc_comb<%d>(f%d_2, f%d_3));\n"
-                        "    evtc_fin[g][threadIdx.x %% %d] = acc;\n    __syncthreads();\n    if (g == 0 && c < CC) {\n"
-                        "      for (int h = 1; h < %d; h++) acc = evtc_comb<%d>(acc, evtc_fin[h][threadIdx.x]);\n",
-                     op, op, i, i, op, i, i, fc, fs, op);
-    } else {
-      evtc_sb_printf(b, "  if (blockIdx.x == 0) {\n    double acc = %s;\n    for (int64_t s = threadIdx.x; s < %lldLL; s += %d)\n"
-                        "      acc = evtc_comb<%d>(acc, red[%lldLL + s]);\n    acc = evtc_block_reduce<%d>(acc, evtc_red);\n"
-                        "    if (threadIdx.x == 0) {\n",
-                     red_init(v->op), (long long)pl->scalar_slots, fc * fs, op, off, op);
-    }
+    evtc_sb_printf(b, "  if (blockIdx.x == 0) {\n    double acc = %s;\n    for (int64_t s = threadIdx.x; s < %lldLL; s += %d)\n"
+                      "      acc = evtc_comb<%d>(acc, __ldcg(red + %lldLL + s));\n    acc = evtc_block_reduce<%d>(acc, evtc_red);\n"
+                      "    if (threadIdx.x == 0) {\n",
+                   red_init(v->op), (long long)pl->scalar_slots, threads, op, (long long)evtc_cuda_reduce_offset(k, pl, i), op);
     vx.ind = "      ";
     emit_finish(b, "      ", v, i, "acc");
     for (int j = i + 1; j < k->n_v; j++)
       if (k->v[j].kind == EVTC_V_STORE && k->v[j].args[0] == i) evtc_cpu_emit_store(&vx, j);
-    evtc_sb_printf(b, row ? "    }\n    __syncthreads();\n  }\n" : "    }\n  }\n");
+    evtc_sb_printf(b, "    }\n  }\n");
   }
+  evtc_sb_printf(b, "  }\n");
+}
+
+/* NAME_fin: the partials combined by a kernel of their own, blocks of FIN_COLS x FIN_SPLIT threads. */
+static void emit_fin(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_plan *pl) {
+  const int threads = EVTC_CUDA_FIN_COLS * EVTC_CUDA_FIN_SPLIT;
+  evtc_cuda_emit_head(b, k, "_fin", threads);
+  evtc_sb_printf(b, "  const int64_t CC = %lldLL;\n  (void)CC;\n  const double *red = (const double *)scratch;\n",
+                 (long long)k->cols);
+  emit_fin_body(b, k, pl, threads, false);
   evtc_sb_printf(b, "}\n\n");
 }
 
@@ -1127,6 +1173,11 @@ void evtc_cuda_emit_rows(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_
   }
   evtc_sb_printf(b, "  }\n");
   emit_partials_out(&x);
+  if (pl->grid_finish) {    /* every block's partials written: combined here (grid_finish_plan) */
+    if (x.pf_pass >= 0) evtc_sb_printf(b, "  evtc_cp_async_wait();\n");   /* no copy still bound for the buffers */
+    evtc_sb_printf(b, "  evtc_grid_barrier((unsigned *)(red + %lldLL));\n", (long long)pl->barrier_offset);
+    emit_fin_body(b, k, pl, nt * rpb, true);
+  }
   if (n > 1) evtc_sb_printf(b, "  evtc_cluster_sync();\n");
   evtc_sb_printf(b, "}\n\n");
   evtc_cuda_rows_info_free(&x.info);

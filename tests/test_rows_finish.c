@@ -1,0 +1,78 @@
+/* test_rows_finish.c -- where a CUDA rows kernel combines its reductions' partial slots (grid_finish_plan,
+ * src/backend/cuda/cuda_rows_plan.c), checked on the CPU: no GPU needed.
+ *
+ * By default a finishing kernel NAME_fin combines them.  With EVTC_CUDA_GRID_FINISH=1, BERT-Large's layernorm
+ * gradient (16384 x 1024 bf16: two column sums over a persistent wave of blocks) and the MLM loss (a sum of
+ * everything beside a column sum), which run in one wave of resident blocks, have their blocks meet at a grid-wide
+ * barrier after writing their partials and combine them themselves: no NAME_fin kernel, the barrier's two words
+ * after the partials in scratch; clusters keep NAME_fin.  test_gpu_kernels
+ * runs both kinds against the interpreter, and the f32 layernorm gradient 1500 x 1024 41 times (the barrier's reuse).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_emit.h"
+#include "check.h"
+#include "cpu_oracle.h"
+#include "kernel/kernel.h"
+#include "ln_grad_graph.h"
+
+#define MLM_TEXT                                                                                                     \
+  "graph mlm {\n  %y = input() : bf16[512,30528]\n  %labels = input() : i64[512]\n"                                   \
+  "  %max = reduce_max(%y) {axes=[1], keepdims=1} : bf16[512,1]\n  %shift = sub(%y, %max) : bf16[512,30528]\n"        \
+  "  %exp = exp(%shift) : bf16[512,30528]\n  %sum = reduce_sum(%exp) {axes=[1], keepdims=1} : bf16[512,1]\n"          \
+  "  %lse = log(%sum) : bf16[512,1]\n  %lsm = sub(%shift, %lse) : bf16[512,30528]\n"                                  \
+  "  %onehot = one_hot(%labels) {depth=30528, dtype=bf16, checked=1} : bf16[512,30528]\n"                             \
+  "  %picked = mul(%lsm, %onehot) : bf16[512,30528]\n  %lsum = reduce_sum(%picked) : bf16[]\n"                        \
+  "  %t0 = div(%exp, %sum) : bf16[512,30528]\n  %gz = sub(%t0, %onehot) : bf16[512,30528]\n"                          \
+  "  %gb = reduce_sum(%gz) {axes=[0]} : bf16[30528]\n  output %lsum\n  output %gz\n  output %gb\n}\n"
+
+/* Kernel text t planned for an H200 (132 SMs) and emitted as "kf": whether the plan finishes in the main kernel
+ * (want_grid) and the source says so -- the barrier call at the plan's offset and no NAME_fin, or NAME_fin and no
+ * barrier call. */
+static void check_finish(const char *t, const char *what, bool want_grid) {
+  evtc_graph *g;
+  evtc_kernel *k = oracle_kernel(t, what, &g);
+  if (!k) return;
+  evtc_cuda_rows_plan pl = evtc_cuda_rows_plan_of(k, 132, 227 * 1024);
+  snprintf(k->name, sizeof k->name, "kf");
+  evtc_sb src = {0};
+  evtc_cuda_emit_rows(&src, k, &pl);
+  char call[96];
+  snprintf(call, sizeof call, "evtc_grid_barrier((unsigned *)(red + %lldLL));", (long long)pl.barrier_offset);
+  const bool fin = src.s && strstr(src.s, " kf_fin(") != NULL, barrier = src.s && strstr(src.s, call) != NULL;
+  if (want_grid) {
+    CHECK(pl.grid_finish && !pl.has_fin, "%s: grid_finish %d, has_fin %d, not finished in the main kernel", what,
+          pl.grid_finish, pl.has_fin);
+    CHECK(pl.grid <= 132u * (unsigned)pl.min_blocks, "%s: %u blocks, more than one wave of %d an SM", what, pl.grid,
+          pl.min_blocks);
+    CHECK(pl.barrier_offset == pl.scratch_doubles - 1, "%s: the barrier at %lld, not after the %lld partials", what,
+          (long long)pl.barrier_offset, (long long)pl.scratch_doubles - 1);
+    CHECK(barrier && !fin, "%s: the source has %s the barrier call and %s kf_fin", what, barrier ? "" : "not",
+          fin ? "" : "no");
+  } else {
+    CHECK(!pl.grid_finish && pl.has_fin, "%s: grid_finish %d, has_fin %d, not finished by NAME_fin", what,
+          pl.grid_finish, pl.has_fin);
+    CHECK(fin && !strstr(src.s, "evtc_grid_barrier((unsigned"), "%s: the source has %s kf_fin and %s barrier call",
+          what, fin ? "" : "no", fin ? "a" : "no");
+  }
+  free(src.s);
+  evtc_kernel_free(k);
+  evtc_graph_free(g);
+}
+
+int main(void) {
+  const char *ln = LN_GRAD_TEXT("bf16", 16384, 1024);
+  check_finish(ln, "BERT-Large's layernorm gradient (by default)", false);
+  setenv("EVTC_CUDA_GRID_FINISH", "1", 1);
+  check_finish(ln, "BERT-Large's layernorm gradient with EVTC_CUDA_GRID_FINISH=1", true);
+  check_finish(MLM_TEXT, "MLM loss, a sum of everything and a column sum, with EVTC_CUDA_GRID_FINISH=1", true);
+  /* the kernel test_gpu_kernels runs 40 times over */
+  check_finish(LN_GRAD_TEXT("f32", 1500, 1024), "layernorm gradient 1500x1024 (f32) with EVTC_CUDA_GRID_FINISH=1", true);
+  setenv("EVTC_CUDA_CLUSTER", "2", 1);
+  check_finish(MLM_TEXT, "MLM loss in clusters of 2 with EVTC_CUDA_GRID_FINISH=1", false);
+  unsetenv("EVTC_CUDA_CLUSTER");
+  unsetenv("EVTC_CUDA_GRID_FINISH");
+  return check_summary();
+}

@@ -422,6 +422,14 @@ static void emit_finish(evtc_sb *b, const char *ind, const evtc_vnode *v, int i,
   else evtc_sb_printf(b, "%s%s v%d = (%s)(%s);\n", ind, t, i, t, acc);
 }
 
+/* Reduction i finished from acc and stored by every STORE of it, at indentation ind. */
+static void emit_finish_stores(evtc_sb *b, const evtc_kernel *k, const char *ind, int i, const char *acc) {
+  emit_finish(b, ind, &k->v[i], i, acc);
+  evtc_cpu_vctx vx = {.k = k, .sb = b, .ind = ind};
+  for (int j = i + 1; j < k->n_v; j++)
+    if (k->v[j].kind == EVTC_V_STORE && k->v[j].args[0] == i) evtc_cpu_emit_store(&vx, j);
+}
+
 /* "if (<the thread's row lead>)": lane 0 (of block 0 of a cluster, of the first column tile). */
 static const char *lead(const rows_ctx *x) {
   return x->pl->cluster > 1 ? "lane == 0 && crank == 0" : x->pl->col_tiles ? "lane == 0 && tile == 0" : "lane == 0";
@@ -860,7 +868,6 @@ static bool fin_row(const evtc_vnode *v, const evtc_cuda_rows_plan *pl) {
 static void emit_fin_body(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_plan *pl, int threads, bool in_main) {
   const int fc = EVTC_CUDA_FIN_COLS, fs = threads / fc;
   const char *st = pl->slot_f32 ? "float" : "double";   /* a ROW slot's element */
-  evtc_cpu_vctx vx = {.k = k, .sb = b};
   bool rows = false;
   for (int i = 0; i < k->n_v; i++) rows |= fin_row(&k->v[i], pl);
   if (in_main)
@@ -903,10 +910,7 @@ static void emit_fin_body(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows
                         "      evtc_fin[g][threadIdx.x %% %d] = acc;\n      __syncthreads();\n      if (g == 0 && c < CC) {\n"
                         "        for (int h = 1; h < %d; h++) acc = evtc_comb<%d>(acc, evtc_fin[h][threadIdx.x]);\n",
                      op, op, i, i, op, i, i, fc, fs, op);
-      vx.ind = "        ";
-      emit_finish(b, "        ", v, i, "acc");
-      for (int j = i + 1; j < k->n_v; j++)
-        if (k->v[j].kind == EVTC_V_STORE && k->v[j].args[0] == i) evtc_cpu_emit_store(&vx, j);
+      emit_finish_stores(b, k, "        ", i, "acc");
       evtc_sb_printf(b, "      }\n      __syncthreads();\n    }\n");
     }
     evtc_sb_printf(b, "  }\n");
@@ -919,10 +923,7 @@ static void emit_fin_body(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows
                       "      acc = evtc_comb<%d>(acc, __ldcg(red + %lldLL + s));\n    acc = evtc_block_reduce<%d>(acc, evtc_red);\n"
                       "    if (threadIdx.x == 0) {\n",
                    red_init(v->op), (long long)pl->scalar_slots, threads, op, (long long)evtc_cuda_reduce_offset(k, pl, i), op);
-    vx.ind = "      ";
-    emit_finish(b, "      ", v, i, "acc");
-    for (int j = i + 1; j < k->n_v; j++)
-      if (k->v[j].kind == EVTC_V_STORE && k->v[j].args[0] == i) evtc_cpu_emit_store(&vx, j);
+    emit_finish_stores(b, k, "      ", i, "acc");
     evtc_sb_printf(b, "    }\n  }\n");
   }
   evtc_sb_printf(b, "  }\n");
@@ -1028,10 +1029,7 @@ static void emit_partials_out(const rows_ctx *x) {
       if (x->tail) evtc_sb_printf(b, "        if (c >= CC) continue;\n");
       char acc[48];
       snprintf(acc, sizeof acc, "pr%d[%s]", i, x->kidx);
-      emit_finish(b, "        ", v, i, acc);
-      evtc_cpu_vctx vx = {.k = k, .sb = b, .ind = "        "};
-      for (int j = i + 1; j < k->n_v; j++)
-        if (k->v[j].kind == EVTC_V_STORE && k->v[j].args[0] == i) evtc_cpu_emit_store(&vx, j);
+      emit_finish_stores(b, k, "        ", i, acc);
       evtc_sb_printf(b, "      }\n    }\n  }\n");
     } else if (v->cls == EVTC_VC_ROW && pl->row_partials != 2) {
       char slot[80];

@@ -453,6 +453,14 @@ static const char views_text[] =
     "  %lab = input() : i64[19]\n  %oh = one_hot(%lab) {depth=1024} : f32[19,1024]\n  %o = add(%dp, %oh) : f32[19,1024]\n"
     "  output %sm\n  output %o\n}\n";
 
+/* Every computed node of g in one kernel: a plan for evtc_program_new (malloc'd). */
+static int32_t *one_kernel_plan(const evtc_graph *g) {
+  int nk = 0;
+  int32_t *plan = evtc_plan_greedy(g, NULL, NULL, &nk);
+  for (int32_t i = 0; i < g->n_nodes; i++) plan[i] = plan[i] < 0 ? -1 : 0;
+  return plan;
+}
+
 /* text, differentiated wrt the comma-separated names in wrt (none: as is), run as one kernel (cpu_compare). */
 static void compare_fused(const char *text, const char *wrt, const char *name, int64_t int_hi, double tol) {
   evtc_graph *g = oracle_parse(text, name);
@@ -471,9 +479,7 @@ static void compare_fused(const char *text, const char *wrt, const char *name, i
     if (!joint) return;
     g = joint;
   }
-  int nk = 0;
-  int32_t *plan = evtc_plan_greedy(g, NULL, NULL, &nk);
-  for (int32_t i = 0; i < g->n_nodes; i++) plan[i] = plan[i] < 0 ? -1 : 0;
+  int32_t *plan = one_kernel_plan(g);
   evtc_program *p = cpu_compare(g, plan, 1, tol, int_hi, name);
   if (p) {
     evtc_program_stats st = evtc_program_get_stats(p);
@@ -700,9 +706,7 @@ static void test_grid_finish_repeats(void) {
   evtc_graph *g = oracle_parse(LN_GRAD_TEXT("f32", 1500, 1024), what);
   if (!g) return;
   setenv("EVTC_CUDA_GRID_FINISH", "1", 1);
-  int nk = 0;
-  int32_t *plan = evtc_plan_greedy(g, NULL, NULL, &nk);
-  for (int32_t i = 0; i < g->n_nodes; i++) plan[i] = plan[i] < 0 ? -1 : 0;
+  int32_t *plan = one_kernel_plan(g);
   evtc_program *p = cpu_compare(g, plan, 1, 1e-4, 1, what);
   unsetenv("EVTC_CUDA_GRID_FINISH");
   double *first[8] = {0}, *again = NULL;

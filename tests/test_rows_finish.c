@@ -17,16 +17,7 @@
 #include "cpu_oracle.h"
 #include "kernel/kernel.h"
 #include "ln_grad_graph.h"
-
-#define MLM_TEXT                                                                                                     \
-  "graph mlm {\n  %y = input() : bf16[512,30528]\n  %labels = input() : i64[512]\n"                                   \
-  "  %max = reduce_max(%y) {axes=[1], keepdims=1} : bf16[512,1]\n  %shift = sub(%y, %max) : bf16[512,30528]\n"        \
-  "  %exp = exp(%shift) : bf16[512,30528]\n  %sum = reduce_sum(%exp) {axes=[1], keepdims=1} : bf16[512,1]\n"          \
-  "  %lse = log(%sum) : bf16[512,1]\n  %lsm = sub(%shift, %lse) : bf16[512,30528]\n"                                  \
-  "  %onehot = one_hot(%labels) {depth=30528, dtype=bf16, checked=1} : bf16[512,30528]\n"                             \
-  "  %picked = mul(%lsm, %onehot) : bf16[512,30528]\n  %lsum = reduce_sum(%picked) : bf16[]\n"                        \
-  "  %t0 = div(%exp, %sum) : bf16[512,30528]\n  %gz = sub(%t0, %onehot) : bf16[512,30528]\n"                          \
-  "  %gb = reduce_sum(%gz) {axes=[0]} : bf16[30528]\n  output %lsum\n  output %gz\n  output %gb\n}\n"
+#include "mlm_loss_graph.h"
 
 /* Kernel text t planned for an H200 (132 SMs) and emitted as "kf": whether the plan finishes in the main kernel
  * (want_grid) and the source says so -- the barrier call at the plan's offset and no NAME_fin, or NAME_fin and no
@@ -67,11 +58,11 @@ int main(void) {
   check_finish(ln, "BERT-Large's layernorm gradient (by default)", false);
   setenv("EVTC_CUDA_GRID_FINISH", "1", 1);
   check_finish(ln, "BERT-Large's layernorm gradient with EVTC_CUDA_GRID_FINISH=1", true);
-  check_finish(MLM_TEXT, "MLM loss, a sum of everything and a column sum, with EVTC_CUDA_GRID_FINISH=1", true);
+  check_finish(MLM_LOSS_TEXT("bf16"), "MLM loss, a sum of everything and a column sum, with EVTC_CUDA_GRID_FINISH=1", true);
   /* the kernel test_gpu_kernels runs 40 times over */
   check_finish(LN_GRAD_TEXT("f32", 1500, 1024), "layernorm gradient 1500x1024 (f32) with EVTC_CUDA_GRID_FINISH=1", true);
   setenv("EVTC_CUDA_CLUSTER", "2", 1);
-  check_finish(MLM_TEXT, "MLM loss in clusters of 2 with EVTC_CUDA_GRID_FINISH=1", false);
+  check_finish(MLM_LOSS_TEXT("bf16"), "MLM loss in clusters of 2 with EVTC_CUDA_GRID_FINISH=1", false);
   unsetenv("EVTC_CUDA_CLUSTER");
   unsetenv("EVTC_CUDA_GRID_FINISH");
   return check_summary();

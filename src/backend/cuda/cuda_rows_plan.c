@@ -438,7 +438,7 @@ static void grid_finish_plan(evtc_cuda_rows_plan *pl, int sm_count) {
   const int64_t threads = (int64_t)pl->threads * pl->rows_per_block;
   if (!pl->has_fin || pl->cluster > 1 || !env_is("EVTC_CUDA_GRID_FINISH", "1")) return;
   if ((int64_t)pl->grid > (int64_t)sm_count * pl->min_blocks || threads % EVTC_CUDA_FIN_COLS) return;
-  if ((int64_t)pl->smem < threads * 8 || pl->smem < 32 * 8) return;
+  if ((int64_t)pl->smem < threads * 8) return;
   pl->grid_finish = true;
   pl->has_fin = false;
   pl->barrier_offset = pl->scratch_doubles;

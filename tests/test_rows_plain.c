@@ -12,7 +12,9 @@
  * no zero side folds nothing, and neither does a softmax with no one-hot
  * or step: their kernels keep one loop a pass.  A bf16 e^(a - max) is
  * emitted as one FFMA and the exp2 (evtc_exp_shiftf), an f32 one is not;
- * the row max's warp shuffles stay in f32 (exact for a max of floats).  test_gpu_kernels runs the
+ * the row max's warp shuffles stay in f32 (exact for a max of floats).  An f32 cross-entropy of bf16 logits
+ * packs its max through the widening, stores its bf16 gradient rounded once and scales it by the mean's power of
+ * two in the row's factor.  test_gpu_kernels runs the
  * masked cross-entropy (300 x 50264, random labels: each row takes both
  * loops) against the interpreter on the GPU.
  */
@@ -159,6 +161,46 @@ static void test_packed_max(void) {
   }
 }
 
+/* The issue-7 cross-entropy: bf16 logits, f32 math (the graph autodiff gives for cross_entropy(cast(x))), the
+ * gradient rounded to bf16 and stored.  Its row max is packed through the exact widening; the gradient's store
+ * rounds the f32 value once, not the rounded value again; and the plain loop's gradient, the softmax times the
+ * power of two 1 / N, is one product by the row's 1 / sum times 1 / N. */
+static const char ce_f32_text[] =
+    "graph ce {\n  %x = input() : bf16[64,32000]\n  %lab = input() : i64[64]\n"
+    "  %xf = cast(%x) {dtype=f32} : f32[64,32000]\n"
+    "  %max = reduce_max(%xf) {axes=[1], keepdims=1} : f32[64,1]\n  %shift = sub(%xf, %max) : f32[64,32000]\n"
+    "  %exp = exp(%shift) : f32[64,32000]\n  %sum = reduce_sum(%exp) {axes=[1], keepdims=1} : f32[64,1]\n"
+    "  %lse = log(%sum) : f32[64,1]\n  %lsm = sub(%shift, %lse) : f32[64,32000]\n"
+    "  %onehot = one_hot(%lab) {depth=32000, dtype=f32, checked=1} : f32[64,32000]\n"
+    "  %picked = mul(%lsm, %onehot) : f32[64,32000]\n  %psum = reduce_sum(%picked) : f32[]\n"
+    "  %t0 = div(%exp, %sum) : f32[64,32000]\n  %t2 = sub(%t0, %onehot) : f32[64,32000]\n"
+    "  %sc = const() {value=0.015625} : f32[]\n  %grad = mul(%t2, %sc) : f32[64,32000]\n"
+    "  %gb = cast(%grad) {dtype=bf16} : bf16[64,32000]\n  output %psum\n  output %gb\n}\n";
+
+static void test_f32_cross_entropy(void) {
+  evtc_graph *g;
+  evtc_kernel *k = oracle_kernel(ce_f32_text, "f32 cross-entropy of bf16 logits", &g);
+  if (!k) return;
+  char *src = emit(k);
+  const int grad = value_of(k, "grad"), gb = value_of(k, "gb"), ex = value_of(k, "exp");
+  CHECK(grad >= 0 && gb >= 0 && ex >= 0, "f32 cross-entropy: a value not found");
+  CHECK(src && strstr(src, "evtc_comb_bf16x2<1>(acp") && strstr(src, "uint32_t acp"),
+        "f32 cross-entropy: the max of the widened logits is not packed");
+  char want[96], twice[96];
+  snprintf(want, sizeof want, ".v[e] = evtc_f2bf(v%d);", grad);
+  snprintf(twice, sizeof twice, ".v[e] = evtc_f2bf(v%d);", gb);
+  CHECK(src && strstr(src, want) && !strstr(src, twice), "f32 cross-entropy: the gradient's store lacks \"%s\" or has \"%s\"",
+        want, twice);
+  char loop[4096];
+  bool off = plain_loop(src, ">= 8u) {", loop, sizeof loop);
+  CHECK(off, "f32 cross-entropy: no plain loop off the label");
+  snprintf(want, sizeof want, "float v%d = v%d * (v", grad, ex);
+  if (off) CHECK(strstr(loop, want), "f32 cross-entropy: the plain loop's gradient is not \"%s...\":\n%s", want, loop);
+  free(src);
+  evtc_kernel_free(k);
+  evtc_graph_free(g);
+}
+
 /* Kernel k's emitted source has none of `absent` and has `present` (when not NULL); k and g freed. */
 static void check_source(evtc_kernel *k, evtc_graph *g, const char *what, const char *absent, const char *present) {
   if (!k) return;
@@ -174,6 +216,7 @@ int main(void) {
   test_facts();
   test_emitted();
   test_packed_max();
+  test_f32_cross_entropy();
   evtc_graph *g;
   const char *what = "cross-entropy with a step of no zero side";
   evtc_kernel *k = ce_kernel(0.5, -3, what, &g);

@@ -72,6 +72,10 @@ typedef struct evtc_cpu_vctx {
   /* Optional: the first column of a vector of columns, c being vec_c0 + e for an unrolled e: a one-hot along the
    * columns compares its label - vec_c0 with e (one subtraction a vector, not an addition a column; CUDA). */
   const char *vec_c0;
+  /* Optional: computed[i] true where value i is computed in this scope (not read back from a copy, not folded), its
+   * operands then in scope too: a store of a cast to f16 / bf16 rounds the cast's operand (the same bits), where it
+   * rounded the rounded value again, a conversion and a shift an element more (CUDA rows). */
+  const bool *computed;
 } evtc_cpu_vctx;
 
 /* Emits "T v<i> = <expr>;" for compute-like node i (ACC, LOAD, IMM,

@@ -418,7 +418,12 @@ void evtc_cpu_emit_store(const evtc_cpu_vctx *x, int i) {
   char stored[128];
   if (!(x->storage && x->storage(x, i, stored, sizeof stored))) snprintf(stored, sizeof stored, "a%d[%s]", v->arg, idx);
   evtc_sb_printf(x->sb, "%s%s = ", x->ind, stored);
-  evtc_cpu_emit_to_storage(x->sb, v->dtype, x->k->v[v->args[0]].dtype, v->args[0]);
+  int a = v->args[0];
+  const evtc_vnode *c = &x->k->v[a];
+  if (x->computed && x->computed[a] && c->kind == EVTC_V_COMPUTE && c->op == EVTC_OP_CAST && c->dtype == v->dtype &&
+      evtc_dtype_is_half(c->dtype))
+    a = c->args[0];
+  evtc_cpu_emit_to_storage(x->sb, v->dtype, x->k->v[a].dtype, a);
   evtc_sb_printf(x->sb, ";\n");
 }
 

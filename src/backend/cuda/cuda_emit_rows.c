@@ -57,6 +57,7 @@
  * cluster kernel ends on a cluster barrier: no block leaves while another
  * may still read its shared memory.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -496,17 +497,51 @@ static bool exp_of_shift(const rows_ctx *x, int i, int p) {
          computed_in_pass(x, v->args[0], p);
 }
 
+/* Value i is an f32 product w s, w an f32 product a r that pass p computes (on a plain vector, pf, w may be a
+ * value folded into it), r a row's value and s a power of two: then *a, *r, *s, and i is emitted a (r s), where the
+ * row's r s is computed once (nvcc hoists it out of the element loop): one product an element instead of two (a
+ * cross-entropy's gradient, the softmax times the mean's 1 / N).  The same value: a power of two scales without
+ * rounding, away from float's ends. */
+static bool scaled_row_product(const rows_ctx *x, const evtc_cuda_plain *pf, int i, int p, int *a, int *r, int *s) {
+  const evtc_kernel *k = x->k;
+  const evtc_vnode *v = &k->v[i];
+  if (v->kind != EVTC_V_COMPUTE || v->op != EVTC_OP_MUL || v->dtype != EVTC_F32) return false;
+  for (int o = 0; o < 2; o++) {
+    const evtc_vnode *c = &k->v[v->args[o]];
+    int m;
+    if (c->kind != EVTC_V_IMM || !isfinite(c->value) || c->value == 0.0 || frexp(c->value, &m) != 0.5) continue;
+    int w = v->args[1 - o];
+    if (pf && pf->fact[w] == EVTC_PLAIN_SAME) w = pf->same[w];
+    const evtc_vnode *wv = &k->v[w];
+    if (wv->kind != EVTC_V_COMPUTE || wv->op != EVTC_OP_MUL || wv->dtype != EVTC_F32 || !computed_in_pass(x, w, p) ||
+        (pf && pf->fact[w] != EVTC_PLAIN_NONE))
+      continue;
+    for (int q = 0; q < 2; q++) {
+      const evtc_vclass rc = k->v[wv->args[q]].cls;
+      if (rc != EVTC_VC_COL && rc != EVTC_VC_SCALAR) continue;
+      *a = wv->args[1 - q];
+      *r = wv->args[q];
+      *s = v->args[o];
+      return true;
+    }
+  }
+  return false;
+}
+
 /* Value i computed in pass p, or on a plain vector (pf, cuda_rows_plain.c) folded: zero, or a copy of another
  * value. */
 static void emit_computed(const rows_ctx *x, const evtc_cpu_vctx *vx, const evtc_cuda_plain *pf, int i, int p) {
   const char *t = evtc_cpu_ctype(vx->k->v[i].dtype);
+  int a, r, sc;
   if (pf && pf->fact[i] == EVTC_PLAIN_ZERO) evtc_sb_printf(vx->sb, "%s%s v%d = (%s)0;\n", vx->ind, t, i, t);
   else if (pf && pf->fact[i] == EVTC_PLAIN_SAME)
     evtc_sb_printf(vx->sb, "%s%s v%d = (%s)v%d;\n", vx->ind, t, i, t, pf->same[i]);
   else if (exp_of_shift(x, i, p)) {
     const evtc_vnode *s = &vx->k->v[vx->k->v[i].args[0]];
     evtc_sb_printf(vx->sb, "%sfloat v%d = evtc_exp_shiftf(v%d, v%d);\n", vx->ind, i, s->args[0], s->args[1]);
-  } else evtc_cuda_emit_value(vx, i);
+  } else if (scaled_row_product(x, pf, i, p, &a, &r, &sc))
+    evtc_sb_printf(vx->sb, "%sfloat v%d = v%d * (v%d * v%d);\n", vx->ind, i, a, r, sc);
+  else evtc_cuda_emit_value(vx, i);
 }
 
 /* On a plain vector, value i kept over a load's buffer is that load's own value: the buffer holds it already. */
@@ -600,14 +635,23 @@ static void emit_prefetch(const rows_ctx *x, const char *ind, const char *row, c
   evtc_sb_printf(b, "%s  }\n%s}\n%s}\n%sevtc_cp_async_commit();\n", ind, ind, ind, ind);
 }
 
-/* A row's max or min i in pass p of a bf16 load's vectors as they are (on a plain vector, pf, a value folded into
- * the load's counts): the load, whose vectors evtc_comb_bf16x2 combines packed, two values an instruction, where
- * each value took a widening and a max; else -1.  Not for a row ending in a partial vector (its padding). */
+/* Value a is a cast of a bf16 value to f32 (exact: a max of the casts is the cast of the max). */
+static bool widens_bf16(const evtc_kernel *k, int a) {
+  const evtc_vnode *v = &k->v[a];
+  return v->kind == EVTC_V_COMPUTE && v->op == EVTC_OP_CAST && v->dtype == EVTC_F32 && k->v[v->args[0]].dtype == EVTC_BF16;
+}
+
+/* A row's max or min i in pass p of a bf16 load's vectors as they are, or of their widening to f32 (a cross-entropy
+ * of bf16 logits in f32 math; on a plain vector, pf, a value folded into the load's counts): the load, whose vectors
+ * evtc_comb_bf16x2 combines packed, two values an instruction, where each value took a widening and a max; else -1.
+ * Not for a row ending in a partial vector (its padding). */
 static int packed_root(const rows_ctx *x, const evtc_cuda_plain *pf, int i, int p) {
   const evtc_kernel *k = x->k;
   const evtc_cuda_rows_info *in = &x->info;
   if (!col_red(x, i, p) || red_op(k->v[i].op) == 0 || !f32_acc(x, i) || x->V < 2 || x->tail) return -1;
   int a = k->v[i].args[0];
+  if (pf && pf->fact[a] == EVTC_PLAIN_SAME) a = pf->same[a];
+  if (widens_bf16(k, a)) a = k->v[a].args[0];
   if (pf && pf->fact[a] == EVTC_PLAIN_SAME) a = pf->same[a];
   const evtc_vnode *l = &k->v[a];
   bool from_kept = x->pl->cache && in->kept[a] && in->first[a] < p && !held(x, a);
@@ -633,7 +677,9 @@ static void emit_elements(const rows_ctx *x, int p, const evtc_cuda_plain *pf) {
     evtc_sb_printf(b, "        const int e = 0;\n        CI c = cb;\n        (void)e;\n");
   }
   if (x->opaque_c && x->V == 1) evtc_sb_printf(b, "%sasm volatile(\"\" : \"+%s\"(c));\n", ind, k->cols < (int64_t)1 << 30 ? "r" : "l");
-  evtc_cpu_vctx vx = {.k = k, .sb = b, .ind = ind, .storage = rows_storage, .storage_ctx = x};
+  bool *computed = malloc((size_t)k->n_v * sizeof *computed);
+  for (int i = 0; i < k->n_v; i++) computed[i] = computed_in_pass(x, i, p) && !(pf && pf->fact[i] != EVTC_PLAIN_NONE);
+  evtc_cpu_vctx vx = {.k = k, .sb = b, .ind = ind, .storage = rows_storage, .storage_ctx = x, .computed = computed};
   if (x->V > 1) vx.vec_c0 = x->opaque_c ? "cbo" : "cb";
   if (x->V > 1 && shares_philox(x)) {
     vx.rng_block = "rb4 + (e >> 2)";
@@ -659,6 +705,7 @@ static void emit_elements(const rows_ctx *x, int p, const evtc_cuda_plain *pf) {
     }
     if (store_in_pass(k, i, p)) evtc_cpu_emit_store(&vx, i);
   }
+  free(computed);
   if (x->V > 1) {
     evtc_sb_printf(b, "        }\n");
     for (int i = 0; i < k->n_v; i++)

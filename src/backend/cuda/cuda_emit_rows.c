@@ -145,11 +145,16 @@ static bool prefetched(const rows_ctx *x, int i) {
 static bool hoisted(const rows_ctx *x, int i) { return x->hoist && x->hoist[i]; }
 
 /* Which row-invariant vector loads go before the row loop: where blocks stride over several rows each (a
- * persistent plan with its column loop unrolled, not column tiles or clusters), up to 8 registers a thread of
- * them, in node order; EVTC_CUDA_HOIST=0: none.  In the loop such a load was issued again in every pass of every
- * row; bench/epilogue/ln_block.train.evt's layernorm gradient (BERT-Large's 16384 x 1024 bf16, 4 warps a row, 31
- * rows a block) read gamma twice a row: 66 -> 59 us (H200, 2026-11-30; BERT-Large's own kernel did not move: two of
- * its row inputs are read synchronously, not prefetched). */
+ * persistent plan with its column loop unrolled, not column tiles or clusters), in node order, up to 8 registers a
+ * thread of them, or 32 where the launch bounds leave a thread 192 registers or more; EVTC_CUDA_HOIST=0: none.  In
+ * the loop such a load was issued again in every pass of every row; bench/epilogue/ln_block.train.evt's layernorm
+ * gradient (BERT-Large's 16384 x 1024 bf16, 4 warps a row, 31 rows a block) read gamma twice a row: 66 -> 59 us
+ * (H200, 2026-11-30; BERT-Large's own kernel did not move: two of its row inputs are read synchronously, not
+ * prefetched).  The 16384 x 4096 f32 layernorm's forward and backward (256 threads, one block an SM) read gamma and
+ * beta (16 registers each) in its passes: 311 -> 291 us with both hoisted.  The f32 dropout + residual + layernorm
+ * block (1024 columns, 128 threads, 4 blocks an SM: 128 registers) hoists gamma but not beta, though its warps' most
+ * sampled stalls wait on beta's load: with 16 registers, both hoisted, it took 115 -> 123 us (gpu_bench, H200,
+ * 2026-12-01). */
 static void decide_hoists(rows_ctx *x) {
   const evtc_kernel *k = x->k;
   const evtc_cuda_rows_plan *pl = x->pl;
@@ -158,6 +163,8 @@ static void decide_hoists(rows_ctx *x) {
   const char *e = getenv("EVTC_CUDA_HOIST");
   bool persistent = (int64_t)pl->grid * pl->rows_per_block < k->rows;
   if ((e && strcmp(e, "0") == 0) || !persistent || !pl->unrolled || pl->col_tiles || pl->cluster > 1 || x->V <= 1) return;
+  const int cap = 65536 / (pl->threads * pl->rows_per_block * (pl->min_blocks > 0 ? pl->min_blocks : 1));
+  const int budget = cap >= 192 ? 32 : 8;
   int regs = 0;
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
@@ -166,7 +173,7 @@ static void decide_hoists(rows_ctx *x) {
     evtc_cuda_load_vectorizes(k, v, x->V, &sr);     /* vec_load: it does; only its row stride is wanted */
     if (sr != 0) continue;
     int r = (int)(((int64_t)pl->per_thread * x->V * (int64_t)evtc_buffer_elem_size(v->dtype) + 3) / 4);
-    if (regs + r > 8) continue;
+    if (regs + r > budget) continue;
     x->hoist[i] = true;
     regs += r;
   }

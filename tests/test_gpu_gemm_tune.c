@@ -2,19 +2,24 @@
  * search space, the on-disk cache and, on an sm_90a GPU, a small tuning
  * run.
  *
- * Host part (no GPU): family names round-trip; every candidate of the
- * space passes config_check, none twice, both schedules and both consumer
- * counts are there; a saved result reads back field for field and through
+ * Host part (no GPU): family names round-trip (the sm_80 template's
+ * too); every candidate of the sm_90a space passes config_check, none
+ * twice, both schedules and both consumer counts are there; the sm_80
+ * space holds sm_80 configs only, within the shared memory it is given; a
+ * saved result reads back field for field and through
  * evtc_cuda_gemm_tuned_config; damaged files (garbage, truncated, a
  * missing key, another device, another template version, a config the
- * template refuses, an unknown key, a duplicate) read as "not tuned", and
- * the lookup notices a file replaced under it.  With NVRTC the reduced
- * space's kernels of a store and a visitor family are compiled (that also
- * fills the CUBIN cache that bench/gpu_gemm_tune.sh carries to the GPU).
+ * template refuses or of the other template, an unknown key, a duplicate)
+ * read as "not tuned", and the lookup notices a file replaced under it; an
+ * sm_80 family's result is its own.  With NVRTC the reduced space's kernels
+ * of a store, a visitor and an sm_80 visitor family are compiled for
+ * sm_90a (that also fills the CUBIN cache that bench/gpu_gemm_tune.sh
+ * carries to the GPU).
  *
  * GPU part: the reduced space on two small problems (tile remainders on
- * every side) for bf16 A M x K, B N x K with the built-in store and f16 A K
- * x M, B K x N with the visitor epilogue: nothing rejected (every config
+ * every side) for bf16 A M x K, B N x K with the built-in store, f16 A K x
+ * M, B K x N with the visitor epilogue, and bf16 A M x K, B K x N with the
+ * visitor epilogue on the sm_80 template: nothing rejected (every config
  * the template accepts must match the default's output), the winner saved
  * and found by the lookup.  Without a GPU it prints SKIPPED and exits 77.
  *
@@ -40,25 +45,56 @@ static bool same_cfg(const evtc_cuda_gemm_config *a, const evtc_cuda_gemm_config
 }
 
 static void test_families(void) {
-  for (int i = 0; i < 16; i++) {
+  for (int i = 0; i < 32; i++) {
     evtc_cuda_gemm_family f = {.in = i & 1 ? EVTC_F16 : EVTC_BF16, .a_kmajor = i & 2, .b_kmajor = i & 4,
-                               .visitor = i & 8}, g;
+                               .visitor = i & 8, .sm80 = i & 16}, g;
     char name[32];
     evtc_cuda_gemm_family_name(&f, name, sizeof name);
     CHECK(evtc_cuda_gemm_family_parse(name, &g) && g.in == f.in && g.a_kmajor == f.a_kmajor &&
-              g.b_kmajor == f.b_kmajor && g.visitor == f.visitor,
+              g.b_kmajor == f.b_kmajor && g.visitor == f.visitor && g.sm80 == f.sm80,
           "family %s", name);
   }
   evtc_cuda_gemm_family g;
   CHECK(!evtc_cuda_gemm_family_parse("f32-mk-nk-store", &g) && !evtc_cuda_gemm_family_parse("bf16-mk-nk", &g) &&
-            !evtc_cuda_gemm_family_parse("", &g),
+            !evtc_cuda_gemm_family_parse("", &g) && !evtc_cuda_gemm_family_parse("bf16-mk-nk-store-sm90", &g),
         "bad family names refused");
+  CHECK(evtc_cuda_gemm_family_parse("f16-km-kn-visitor-sm80", &g) && g.sm80 && g.visitor && g.in == EVTC_F16,
+        "an sm_80 family by name");
+}
+
+/* The sm_80 template's space: sm_80 configs only, none pingpong, both warpgroup counts, within the shared memory
+ * given (an A100's 163 KiB keeps fewer than an H200's 227), the reduced space three. */
+static void test_space_sm80(void) {
+  evtc_cuda_gemm_family f = {.in = EVTC_F16, .a_kmajor = true, .b_kmajor = false, .visitor = true, .sm80 = true};
+  evtc_cuda_gemm_variant v = {.in = EVTC_F16, .out = EVTC_F16, .a_kmajor = true, .b_kmajor = false};
+  evtc_cuda_gemm_config cs[512];
+  const int h200 = 227 * 1024, a100 = 163 * 1024;
+  int n = evtc_cuda_gemm_tune_space(&f, 8, false, h200, cs, 512), n_a100 = 0;
+  CHECK(n >= 20 && n <= 512, "sm_80: %d candidates", n);
+  int bad = 0, dup = 0, one = 0, over = 0;
+  for (int i = 0; i < n && i < 512; i++) {
+    char why[160];
+    if (!evtc_cuda_gemm_config_check(&cs[i], &v, why, sizeof why) || !cs[i].sm80 || cs[i].pingpong) bad++;
+    for (int j = 0; j < i; j++) dup += same_cfg(&cs[i], &cs[j]);
+    one += cs[i].consumers == 1;
+    n_a100 += evtc_cuda_gemm_smem_bytes(&cs[i]) <= (unsigned)a100;
+  }
+  CHECK(bad == 0 && dup == 0 && one > 0 && one < n, "sm_80: %d refused or not sm_80, %d duplicates, %d one-warpgroup",
+        bad, dup, one);
+  int m = evtc_cuda_gemm_tune_space(&f, 8, false, a100, cs, 512);
+  for (int i = 0; i < m && i < 512; i++) over += evtc_cuda_gemm_smem_bytes(&cs[i]) > (unsigned)a100;
+  CHECK(m == n_a100 && m < n && over == 0, "sm_80 within 163 KiB: %d candidates (%d fit), %d over", m, n_a100, over);
+  CHECK(evtc_cuda_gemm_tune_space(&f, 4, true, h200, cs, 512) == 3 && cs[0].sm80 && cs[0].group_m == 4,
+        "sm_80 reduced space");
+  const evtc_cuda_gemm_config d80 = evtc_cuda_gemm_family_default(&f, a100);
+  CHECK(d80.sm80 && evtc_cuda_gemm_smem_bytes(&d80) <= (unsigned)a100, "the sm_80 family's default fits 163 KiB");
+  printf("sm_80 search space: %d candidates per group_m within 227 KiB, %d within 163 KiB\n", n, m);
 }
 
 static void test_space(void) {
   evtc_cuda_gemm_family f = {.in = EVTC_BF16, .a_kmajor = true, .b_kmajor = true};
   evtc_cuda_gemm_config cs[512];
-  int n = evtc_cuda_gemm_tune_space(&f, 8, false, cs, 512);
+  int n = evtc_cuda_gemm_tune_space(&f, 8, false, 0, cs, 512);
   CHECK(n >= 40 && n <= 512, "%d candidates", n);
   evtc_cuda_gemm_variant v = {.in = EVTC_BF16, .out = EVTC_BF16, .a_kmajor = true, .b_kmajor = true};
   int pp = 0, one = 0, bad = 0, dup = 0;
@@ -72,7 +108,7 @@ static void test_space(void) {
   }
   CHECK(bad == 0 && dup == 0, "%d refused, %d duplicates", bad, dup);
   CHECK(pp > 0 && one > 0 && pp + one < n, "%d pingpong, %d one-consumer of %d", pp, one, n);
-  CHECK(evtc_cuda_gemm_tune_space(&f, 4, true, cs, 512) == 3, "reduced space");
+  CHECK(evtc_cuda_gemm_tune_space(&f, 4, true, 0, cs, 512) == 3, "reduced space");
   printf("search space: %d candidates per group_m (%d pingpong, %d with one consumer)\n", n, pp, one);
 }
 
@@ -133,7 +169,7 @@ static void test_cache(void) {
   t.cfg.pingpong = true;
   t.cfg.group_m = 16;
   CHECK(!evtc_cuda_gemm_tune_load(&id, &f, &r, why, sizeof why) && strstr(why, "not tuned yet"), "absent: %s", why);
-  CHECK(!evtc_cuda_gemm_tuned_config(&dev, &v, true, &got), "absent: no config");
+  CHECK(!evtc_cuda_gemm_tuned_config(&dev, &v, true, false, &got), "absent: no config");
   evtc_diag d = {0};
   CHECK(evtc_cuda_gemm_tune_save(&id, &f, &t, &d) == EVTC_OK, "save: %s", d.msg);
   CHECK(evtc_cuda_gemm_tune_load(&id, &f, &r, why, sizeof why), "load: %s", why);
@@ -141,14 +177,14 @@ static void test_cache(void) {
             r.default_tflops[1] == 690.5 && r.candidates == 120 && r.rejected == 2 && r.compile_s == 1.5 &&
             r.measure_s == 9.25,
         "round trip");
-  CHECK(evtc_cuda_gemm_tuned_config(&dev, &v, true, &got) && same_cfg(&got, &t.cfg), "lookup finds the result");
-  CHECK(!evtc_cuda_gemm_tuned_config(&dev, &v, false, &got), "another family (store) is not tuned");
+  CHECK(evtc_cuda_gemm_tuned_config(&dev, &v, true, false, &got) && same_cfg(&got, &t.cfg), "lookup finds the result");
+  CHECK(!evtc_cuda_gemm_tuned_config(&dev, &v, false, false, &got), "another family (store) is not tuned");
   evtc_cuda_gemm_variant f32 = v;
   f32.in = EVTC_F32;
-  CHECK(!evtc_cuda_gemm_tuned_config(&dev, &f32, true, &got), "f32 inputs: no family");
+  CHECK(!evtc_cuda_gemm_tuned_config(&dev, &f32, true, false, &got), "f32 inputs: no family");
   evtc_cuda_device other = dev;
   other.sm_count = 114;
-  CHECK(!evtc_cuda_gemm_tuned_config(&other, &v, true, &got), "another SM count is another device");
+  CHECK(!evtc_cuda_gemm_tuned_config(&other, &v, true, false, &got), "another SM count is another device");
 
   CHECK(evtc_cuda_gemm_tune_path(&id, &f, path, sizeof path), "path");
   char *good = read_text(path);
@@ -170,19 +206,51 @@ static void test_cache(void) {
       {"duplicate key", edit_line(good, "rejected", "rejected 2\nrejected 3")},
       {"bad problem", edit_line(good, "problem", "problem 8192x8192 1 2")},
       {"other version", edit_line(good, "evtc-gemm-tune", "evtc-gemm-tune 2")},
+      {"sm_80 config", edit_line(good, "config", "config 128x128x64 s4 c2 g8 sm80")},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     CHECK(write_text(path, bad[i].text), "write %s", bad[i].what);
     why[0] = 0;
     CHECK(!evtc_cuda_gemm_tune_load(&id, &f, &r, why, sizeof why) && why[0], "%s: loaded", bad[i].what);
     got = def;
-    CHECK(!evtc_cuda_gemm_tuned_config(&dev, &v, true, &got) && same_cfg(&got, &def), "%s: lookup", bad[i].what);
+    CHECK(!evtc_cuda_gemm_tuned_config(&dev, &v, true, false, &got) && same_cfg(&got, &def), "%s: lookup", bad[i].what);
     printf("  %-18s -> %s\n", bad[i].what, why);
     free(bad[i].text);
   }
   CHECK(write_text(path, good), "restore");
-  CHECK(evtc_cuda_gemm_tuned_config(&dev, &v, true, &got) && same_cfg(&got, &t.cfg), "lookup after repair");
+  CHECK(evtc_cuda_gemm_tuned_config(&dev, &v, true, false, &got) && same_cfg(&got, &t.cfg), "lookup after repair");
   free(good);
+}
+
+/* An sm_80 family's result: its own file, found by the lookup for the sm_80 template only; an sm_90a config
+ * there is refused. */
+static void test_cache_sm80(void) {
+  evtc_cuda_device dev = fake_device();
+  evtc_cuda_tune_device id = evtc_cuda_tune_device_of(&dev);
+  evtc_cuda_gemm_family f = {.in = EVTC_F16, .a_kmajor = false, .b_kmajor = true, .visitor = false, .sm80 = true};
+  evtc_cuda_gemm_variant v = {.in = EVTC_F16, .out = EVTC_F16, .a_kmajor = false, .b_kmajor = true};
+  evtc_cuda_gemm_tuned t = {.cfg = evtc_cuda_gemm_family_default(&f, 227 * 1024), .n_problems = 1,
+                            .mnk = {{4096, 4096, 4096}}, .tflops = {300}, .default_tflops = {290}, .candidates = 60},
+                       r;
+  t.cfg.tile_m = 128;
+  t.cfg.stages = 5;
+  evtc_cuda_gemm_config got;
+  char why[512], path[4352];
+  evtc_diag d = {0};
+  CHECK(!evtc_cuda_gemm_tuned_config(&dev, &v, false, true, &got), "sm_80: absent");
+  CHECK(evtc_cuda_gemm_tune_save(&id, &f, &t, &d) == EVTC_OK, "sm_80 save: %s", d.msg);
+  CHECK(evtc_cuda_gemm_tune_load(&id, &f, &r, why, sizeof why) && same_cfg(&r.cfg, &t.cfg) && r.cfg.sm80,
+        "sm_80 load: %s", why);
+  CHECK(evtc_cuda_gemm_tuned_config(&dev, &v, false, true, &got) && same_cfg(&got, &t.cfg) && got.sm80,
+        "sm_80: the lookup finds the result");
+  CHECK(!evtc_cuda_gemm_tuned_config(&dev, &v, false, false, &got), "sm_80: not the sm_90a family's");
+  CHECK(evtc_cuda_gemm_tune_path(&id, &f, path, sizeof path), "sm_80 path");
+  char *good = read_text(path), *other = edit_line(good, "config", "config 128x128x64 s4 c2 g8");
+  CHECK(write_text(path, other) && !evtc_cuda_gemm_tune_load(&id, &f, &r, why, sizeof why) &&
+            strstr(why, "other template"),
+        "sm_80: an sm_90a config refused: %s", why);
+  free(good);
+  free(other);
 }
 
 /* XDG_CACHE_HOME = tmp, tmp/evtc/cuda -> the real CUBIN cache. */
@@ -217,6 +285,7 @@ static void remove_cache(void) {
 static const evtc_cuda_gemm_family gpu_fams[] = {
     {.in = EVTC_BF16, .a_kmajor = true, .b_kmajor = true, .visitor = false},
     {.in = EVTC_F16, .a_kmajor = false, .b_kmajor = false, .visitor = true},
+    {.in = EVTC_BF16, .a_kmajor = true, .b_kmajor = false, .visitor = true, .sm80 = true},
 };
 
 static void test_tuning(evtc_cuda_device *dev) {
@@ -239,7 +308,7 @@ static void test_tuning(evtc_cuda_device *dev) {
     evtc_cuda_gemm_variant v = {.in = gpu_fams[i].in, .out = EVTC_F32, .a_kmajor = gpu_fams[i].a_kmajor,
                                 .b_kmajor = gpu_fams[i].b_kmajor};
     evtc_cuda_gemm_config got;
-    CHECK(evtc_cuda_gemm_tuned_config(dev, &v, gpu_fams[i].visitor, &got) && same_cfg(&got, &t.cfg),
+    CHECK(evtc_cuda_gemm_tuned_config(dev, &v, gpu_fams[i].visitor, gpu_fams[i].sm80, &got) && same_cfg(&got, &t.cfg),
           "%s: the lookup finds the winner", fam);
   }
 }
@@ -251,7 +320,9 @@ int main(void) {
   }
   test_families();
   test_space();
+  test_space_sm80();
   test_cache();
+  test_cache_sm80();
   evtc_diag d = {0};
   evtc_cuda_gemm_tune_options o = {.reduced = true, .jobs = 2};
   bool nvrtc = true;

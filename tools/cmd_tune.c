@@ -1,5 +1,6 @@
-/* cmd_tune.c -- `evtc tune`: tune evtc's sm_90a GEMM template on this GPU,
- * once per kernel family, and cache the winners (cuda_gemm_tune.h).
+/* cmd_tune.c -- `evtc tune`: tune evtc's GEMM templates (sm_90a, and the
+ * sm_80 one for families named ...-sm80) on this GPU, once per kernel
+ * family, and cache the winners (cuda_gemm_tune.h).
  *
  * Code generation then reads the cache for every problem size; tuning
  * again is needed only for a new device or a changed template.  Prints one
@@ -22,11 +23,13 @@
 static const char tune_usage[] =
     "usage: evtc tune [--family F]... [--problem MxNxK]... [--jobs N] [--reduced] [--compile-only | --show]\n"
     "  --family F       a kernel family: TYPE-A-B-EPILOGUE with TYPE bf16|f16, A mk|km (A stored M x K or\n"
-    "                   K x M), B nk|kn, EPILOGUE store|visitor; default bf16-mk-nk-store; repeatable\n"
+    "                   K x M), B nk|kn, EPILOGUE store|visitor, then -sm80 for the sm_80 template (mma.sync,\n"
+    "                   any GPU from sm_80 on); default bf16-mk-nk-store; repeatable\n"
     "  --problem MxNxK  measure on these sizes instead of the representative set (repeatable, at most 8)\n"
     "  --jobs N         NVRTC threads (default: one per CPU)\n"
     "  --reduced        a handful of candidates (a quick check of the machinery)\n"
-    "  --compile-only   compile the candidates for sm_90a into the kernel cache; no GPU needed\n"
+    "  --compile-only   compile the candidates for sm_90a (an H100 / H200) into the kernel cache; no GPU\n"
+    "                   needed\n"
     "  --show           print the cached results for GPU 0; tune nothing\n";
 
 enum { MAX_FAMILIES = 16 };

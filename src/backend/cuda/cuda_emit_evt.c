@@ -160,8 +160,9 @@ static bool has_vector_reduction(const evtc_kernel *k) {
  * the cooperative 128x256 tiles where it does not reduce
  * over a long K (a bias added over K = 4096: 0.211 -> 0.185 ms; weight gradients with their update: the
  * same).  Measured with `evtc explain --train --profile 5` on the training graph of an MLP block (16384 x
- * 1024 -> 4096 -> 1024, bf16; 2026-11-29).  On the sm_80 template (evtc_cuda_gemm_sm80_template): its one
- * default (no tuner there yet), or EVTC_GEMM_CONFIG taken as an sm_80 config. */
+ * 1024 -> 4096 -> 1024, bf16; 2026-11-29).  On the sm_80 template (evtc_cuda_gemm_sm80_template): the
+ * tuner's winner for its sm_80 family where `evtc tune --family ...-sm80` has measured it, else its default
+ * for the device's shared memory, or EVTC_GEMM_CONFIG taken as an sm_80 config. */
 static bool tile_config(const evtc_cuda_device *dev, const evtc_kernel *k, bool builtin_store,
                         const evtc_cuda_gemm_variant *v, evtc_cuda_gemm_config *cfg, bool *fixed, char *why,
                         size_t cap) {
@@ -176,8 +177,9 @@ static bool tile_config(const evtc_cuda_device *dev, const evtc_kernel *k, bool 
     }
     cfg->sm80 = sm80;
   } else if (sm80) {
-    *cfg = evtc_cuda_gemm_config_default_sm80(dev ? dev->smem_per_block_optin : 0);
-  } else if (!dev || !evtc_cuda_gemm_tuned_config(dev, v, !builtin_store, cfg)) {
+    if (!dev || !evtc_cuda_gemm_tuned_config(dev, v, !builtin_store, true, cfg))
+      *cfg = evtc_cuda_gemm_config_default_sm80(dev ? dev->smem_per_block_optin : 0);
+  } else if (!dev || !evtc_cuda_gemm_tuned_config(dev, v, !builtin_store, false, cfg)) {
     *cfg = evtc_cuda_gemm_config_default();
     const bool reduces = has_vector_reduction(k), long_k = k->gemm.K >= 2048;
     if (!builtin_store && !(long_k && !reduces)) {

@@ -1,7 +1,8 @@
 /* cuda_gemm_tune.c -- measuring the candidates of the GEMM tuner (see
  * cuda_gemm_tune.h for the space, the families and the cache).
  *
- * A run for one family:
+ * A run for one family (either template; the default is the family's, for
+ * the sm_80 template the one that fits the device's shared memory):
  *   1. compile the default config and every candidate with group_m 8, one
  *      NVRTC program each, on `jobs` OpenMP threads (the CUBIN cache answers
  *      when bench/gpu_gemm_tune.sh prepare compiled them beforehand);
@@ -136,13 +137,14 @@ static int problems_of(const evtc_cuda_gemm_tune_options *o, int64_t (*mnk)[3]) 
   return n;
 }
 
-/* The first pass: the default, then the space with group_m 8 (the default's shape again only if it differs). */
-static int first_pass(const evtc_cuda_gemm_family *f, bool reduced, cand **out) {
+/* The first pass: the default, then the space with group_m 8 (the default's shape again only if it differs), on a
+ * device whose blocks may opt in to smem_optin bytes of shared memory. */
+static int first_pass(const evtc_cuda_gemm_family *f, bool reduced, int smem_optin, cand **out) {
   evtc_cuda_gemm_config *space = malloc(sizeof *space * SPACE_CAP);
-  int n = evtc_cuda_gemm_tune_space(f, 8, reduced, space, SPACE_CAP);
+  int n = evtc_cuda_gemm_tune_space(f, 8, reduced, smem_optin, space, SPACE_CAP);
   if (n > SPACE_CAP) n = SPACE_CAP;
   cand *cs = calloc((size_t)n + 1, sizeof *cs);
-  cs[0].cfg = evtc_cuda_gemm_config_default();
+  cs[0].cfg = evtc_cuda_gemm_family_default(f, smem_optin);
   int m = 1;
   for (int i = 0; i < n; i++)
     if (!same_cfg(&space[i], &cs[0].cfg)) cs[m++].cfg = space[i];
@@ -155,7 +157,7 @@ evtc_status evtc_cuda_gemm_tune_compile(const char *arch, const evtc_cuda_gemm_f
                                         const evtc_cuda_gemm_tune_options *o, int *compiled, int *cached,
                                         evtc_diag *d) {
   cand *cs;
-  int n = first_pass(f, o && o->reduced, &cs);
+  int n = first_pass(f, o && o->reduced, EVTC_CUDA_GEMM_SMEM_LIMIT, &cs);
   compile_all(arch, f, cs, n, o ? o->jobs : 0, compiled, cached);
   evtc_status s = EVTC_OK;
   for (int i = 0; i < n; i++) {
@@ -474,7 +476,7 @@ static evtc_status tune_run(bench *B, const evtc_cuda_gemm_tune_options *o, evtc
   int jobs = o ? o->jobs : 0, n_compiled = 0, n_cached = 0;
   double t0 = now_s();
   cand *cs;
-  int n = first_pass(&B->f, o && o->reduced, &cs);
+  int n = first_pass(&B->f, o && o->reduced, B->dev->smem_per_block_optin, &cs);
   cand *pool = realloc(cs, sizeof *cs * (size_t)(n + 2 * TOP));
   cs = pool;
   compile_all(B->dev->arch, &B->f, cs, n, jobs, &n_compiled, &n_cached);
@@ -563,9 +565,9 @@ static evtc_status tune_run(bench *B, const evtc_cuda_gemm_tune_options *o, evtc
 
 evtc_status evtc_cuda_gemm_tune(evtc_cuda_device *dev, const evtc_cuda_gemm_family *f,
                                 const evtc_cuda_gemm_tune_options *o, evtc_cuda_gemm_tuned *out, evtc_diag *d) {
-  if (strcmp(dev->arch, "sm_90a") != 0)
-    return evtc_diag_set(d, EVTC_ERR_UNSUPPORTED, "GEMM tuner: %s is %s (the template needs sm_90a)", dev->name,
-                         dev->arch);
+  if (f->sm80 ? dev->cc_major < 8 : strcmp(dev->arch, "sm_90a") != 0)
+    return evtc_diag_set(d, EVTC_ERR_UNSUPPORTED, "GEMM tuner: %s is %s (the %s template needs %s)", dev->name,
+                         dev->arch, f->sm80 ? "sm_80" : "sm_90a", f->sm80 ? "sm_80 or later" : "sm_90a");
   bench B = {.dev = dev, .f = *f, .v = variant_of(f), .log = o ? o->log : NULL};
   int64_t mnk[EVTC_TUNE_MAX_PROBLEMS][3];
   B.np = problems_of(o, mnk);

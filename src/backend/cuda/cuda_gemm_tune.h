@@ -1,16 +1,19 @@
-/* cuda_gemm_tune.h -- the tuner of evtc's sm_90a GEMM template: which
+/* cuda_gemm_tune.h -- the tuner of evtc's GEMM templates: which
  * evtc_cuda_gemm_config to use, measured once per device and kernel family.
  *
  * The search space is hardware-centric and independent of the problem size
- * (Hidet's approach): output tiles of 64, 128 or 256 rows and columns, 2 to
- * 7 stages, 1 or 2 consumer warpgroups, cooperative or pingpong, grouped
- * raster of 4, 8 or 16 tile rows, each kept only when
- * evtc_cuda_gemm_config_check accepts it (wgmma shapes, TMA boxes,
- * accumulator registers, shared memory).  A kernel family is what the
- * kernel's code depends on besides the config: input type, operand
- * majorness and the kind of epilogue (the built-in staged store, or a
- * visitor epilogue with direct stores; the tuner measures the latter with a
- * row broadcast + GELU + bf16/f16 store, the commonest visitor).
+ * (Hidet's approach).  For the sm_90a template: output tiles of 64, 128 or
+ * 256 rows and columns, 2 to 7 stages, 1 or 2 consumer warpgroups,
+ * cooperative or pingpong; for the sm_80 template (mma.sync, cp.async: any
+ * GPU from sm_80 on): the same tiles, 2 to 6 stages, 1 or 2 warpgroups,
+ * within the device's shared memory; for both a grouped raster of 4, 8 or
+ * 16 tile rows, each config kept only when evtc_cuda_gemm_config_check
+ * accepts it (mma shapes, TMA boxes, accumulator registers, shared
+ * memory).  A kernel family is what the kernel's code depends on besides
+ * the config: the template, input type, operand majorness and the kind of
+ * epilogue (the built-in store, or a visitor epilogue with direct stores;
+ * the tuner measures the latter with a row broadcast + GELU + bf16/f16
+ * store, the commonest visitor).
  *
  * Tuning (cuda_gemm_tune.c) compiles every candidate through NVRTC (in
  * parallel, each kernel its own program; the CUBIN cache makes a second
@@ -45,13 +48,15 @@ typedef struct evtc_cuda_gemm_family {
   evtc_dtype in;             /* EVTC_BF16 or EVTC_F16 */
   bool a_kmajor, b_kmajor;   /* as in evtc_cuda_gemm_variant */
   bool visitor;              /* a visitor epilogue (direct stores) rather than the built-in staged store */
+  bool sm80;                 /* the sm_80 template (config.sm80) rather than the sm_90a one */
 } evtc_cuda_gemm_family;
 
-/* The family of a kernel of variant v (v->out does not matter). */
-evtc_cuda_gemm_family evtc_cuda_gemm_family_of(const evtc_cuda_gemm_variant *v, bool visitor);
-/* "bf16-mk-nk-store", "f16-km-kn-visitor", ...: the type, A as stored
+/* The family of a kernel of variant v (v->out does not matter) on the sm_80 template or the sm_90a one. */
+evtc_cuda_gemm_family evtc_cuda_gemm_family_of(const evtc_cuda_gemm_variant *v, bool visitor, bool sm80);
+/* "bf16-mk-nk-store", "f16-km-kn-visitor-sm80", ...: the type, A as stored
  * (mk: M x K, km: K x M), B as stored (nk: N x K, kn: K x N; "mk-nk" is a
- * linear layer's forward pass), then the epilogue. */
+ * linear layer's forward pass), the epilogue, then "-sm80" for the sm_80
+ * template. */
 void evtc_cuda_gemm_family_name(const evtc_cuda_gemm_family *f, char *buf, size_t cap);
 /* The inverse of family_name; false on anything else. */
 bool evtc_cuda_gemm_family_parse(const char *s, evtc_cuda_gemm_family *f);
@@ -64,11 +69,17 @@ typedef struct evtc_cuda_tune_device {
 
 evtc_cuda_tune_device evtc_cuda_tune_device_of(const evtc_cuda_device *dev);
 
+/* The default config of family f on a device whose blocks may opt in to smem_optin bytes of shared memory (the
+ * sm_80 template's default depends on it): what tuning measures the candidates against, and what code
+ * generation uses where the family is not tuned. */
+evtc_cuda_gemm_config evtc_cuda_gemm_family_default(const evtc_cuda_gemm_family *f, int smem_optin);
+
 /* The candidates of family f with raster group_m (search order, no
- * duplicates, each accepted by config_check), at most cap of them into out;
- * returns how many there are.  reduced: a handful only (tests). */
-int evtc_cuda_gemm_tune_space(const evtc_cuda_gemm_family *f, int group_m, bool reduced, evtc_cuda_gemm_config *out,
-                              int cap);
+ * duplicates, each accepted by config_check and, with smem_limit > 0, within
+ * that many bytes of shared memory), at most cap of them into out; returns
+ * how many there are.  reduced: a handful only (tests). */
+int evtc_cuda_gemm_tune_space(const evtc_cuda_gemm_family *f, int group_m, bool reduced, int smem_limit,
+                              evtc_cuda_gemm_config *out, int cap);
 
 enum { EVTC_TUNE_MAX_PROBLEMS = 8 };
 
@@ -100,12 +111,12 @@ bool evtc_cuda_gemm_tune_load(const evtc_cuda_tune_device *dev, const evtc_cuda_
                               evtc_cuda_gemm_tuned *t, char *why, size_t cap);
 
 /* THE LOOKUP for code generation: the tuned config of the family of (v,
- * visitor_epilogue) on dev into *out; false (out untouched) when there is
- * no valid cached result -- the caller then uses
- * evtc_cuda_gemm_config_default().  Cheap after the first call per family
- * (remembered in the process while the file is unchanged); thread-safe. */
+ * visitor_epilogue, sm80) on dev into *out; false (out untouched) when there
+ * is no valid cached result -- the caller then uses the family's default.
+ * Cheap after the first call per family (remembered in the process while
+ * the file is unchanged); thread-safe. */
 bool evtc_cuda_gemm_tuned_config(const evtc_cuda_device *dev, const evtc_cuda_gemm_variant *v, bool visitor_epilogue,
-                                 evtc_cuda_gemm_config *out);
+                                 bool sm80, evtc_cuda_gemm_config *out);
 
 /* ---- tuning (cuda_gemm_tune.c) ---- */
 
@@ -120,7 +131,8 @@ typedef struct evtc_cuda_gemm_tune_options {
 
 /* Compiles (or finds in the CUBIN cache) every kernel that tuning family f
  * needs on a device of NVRTC target arch without measuring anything: no GPU
- * needed.  The group_m variants searched after the first pass depend on
+ * needed (for an sm_80 family the space within 227 KiB of shared memory, an
+ * H100's or H200's).  The group_m variants searched after the first pass depend on
  * the measurements and are compiled during tuning.  *compiled and *cached
  * (either may be NULL) count the kernels built and found. */
 evtc_status evtc_cuda_gemm_tune_compile(const char *arch, const evtc_cuda_gemm_family *f,
@@ -131,8 +143,9 @@ evtc_status evtc_cuda_gemm_tune_compile(const char *arch, const evtc_cuda_gemm_f
  * *out.  After a fault inside a candidate kernel the device is closed and
  * reopened (the candidate counts as rejected), so dev's context and stream
  * may change.  Errors: the default config failing its own check against
- * the host reference (EVTC_ERR_RUNTIME), a device that is not sm_90a
- * (EVTC_ERR_UNSUPPORTED), allocation, NVRTC or cache failures. */
+ * the host reference (EVTC_ERR_RUNTIME), a device that is not sm_90a for an
+ * sm_90a family or older than sm_80 for an sm_80 one (EVTC_ERR_UNSUPPORTED),
+ * allocation, NVRTC or cache failures. */
 evtc_status evtc_cuda_gemm_tune(evtc_cuda_device *dev, const evtc_cuda_gemm_family *f,
                                 const evtc_cuda_gemm_tune_options *o, evtc_cuda_gemm_tuned *out, evtc_diag *d);
 

@@ -30,19 +30,20 @@
 #include "util/fs.h"
 #include "util/hash.h"
 
-evtc_cuda_gemm_family evtc_cuda_gemm_family_of(const evtc_cuda_gemm_variant *v, bool visitor) {
-  return (evtc_cuda_gemm_family){.in = v->in, .a_kmajor = v->a_kmajor, .b_kmajor = v->b_kmajor, .visitor = visitor};
+evtc_cuda_gemm_family evtc_cuda_gemm_family_of(const evtc_cuda_gemm_variant *v, bool visitor, bool sm80) {
+  return (evtc_cuda_gemm_family){.in = v->in, .a_kmajor = v->a_kmajor, .b_kmajor = v->b_kmajor, .visitor = visitor,
+                                 .sm80 = sm80};
 }
 
 void evtc_cuda_gemm_family_name(const evtc_cuda_gemm_family *f, char *buf, size_t cap) {
-  snprintf(buf, cap, "%s-%s-%s-%s", f->in == EVTC_F16 ? "f16" : "bf16", f->a_kmajor ? "mk" : "km",
-           f->b_kmajor ? "nk" : "kn", f->visitor ? "visitor" : "store");
+  snprintf(buf, cap, "%s-%s-%s-%s%s", f->in == EVTC_F16 ? "f16" : "bf16", f->a_kmajor ? "mk" : "km",
+           f->b_kmajor ? "nk" : "kn", f->visitor ? "visitor" : "store", f->sm80 ? "-sm80" : "");
 }
 
 bool evtc_cuda_gemm_family_parse(const char *s, evtc_cuda_gemm_family *f) {
-  for (int i = 0; i < 16; i++) {
+  for (int i = 0; i < 32; i++) {
     evtc_cuda_gemm_family g = {.in = i & 1 ? EVTC_F16 : EVTC_BF16, .a_kmajor = i & 2, .b_kmajor = i & 4,
-                               .visitor = i & 8};
+                               .visitor = i & 8, .sm80 = i & 16};
     char name[32];
     evtc_cuda_gemm_family_name(&g, name, sizeof name);
     if (strcmp(s, name) == 0) {
@@ -61,48 +62,65 @@ evtc_cuda_tune_device evtc_cuda_tune_device_of(const evtc_cuda_device *dev) {
 
 /* ---- the search space ---- */
 
-int evtc_cuda_gemm_tune_space(const evtc_cuda_gemm_family *f, int group_m, bool reduced, evtc_cuda_gemm_config *out,
-                              int cap) {
+evtc_cuda_gemm_config evtc_cuda_gemm_family_default(const evtc_cuda_gemm_family *f, int smem_optin) {
+  return f->sm80 ? evtc_cuda_gemm_config_default_sm80(smem_optin) : evtc_cuda_gemm_config_default();
+}
+
+/* Appends c (with group_m) to out when the template accepts it within smem_limit (0: config_check's bound). */
+static void offer(const evtc_cuda_gemm_family *f, evtc_cuda_gemm_config c, int group_m, int smem_limit,
+                  evtc_cuda_gemm_config *out, int cap, int *n) {
+  const evtc_cuda_gemm_variant v = {.in = f->in, .out = f->in, .a_kmajor = f->a_kmajor, .b_kmajor = f->b_kmajor};
+  char why[160];
+  c.group_m = group_m;
+  if (!evtc_cuda_gemm_config_check(&c, &v, why, sizeof why)) return;
+  if (smem_limit > 0 && evtc_cuda_gemm_smem_bytes(&c) > (unsigned)smem_limit) return;
+  if (*n < cap) out[*n] = c;
+  (*n)++;
+}
+
+int evtc_cuda_gemm_tune_space(const evtc_cuda_gemm_family *f, int group_m, bool reduced, int smem_limit,
+                              evtc_cuda_gemm_config *out, int cap) {
   static const int tiles[] = {64, 128, 256};
-  /* reduced: the default's shape with fewer stages, a pingpong and a one-consumer config */
+  /* reduced (sm_90a): the default's shape with fewer stages, a pingpong and a one-consumer config; (sm_80): the
+     default's tile with one stage more, the smaller default's and a one-warpgroup config */
   static const evtc_cuda_gemm_config few[] = {
       {.tile_m = 128, .tile_n = 256, .stages = 3, .consumers = 2},
       {.tile_m = 128, .tile_n = 128, .stages = 4, .consumers = 2, .pingpong = true},
       {.tile_m = 128, .tile_n = 128, .stages = 5, .consumers = 1},
   };
-  const evtc_cuda_gemm_variant v = {.in = f->in, .out = f->in, .a_kmajor = f->a_kmajor, .b_kmajor = f->b_kmajor};
+  static const evtc_cuda_gemm_config few80[] = {
+      {.tile_m = 256, .tile_n = 128, .stages = 4, .consumers = 2},
+      {.tile_m = 128, .tile_n = 128, .stages = 4, .consumers = 2},
+      {.tile_m = 128, .tile_n = 128, .stages = 3, .consumers = 1},
+  };
+  const evtc_cuda_gemm_config base = evtc_cuda_gemm_family_default(f, EVTC_CUDA_GEMM_SMEM_LIMIT);
   int n = 0;
-  char why[160];
   if (reduced) {
-    for (size_t i = 0; i < sizeof few / sizeof few[0]; i++) {
-      evtc_cuda_gemm_config c = evtc_cuda_gemm_config_default();
-      c.tile_m = few[i].tile_m;
-      c.tile_n = few[i].tile_n;
-      c.stages = few[i].stages;
-      c.consumers = few[i].consumers;
-      c.pingpong = few[i].pingpong;
-      c.group_m = group_m;
-      if (!evtc_cuda_gemm_config_check(&c, &v, why, sizeof why)) continue;
-      if (n < cap) out[n] = c;
-      n++;
+    const evtc_cuda_gemm_config *set = f->sm80 ? few80 : few;
+    for (size_t i = 0; i < 3; i++) {
+      evtc_cuda_gemm_config c = base;
+      c.tile_m = set[i].tile_m;
+      c.tile_n = set[i].tile_n;
+      c.stages = set[i].stages;
+      c.consumers = set[i].consumers;
+      c.pingpong = set[i].pingpong;
+      offer(f, c, group_m, smem_limit, out, cap, &n);
     }
     return n;
   }
+  const int max_stages = f->sm80 ? 6 : 7;
   for (int consumers = 2; consumers >= 1; consumers--)
-    for (int pp = 0; pp <= (consumers == 2); pp++)
+    for (int pp = 0; pp <= (consumers == 2 && !f->sm80); pp++)
       for (int im = 0; im < 3; im++)
         for (int in = 0; in < 3; in++)
-          for (int stages = 2; stages <= 7; stages++) {
-            evtc_cuda_gemm_config c = evtc_cuda_gemm_config_default();
+          for (int stages = 2; stages <= max_stages; stages++) {
+            evtc_cuda_gemm_config c = base;
             c.tile_m = tiles[im];
             c.tile_n = tiles[in];
             c.stages = stages;
             c.consumers = consumers;
             c.pingpong = pp;
-            c.group_m = group_m;
-            if (!evtc_cuda_gemm_config_check(&c, &v, why, sizeof why)) continue;
-            if (n < cap) out[n] = c;
-            n++;
+            offer(f, c, group_m, smem_limit, out, cap, &n);
           }
   return n;
 }
@@ -110,7 +128,7 @@ int evtc_cuda_gemm_tune_space(const evtc_cuda_gemm_family *f, int group_m, bool 
 /* ---- the cache file ---- */
 
 uint64_t evtc_cuda_gemm_tune_fingerprint(const evtc_cuda_gemm_family *f) {
-  evtc_cuda_gemm_config c = evtc_cuda_gemm_config_default();
+  evtc_cuda_gemm_config c = evtc_cuda_gemm_family_default(f, EVTC_CUDA_GEMM_SMEM_LIMIT);
   char *src = evtc_cuda_gemm_tune_source(f, &c);
   uint64_t h = evtc_fnv1a(EVTC_FNV1A_BASIS, src, strlen(src));
   free(src);
@@ -244,6 +262,7 @@ bool evtc_cuda_gemm_tune_load(const evtc_cuda_tune_device *dev, const evtc_cuda_
     snprintf(why, cap, "%s: config refused: %s", path, cwhy);
     return false;
   }
+  if (t->cfg.sm80 != f->sm80) return fail(why, cap, path, "a config of the other template");
   return true;
 }
 
@@ -267,9 +286,9 @@ static bool same_file(const struct stat *a, const struct stat *b) {
 }
 
 bool evtc_cuda_gemm_tuned_config(const evtc_cuda_device *dev, const evtc_cuda_gemm_variant *v, bool visitor_epilogue,
-                                 evtc_cuda_gemm_config *out) {
+                                 bool sm80, evtc_cuda_gemm_config *out) {
   if (v->in != EVTC_BF16 && v->in != EVTC_F16) return false;
-  const evtc_cuda_gemm_family f = evtc_cuda_gemm_family_of(v, visitor_epilogue);
+  const evtc_cuda_gemm_family f = evtc_cuda_gemm_family_of(v, visitor_epilogue, sm80);
   const evtc_cuda_tune_device id = evtc_cuda_tune_device_of(dev);
   char path[4352];
   if (!evtc_cuda_gemm_tune_path(&id, &f, path, sizeof path)) return false;

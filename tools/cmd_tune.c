@@ -21,15 +21,16 @@
 #include "cli_args.h"
 
 static const char tune_usage[] =
-    "usage: evtc tune [--family F]... [--problem MxNxK]... [--jobs N] [--reduced] [--compile-only | --show]\n"
+    "usage: evtc tune [--family F]... [--problem MxNxK]... [--jobs N] [--reduced]\n"
+    "                 [--compile-only [--arch sm_NN] | --show]\n"
     "  --family F       a kernel family: TYPE-A-B-EPILOGUE with TYPE bf16|f16, A mk|km (A stored M x K or\n"
     "                   K x M), B nk|kn, EPILOGUE store|visitor, then -sm80 for the sm_80 template (mma.sync,\n"
     "                   any GPU from sm_80 on); default bf16-mk-nk-store; repeatable\n"
     "  --problem MxNxK  measure on these sizes instead of the representative set (repeatable, at most 8)\n"
     "  --jobs N         NVRTC threads (default: one per CPU)\n"
     "  --reduced        a handful of candidates (a quick check of the machinery)\n"
-    "  --compile-only   compile the candidates for sm_90a (an H100 / H200) into the kernel cache; no GPU\n"
-    "                   needed\n"
+    "  --compile-only   compile the candidates into the kernel cache for --arch (default sm_90a: an H100 or\n"
+    "                   H200; sm_80, sm_86, ... for the sm_80 template's families only); no GPU needed\n"
     "  --show           print the cached results for GPU 0; tune nothing\n";
 
 enum { MAX_FAMILIES = 16 };
@@ -57,6 +58,7 @@ int evtc_cmd_tune(int argc, char **argv) {
   int n_fams = 0;
   evtc_cuda_gemm_tune_options o = {.log = stdout};
   bool compile_only = false, show = false;
+  const char *arch = "sm_90a";
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
     long long m, n, k;
@@ -81,6 +83,14 @@ int evtc_cmd_tune(int argc, char **argv) {
       o.reduced = true;
     } else if (!strcmp(a, "--compile-only")) {
       compile_only = true;
+    } else if (!strcmp(a, "--arch") && val) {
+      int major = 0, used = 0;
+      if (sscanf(val, "sm_%d%n", &major, &used) != 1 || major < 80 || (val[used] && strcmp(val + used, "a") != 0)) {
+        fprintf(stderr, "evtc: tune: --arch %s is not sm_80 or later (sm_80, sm_86, sm_90a, ...)\n", val);
+        return EVTC_EXIT_BAD_INPUT;
+      }
+      arch = val;
+      i++;
     } else if (!strcmp(a, "--show")) {
       show = true;
     } else {
@@ -96,15 +106,22 @@ int evtc_cmd_tune(int argc, char **argv) {
   if (n_fams == 0) evtc_cuda_gemm_family_parse("bf16-mk-nk-store", &fams[n_fams++]);
   evtc_diag d = {0};
   char fam[32];
+  for (int i = 0; i < n_fams && compile_only; i++) {
+    evtc_cuda_gemm_family_name(&fams[i], fam, sizeof fam);
+    if (!fams[i].sm80 && strcmp(arch, "sm_90a") != 0) {
+      fprintf(stderr, "evtc: tune: family %s is the sm_90a template's: --arch %s cannot run it\n", fam, arch);
+      return EVTC_EXIT_BAD_INPUT;
+    }
+  }
   if (compile_only) {
     for (int i = 0; i < n_fams; i++) {
       int built = 0, hits = 0;
       evtc_cuda_gemm_family_name(&fams[i], fam, sizeof fam);
-      if (evtc_cuda_gemm_tune_compile("sm_90a", &fams[i], &o, &built, &hits, &d) != EVTC_OK) {
+      if (evtc_cuda_gemm_tune_compile(arch, &fams[i], &o, &built, &hits, &d) != EVTC_OK) {
         fprintf(stderr, "evtc: tune: %s: %s\n", fam, d.msg);
         return EVTC_EXIT_FAIL;
       }
-      printf("%s: %d kernels compiled, %d already in the cache\n", fam, built, hits);
+      printf("%s: %d kernels compiled for %s, %d already in the cache\n", fam, built, arch, hits);
     }
     return EVTC_EXIT_OK;
   }

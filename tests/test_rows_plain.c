@@ -199,6 +199,17 @@ static void test_f32_cross_entropy(void) {
   free(src);
   evtc_kernel_free(k);
   evtc_graph_free(g);
+  /* a scale that is no power of two would round differently: two products */
+  char *text = strdup(ce_f32_text);
+  memcpy(strstr(text, "value=0.015625"), "value=0.010000", 14);
+  k = oracle_kernel(text, "f32 cross-entropy scaled by 0.01", &g);
+  free(text);
+  if (!k) return;
+  src = emit(k);
+  CHECK(src && !strstr(src, " * (v"), "f32 cross-entropy scaled by 0.01: the scale folded into the row's factor");
+  free(src);
+  evtc_kernel_free(k);
+  evtc_graph_free(g);
 }
 
 /* Kernel k's emitted source has none of `absent` and has `present` (when not NULL); k and g freed. */

@@ -505,10 +505,10 @@ static bool exp_of_shift(const rows_ctx *x, int i, int p) {
 }
 
 /* Value i is an f32 product w s, w an f32 product a r that pass p computes (on a plain vector, pf, w may be a
- * value folded into it), r a row's value and s a power of two: then *a, *r, *s, and i is emitted a (r s), where the
- * row's r s is computed once (nvcc hoists it out of the element loop): one product an element instead of two (a
- * cross-entropy's gradient, the softmax times the mean's 1 / N).  The same value: a power of two scales without
- * rounding, away from float's ends. */
+ * value folded into it), r a row's value and s a power of two, or its negation, that is a normal float: then *a,
+ * *r, *s, and i is emitted a (r s), where the row's r s is computed once (nvcc hoists it out of the element loop):
+ * one product an element instead of two (a cross-entropy's gradient, the softmax times the mean's 1 / N).  The same
+ * value: such an s scales without rounding, away from float's ends. */
 static bool scaled_row_product(const rows_ctx *x, const evtc_cuda_plain *pf, int i, int p, int *a, int *r, int *s) {
   const evtc_kernel *k = x->k;
   const evtc_vnode *v = &k->v[i];
@@ -516,7 +516,8 @@ static bool scaled_row_product(const rows_ctx *x, const evtc_cuda_plain *pf, int
   for (int o = 0; o < 2; o++) {
     const evtc_vnode *c = &k->v[v->args[o]];
     int m;
-    if (c->kind != EVTC_V_IMM || !isfinite(c->value) || c->value == 0.0 || frexp(c->value, &m) != 0.5) continue;
+    const double mag = fabs(c->value);
+    if (c->kind != EVTC_V_IMM || !(mag >= 0x1p-126 && mag <= 0x1p127) || frexp(mag, &m) != 0.5) continue;
     int w = v->args[1 - o];
     if (pf && pf->fact[w] == EVTC_PLAIN_SAME) w = pf->same[w];
     const evtc_vnode *wv = &k->v[w];

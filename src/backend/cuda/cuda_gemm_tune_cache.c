@@ -96,8 +96,9 @@ int evtc_cuda_gemm_tune_space(const evtc_cuda_gemm_family *f, int group_m, bool 
   const evtc_cuda_gemm_config base = evtc_cuda_gemm_family_default(f, EVTC_CUDA_GEMM_SMEM_LIMIT);
   int n = 0;
   if (reduced) {
+    _Static_assert(sizeof few == sizeof few80, "the reduced spaces: as many configs each");
     const evtc_cuda_gemm_config *set = f->sm80 ? few80 : few;
-    for (size_t i = 0; i < 3; i++) {
+    for (size_t i = 0; i < sizeof few / sizeof few[0]; i++) {
       evtc_cuda_gemm_config c = base;
       c.tile_m = set[i].tile_m;
       c.tile_n = set[i].tile_n;

@@ -60,10 +60,6 @@ static bool same_cfg(const evtc_cuda_gemm_config *a, const evtc_cuda_gemm_config
          a->cluster_n == b->cluster_n && a->group_m == b->group_m;
 }
 
-static evtc_cuda_gemm_variant variant_of(const evtc_cuda_gemm_family *f) {
-  return (evtc_cuda_gemm_variant){.in = f->in, .out = f->in, .a_kmajor = f->a_kmajor, .b_kmajor = f->b_kmajor};
-}
-
 /* ---- the visitor family's epilogue: D = gelu(acc + bias[c]) in the input type, paired direct stores ---- */
 
 static void vis_params(evtc_sb *b, void *ctx) { evtc_sb_printf(b, ", const float *__restrict__ tune_bias"); }
@@ -88,7 +84,7 @@ static void vis_pair_end(evtc_sb *b, const char *ind, void *ctx) {
 
 char *evtc_cuda_gemm_tune_source(const evtc_cuda_gemm_family *f, const evtc_cuda_gemm_config *cfg) {
   evtc_sb b = {0};
-  evtc_cuda_gemm_variant v = variant_of(f);
+  evtc_cuda_gemm_variant v = evtc_cuda_gemm_family_variant(f);
   evtc_dtype in = f->in;
   evtc_cuda_gemm_epilogue vis = {.emit_params = vis_params, .emit_setup = vis_setup, .emit_element = vis_element,
                                  .ctx = &in, .emit_pair_begin = vis_pair_begin, .emit_pair_end = vis_pair_end};
@@ -568,7 +564,7 @@ evtc_status evtc_cuda_gemm_tune(evtc_cuda_device *dev, const evtc_cuda_gemm_fami
   if (f->sm80 ? dev->cc_major < 8 : strcmp(dev->arch, "sm_90a") != 0)
     return evtc_diag_set(d, EVTC_ERR_UNSUPPORTED, "GEMM tuner: %s is %s (the %s template needs %s)", dev->name,
                          dev->arch, f->sm80 ? "sm_80" : "sm_90a", f->sm80 ? "sm_80 or later" : "sm_90a");
-  bench B = {.dev = dev, .f = *f, .v = variant_of(f), .log = o ? o->log : NULL};
+  bench B = {.dev = dev, .f = *f, .v = evtc_cuda_gemm_family_variant(f), .log = o ? o->log : NULL};
   int64_t mnk[EVTC_TUNE_MAX_PROBLEMS][3];
   B.np = problems_of(o, mnk);
   for (int i = 0; i < B.np; i++) B.p[i] = (prob){.M = mnk[i][0], .N = mnk[i][1], .K = mnk[i][2]};

@@ -53,6 +53,8 @@ typedef struct evtc_cuda_gemm_family {
 
 /* The family of a kernel of variant v (v->out does not matter) on the sm_80 template or the sm_90a one. */
 evtc_cuda_gemm_family evtc_cuda_gemm_family_of(const evtc_cuda_gemm_variant *v, bool visitor, bool sm80);
+/* The variant the tuner builds, checks and measures family f's kernels as: f's layouts, output in the input type. */
+evtc_cuda_gemm_variant evtc_cuda_gemm_family_variant(const evtc_cuda_gemm_family *f);
 /* "bf16-mk-nk-store", "f16-km-kn-visitor-sm80", ...: the type, A as stored
  * (mk: M x K, km: K x M), B as stored (nk: N x K, kn: K x N; "mk-nk" is a
  * linear layer's forward pass), the epilogue, then "-sm80" for the sm_80

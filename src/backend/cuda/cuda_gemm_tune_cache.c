@@ -35,6 +35,10 @@ evtc_cuda_gemm_family evtc_cuda_gemm_family_of(const evtc_cuda_gemm_variant *v, 
                                  .sm80 = sm80};
 }
 
+evtc_cuda_gemm_variant evtc_cuda_gemm_family_variant(const evtc_cuda_gemm_family *f) {
+  return (evtc_cuda_gemm_variant){.in = f->in, .out = f->in, .a_kmajor = f->a_kmajor, .b_kmajor = f->b_kmajor};
+}
+
 void evtc_cuda_gemm_family_name(const evtc_cuda_gemm_family *f, char *buf, size_t cap) {
   snprintf(buf, cap, "%s-%s-%s-%s%s", f->in == EVTC_F16 ? "f16" : "bf16", f->a_kmajor ? "mk" : "km",
            f->b_kmajor ? "nk" : "kn", f->visitor ? "visitor" : "store", f->sm80 ? "-sm80" : "");
@@ -69,7 +73,7 @@ evtc_cuda_gemm_config evtc_cuda_gemm_family_default(const evtc_cuda_gemm_family 
 /* Appends c (with group_m) to out when the template accepts it within smem_limit (0: config_check's bound). */
 static void offer(const evtc_cuda_gemm_family *f, evtc_cuda_gemm_config c, int group_m, int smem_limit,
                   evtc_cuda_gemm_config *out, int cap, int *n) {
-  const evtc_cuda_gemm_variant v = {.in = f->in, .out = f->in, .a_kmajor = f->a_kmajor, .b_kmajor = f->b_kmajor};
+  const evtc_cuda_gemm_variant v = evtc_cuda_gemm_family_variant(f);
   char why[160];
   c.group_m = group_m;
   if (!evtc_cuda_gemm_config_check(&c, &v, why, sizeof why)) return;
@@ -257,7 +261,7 @@ bool evtc_cuda_gemm_tune_load(const evtc_cuda_tune_device *dev, const evtc_cuda_
   char fp_hex[32];
   snprintf(fp_hex, sizeof fp_hex, "%016llx", (unsigned long long)evtc_cuda_gemm_tune_fingerprint(f));
   if (strcmp(tmpl, fp_hex) != 0) return fail(why, cap, path, "made for another version of the GEMM template");
-  const evtc_cuda_gemm_variant v = {.in = f->in, .out = f->in, .a_kmajor = f->a_kmajor, .b_kmajor = f->b_kmajor};
+  const evtc_cuda_gemm_variant v = evtc_cuda_gemm_family_variant(f);
   char cwhy[160];
   if (!evtc_cuda_gemm_config_check(&t->cfg, &v, cwhy, sizeof cwhy)) {
     snprintf(why, cap, "%s: config refused: %s", path, cwhy);

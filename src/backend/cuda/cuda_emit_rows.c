@@ -144,6 +144,11 @@ static bool prefetched(const rows_ctx *x, int i) {
  * row loop of a persistent plan, into registers lh<i>[j] (x->hoist, decided by decide_hoists). */
 static bool hoisted(const rows_ctx *x, int i) { return x->hoist && x->hoist[i]; }
 
+/* Registers a thread may take under the plan's launch bounds (its threads times min_blocks in one SM's 64K). */
+static int regs_cap(const evtc_cuda_rows_plan *pl) {
+  return 65536 / (pl->threads * pl->rows_per_block * (pl->min_blocks > 0 ? pl->min_blocks : 1));
+}
+
 /* Which row-invariant vector loads go before the row loop: where blocks stride over several rows each (a
  * persistent plan with its column loop unrolled, not column tiles or clusters), in node order, up to 8 registers a
  * thread of them, or 32 where the launch bounds leave a thread 192 registers or more; EVTC_CUDA_HOIST=0: none.  In
@@ -163,8 +168,7 @@ static void decide_hoists(rows_ctx *x) {
   const char *e = getenv("EVTC_CUDA_HOIST");
   bool persistent = (int64_t)pl->grid * pl->rows_per_block < k->rows;
   if ((e && strcmp(e, "0") == 0) || !persistent || !pl->unrolled || pl->col_tiles || pl->cluster > 1 || x->V <= 1) return;
-  const int cap = 65536 / (pl->threads * pl->rows_per_block * (pl->min_blocks > 0 ? pl->min_blocks : 1));
-  const int budget = cap >= 192 ? 32 : 8;
+  const int budget = regs_cap(pl) >= 192 ? 32 : 8;
   int regs = 0;
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
@@ -228,9 +232,9 @@ static void decide_ahead(rows_ctx *x) {
   for (int i = 0; i < k->n_v; i++) x->ahead[i] = -1;
   const char *e = getenv("EVTC_CUDA_AHEAD");
   bool persistent = (int64_t)pl->grid * pl->rows_per_block < k->rows;
-  /* registers a thread may take under the launch bounds: where they are few (1000 threads holding a 32000-column
-     row, 64 each), another one of a row ahead cost the bf16 cross-entropy 0.388 -> 0.422 ms */
-  int cap = 65536 / (pl->threads * pl->rows_per_block * (pl->min_blocks > 0 ? pl->min_blocks : 1));
+  /* where a thread's registers are few (1000 threads holding a 32000-column row, 64 each), another one of a row
+     ahead cost the bf16 cross-entropy 0.388 -> 0.422 ms */
+  const int cap = regs_cap(pl);
   if ((e && strcmp(e, "0") == 0) || !persistent || !pl->unrolled || pl->col_tiles || pl->cluster > 1 || x->V <= 1 ||
       x->tail || cap < 96)
     return;

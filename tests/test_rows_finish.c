@@ -18,6 +18,7 @@
 #include "kernel/kernel.h"
 #include "ln_grad_graph.h"
 #include "mlm_loss_graph.h"
+#include "rows_emit.h"
 
 /* Kernel text t planned for an H200 (132 SMs) and emitted as "kf": whether the plan finishes in the main kernel
  * (want_grid) and the source says so -- the barrier call at the plan's offset and no NAME_fin, or NAME_fin and no
@@ -26,13 +27,11 @@ static void check_finish(const char *t, const char *what, bool want_grid) {
   evtc_graph *g;
   evtc_kernel *k = oracle_kernel(t, what, &g);
   if (!k) return;
-  evtc_cuda_rows_plan pl = evtc_cuda_rows_plan_of(k, 132, 227 * 1024);
-  snprintf(k->name, sizeof k->name, "kf");
-  evtc_sb src = {0};
-  evtc_cuda_emit_rows(&src, k, &pl);
+  evtc_cuda_rows_plan pl;
+  char *src = rows_emit_h200(k, "kf", &pl);
   char call[96];
   snprintf(call, sizeof call, "evtc_grid_barrier((unsigned *)(red + %lldLL));", (long long)pl.barrier_offset);
-  const bool fin = src.s && strstr(src.s, " kf_fin(") != NULL, barrier = src.s && strstr(src.s, call) != NULL;
+  const bool fin = src && strstr(src, " kf_fin(") != NULL, barrier = src && strstr(src, call) != NULL;
   if (want_grid) {
     CHECK(pl.grid_finish && !pl.has_fin, "%s: grid_finish %d, has_fin %d, not finished in the main kernel", what,
           pl.grid_finish, pl.has_fin);
@@ -45,10 +44,10 @@ static void check_finish(const char *t, const char *what, bool want_grid) {
   } else {
     CHECK(!pl.grid_finish && pl.has_fin, "%s: grid_finish %d, has_fin %d, not finished by NAME_fin", what,
           pl.grid_finish, pl.has_fin);
-    CHECK(fin && !strstr(src.s, "evtc_grid_barrier((unsigned"), "%s: the source has %s kf_fin and %s barrier call",
+    CHECK(fin && !strstr(src, "evtc_grid_barrier((unsigned"), "%s: the source has %s kf_fin and %s barrier call",
           what, fin ? "" : "no", fin ? "a" : "no");
   }
-  free(src.s);
+  free(src);
   evtc_kernel_free(k);
   evtc_graph_free(g);
 }

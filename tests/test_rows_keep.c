@@ -28,6 +28,7 @@
 #include "kernel_values.h"
 #include "ln_grad_graph.h"
 #include "mlm_loss_graph.h"
+#include "rows_emit.h"
 
 /* The graph node of kernel value i: a load's input, or the node it computes (NULL: none). */
 static int kept_names(const evtc_kernel *k, const evtc_cuda_rows_info *info, char *buf, size_t cap) {
@@ -57,18 +58,16 @@ static void test_mlm_loss_bf16(void) {
   CHECK(zm >= 0 && info.stands_for[zm] == y, "bf16 MLM loss: the masked logits stand for value %d, not the load %d",
         zm >= 0 ? info.stands_for[zm] : -2, y);
   CHECK(info.regs_per_col == 0.5, "bf16 MLM loss: %.3f registers a column kept, not 0.5 (bf16 bits)", info.regs_per_col);
-  evtc_cuda_rows_plan pl = evtc_cuda_rows_plan_of(k, 132, 227 * 1024);
+  evtc_cuda_rows_plan pl;
+  char *src = rows_emit_h200(k, "mlm", &pl);
   CHECK(pl.cache == 1, "bf16 MLM loss: row cache %d, not registers", pl.cache);
   CHECK(pl.prefetch > 0 && y >= 0 && evtc_cuda_rows_prefetches(k, &info, &pl, y),
         "bf16 MLM loss: the logits' next row is not prefetched (prefetch %d)", pl.prefetch);
-  snprintf(k->name, sizeof k->name, "mlm");
-  evtc_sb src = {0};
-  evtc_cuda_emit_rows(&src, k, &pl);
   char want[64];
   snprintf(want, sizeof want, "kh%d[(j * VV + e) >> 1] |= (uint32_t)kq", zm);
-  CHECK(src.s && strstr(src.s, "const uint16_t kq = evtc_f2bf(") && strstr(src.s, want),
+  CHECK(src && strstr(src, "const uint16_t kq = evtc_f2bf(") && strstr(src, want),
         "bf16 MLM loss: the emitted pass does not keep the masked logits' bf16 bits (%s)", want);
-  free(src.s);
+  free(src);
   evtc_cuda_rows_info_free(&info);
   evtc_kernel_free(k);
   evtc_graph_free(g);

@@ -23,6 +23,7 @@
 #include "kernel/kernel.h"
 #include "kernel_values.h"
 #include "passes/manager.h"
+#include "rows_emit.h"
 
 /* The one kernel of a layernorm's forward and backward over R x C f32 (output y, loss sum(y dy), gradients of x,
  * gamma and beta), as `evtc train` builds it: autodiff, then the h200 pass pipeline; NULL after a failed check. */
@@ -59,15 +60,6 @@ static evtc_kernel *layernorm_kernel(int rows, int cols, evtc_graph **out) {
   return k;
 }
 
-/* The emitted rows kernel of k with the plan for an H200-sized device; to free. */
-static char *emit(evtc_kernel *k, evtc_cuda_rows_plan *pl) {
-  *pl = evtc_cuda_rows_plan_of(k, 132, 227 * 1024);
-  snprintf(k->name, sizeof k->name, "loads");
-  evtc_sb src = {0};
-  evtc_cuda_emit_rows(&src, k, pl);
-  return src.s;
-}
-
 /* How many of gamma and beta the layernorm over `cols` columns loads before its row loop. */
 static void check_hoists(int cols, int want) {
   char what[64];
@@ -79,7 +71,7 @@ static void check_hoists(int cols, int want) {
     return;
   }
   evtc_cuda_rows_plan pl;
-  char *src = emit(k, &pl);
+  char *src = rows_emit_h200(k, "loads", &pl);
   int hoisted = 0;
   const int loads[2] = {value_of(k, "g"), value_of(k, "b")};
   for (int n = 0; n < 2; n++) {

@@ -27,6 +27,7 @@
 #include "cpu_oracle.h"
 #include "kernel/kernel.h"
 #include "kernel_values.h"
+#include "rows_emit.h"
 #include "step_const.h"
 
 /* The kernel of the masked cross-entropy over 64 rows of 50264 columns, the mask a step from lo to hi at column
@@ -64,11 +65,8 @@ static const char softmax_text[] =
 
 /* The emitted kernel of k with the plan for an H200-sized device; to free. */
 static char *emit(evtc_kernel *k) {
-  evtc_cuda_rows_plan pl = evtc_cuda_rows_plan_of(k, 132, 227 * 1024);
-  snprintf(k->name, sizeof k->name, "plain");
-  evtc_sb src = {0};
-  evtc_cuda_emit_rows(&src, k, &pl);
-  return src.s;
+  evtc_cuda_rows_plan pl;
+  return rows_emit_h200(k, "plain", &pl);
 }
 
 /* The text of the plain loop that starts at condition `cond` in src (up to its "} else {"), into buf. */

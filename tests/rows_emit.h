@@ -1,0 +1,19 @@
+/* rows_emit.h -- a CUDA rows kernel planned for an H200 (132 SMs, 227 KiB of shared memory a block) and emitted,
+ * for the tests that read its source without a GPU (test_rows_*). */
+#ifndef EVTC_TESTS_ROWS_EMIT_H
+#define EVTC_TESTS_ROWS_EMIT_H
+
+#include <stdio.h>
+
+#include "backend/cuda/cuda_emit.h"
+
+/* Kernel k, named `name`, planned into *pl and emitted; the source, to free (NULL if it could not be built). */
+static inline char *rows_emit_h200(evtc_kernel *k, const char *name, evtc_cuda_rows_plan *pl) {
+  *pl = evtc_cuda_rows_plan_of(k, 132, 227 * 1024);
+  snprintf(k->name, sizeof k->name, "%s", name);
+  evtc_sb src = {0};
+  evtc_cuda_emit_rows(&src, k, pl);
+  return src.s;
+}
+
+#endif

@@ -428,6 +428,11 @@ static const char ln_text[] =
     "  %p = mul(%y, %dy) : f32[300,4096]\n  %loss = reduce_sum(%p) : f32[]\n  output %y\n  loss %loss\n}\n";
 static const char sm_text[] =
     "graph sm {\n  %x = input() : f32[150,32000]\n  %y = softmax(%x) : f32[150,32000]\n  output %y\n}\n";
+/* logits spread over (-60, 60): the warps' maxima far apart, so an online round scales most warps' sums by factors
+ * that underflow, and some rows' by ones near 1 */
+static const char sm_wide_text[] =
+    "graph sm {\n  %x = input() : f32[150,32000]\n  %k = const() {value=60} : f32[]\n"
+    "  %w = mul(%x, %k) : f32[150,32000]\n  %y = softmax(%w) : f32[150,32000]\n  output %y\n}\n";
 static const char ce_text[] =
     "graph ce {\n  %x = input() : f32[150,32000]\n  %lab = input() : i64[150]\n"
     "  %loss = cross_entropy(%x, %lab) : f32[]\n  output %loss\n  loss %loss\n}\n";
@@ -543,6 +548,11 @@ static void test_row_schemes(void) {
   compare_fused_env("EVTC_CUDA_XWARP", "shfl", drl_text, "x,res,g,b", "dropout+residual+layernorm", 1, 1e-4);
   compare_fused_env("EVTC_CUDA_PREFETCH", "1", sm_text, "", "softmax 150x32000", 1, 1e-4);
   compare_fused_env("EVTC_CUDA_CLUSTER", "4", sm_text, "", "softmax 150x32000", 1, 1e-4);
+  /* the max and the sum of exponentials in one round (decide_online) by default; and in two */
+  compare_fused(sm_wide_text, "", "softmax of 60 x 150x32000", 1, 1e-4);
+  compare_fused_env("EVTC_CUDA_CLUSTER", "4", sm_wide_text, "", "softmax of 60 x 150x32000", 1, 1e-4);
+  compare_fused_env("EVTC_CUDA_ONLINE", "0", sm_text, "", "softmax 150x32000", 1, 1e-4);
+  compare_fused_env("EVTC_CUDA_ONLINE", "0", ce_bf16_text, "x", "cross-entropy bf16", 32000, TOL_BF16);
   compare_fused_env("EVTC_CUDA_ROW_CACHE", "smem", sm_text, "", "softmax 150x32000", 1, 1e-4);
   compare_fused_env("EVTC_CUDA_ROW_COLS", "32", drl_text, "x,res,g,b", "dropout+residual+layernorm", 1, 1e-4);
   compare_fused_env("EVTC_CUDA_ROW_COLS", "8", ln_text, "x,g,b", "layernorm fwd+bwd 300x4096", 1, 1e-4);

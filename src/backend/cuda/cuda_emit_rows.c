@@ -102,6 +102,10 @@ typedef struct rows_ctx {
   bool *hoist;                  /* per node: a row-invariant load kept in registers from before the row loop */
   int *ahead;                   /* per node: the pass (a per-row load: its phase) that takes this load from registers
                                    loaded a row ahead (rx<i>, rxs<i>; decide_ahead), or -1 */
+  int online;                   /* the pass whose row max (online_max) is finished online with the next pass's sum of
+                                   exponentials shifted by it (online_sum), in one round after both passes
+                                   (decide_online); -1: none */
+  int online_max, online_sum;
 } rows_ctx;
 
 /* A COL reduction finished by pass p (copies of another, alias >= 0, are not computed). */
@@ -264,6 +268,48 @@ static void decide_ahead(rows_ctx *x) {
   }
 }
 
+/* A row's max m of a value a (pass p) and its sum of e^(a - m) (pass p + 1), as a softmax and a cross-entropy take
+ * them, finished in one round (Milakov and Gimelshein's online normaliser) where a row spans warps: pass p + 1 runs
+ * right after pass p with its warp's max m_w for m, so each warp holds m_w and s_w = sum of e^(a - m_w) over its
+ * columns, and the round combines those pairs into m and s = sum over warps of s_w e^(m_w - m)
+ * (evtc_warp_reduce_lse).  The row then waits at one barrier instead of two.  Only where pass p + 1 does nothing
+ * else: it finishes the sum alone, stores nothing, keeps nothing for later passes, and no row value is computed from
+ * m before it (nothing else would see m_w in place of m); m is the only COL reduction pass p finishes, an f32 max.
+ * EVTC_CUDA_ONLINE=0: never. */
+static void decide_online(rows_ctx *x) {
+  const evtc_kernel *k = x->k;
+  x->online = -1;
+  const char *e = getenv("EVTC_CUDA_ONLINE");
+  if (e && strcmp(e, "0") == 0) return;
+  for (int s = 0; s < k->n_v; s++) {
+    const evtc_vnode *vs = &k->v[s];
+    if (vs->kind != EVTC_V_REDUCE || vs->op != EVTC_OP_REDUCE_SUM || vs->cls != EVTC_VC_COL) continue;
+    const evtc_vnode *ve = &k->v[vs->args[0]];
+    if (ve->kind != EVTC_V_COMPUTE || ve->op != EVTC_OP_EXP) continue;
+    const evtc_vnode *vd = &k->v[ve->args[0]];
+    if (vd->kind != EVTC_V_COMPUTE || vd->op != EVTC_OP_SUB) continue;
+    const int m = vd->args[1], p = vs->phase - 2;
+    const evtc_vnode *vm = &k->v[m];
+    if (vm->kind != EVTC_V_REDUCE || vm->op != EVTC_OP_REDUCE_MAX || vm->dtype != EVTC_F32 || vm->args[0] != vd->args[0] ||
+        p < 0 || !x->block || !col_red(x, m, p) || !col_red(x, s, p + 1))
+      continue;
+    bool alone = true;
+    for (int i = 0; i < k->n_v && alone; i++) {
+      const evtc_vnode *v = &k->v[i];
+      if ((col_red(x, i, p) && i != m) || (reduce_in_pass(k, i, p + 1) && i != s) || store_in_pass(k, i, p + 1))
+        alone = false;
+      if (v->phase == p + 1 && i != m && (v->cls == EVTC_VC_COL || v->cls == EVTC_VC_SCALAR)) alone = false;
+      if (x->info.kept[i] && x->info.first[i] == p + 1) alone = false;
+      if (x->info.alias[i] == m || x->info.alias[i] == s) alone = false;
+    }
+    if (!alone) continue;
+    x->online = p;
+    x->online_max = m;
+    x->online_sum = s;
+    return;
+  }
+}
+
 /* Load i is read from registers loaded a row ahead (decide_ahead). */
 static bool ahead(const rows_ctx *x, int i) { return x->ahead && x->ahead[i] >= 0; }
 
@@ -421,6 +467,18 @@ static void emit_helpers(evtc_sb *b) {
     "  }\n"
     "  __syncthreads();\n"
     "}\n"
+    "/* (m, s) and (mo, so): maxima and sums of e^(a - max) over two sets of columns, combined into the larger max\n"
+    "   and the sum of both, each scaled by e^(its max - that) -- by exactly 1 at the larger max, so that an empty\n"
+    "   set's (-inf, 0) joins another empty one as (-inf, 0), and NaN in a max stays NaN */\n"
+    "__device__ __forceinline__ void evtc_lse_comb(float &m, double &s, float mo, double so) {\n"
+    "  const float mm = evtc_combf<1>(m, mo);\n"
+    "  const double f = m == mm ? 1.0 : (double)evtc_expf(m - mm), fo = mo == mm ? 1.0 : (double)evtc_expf(mo - mm);\n"
+    "  s = s * f + so * fo;\n  m = mm;\n}\n"
+    "/* the same over the lanes of a warp: the max across them, each lane's sum scaled to it once, summed; every lane\n"
+    "   ends with the same bits */\n"
+    "__device__ __forceinline__ void evtc_warp_reduce_lse(float &m, double &s) {\n"
+    "  const float mm = evtc_warp_reducef<1>(m);\n"
+    "  s = evtc_warp_reduce<0>(m == mm ? s : s * (double)evtc_expf(m - mm));\n  m = mm;\n}\n"
     "template <typename T, int V> __device__ __forceinline__ evtc_vec<T, V> evtc_vec_bits(uint4 u) {\n"
     "  static_assert(sizeof(evtc_vec<T, V>) == sizeof(uint4), \"evtc_vec_bits: a 16-byte vector\");\n"
     "  union {\n    uint4 u;\n    evtc_vec<T, V> v;\n  } c;\n  c.u = u;\n  return c.v;\n}\n"
@@ -903,6 +961,36 @@ static void emit_round(const rows_ctx *x, int p, int round) {
       evtc_sb_printf(b, "    %s v%d = v%d;\n", evtc_cpu_ctype(k->v[i].dtype), i, x->info.alias[i]);
 }
 
+/* The online round after passes p and p + 1 (decide_online): each warp's max (v<m>, taken across the warp before
+ * pass p + 1) and its sum (acc<s> summed across the warp), combined across the row's warps in shared memory like
+ * emit_round's values, the sums in double (evtc_warp_reduce_lse: each warp's sum scaled by e^(its max - the row's)
+ * once); then v<m> is the row's max and v<s> its sum. */
+static void emit_online_round(const rows_ctx *x, int round) {
+  const evtc_kernel *k = x->k;
+  const evtc_cuda_rows_plan *pl = x->pl;
+  evtc_sb *b = x->b;
+  const int m = x->online_max, s = x->online_sum, p = x->online + 1;
+  const int nw = x->nt / 32, n = nw * pl->cluster, rounds = x->info.col_rounds;
+  evtc_sb_printf(b, "    double os = evtc_warp_reduce<0>((double)acc%d);\n", s);
+  if (rounds % 2 == 0) evtc_sb_printf(b, "    const int rb%d = %d;\n", p, round & 1);
+  else evtc_sb_printf(b, "    const int rb%d = (int)((it * %d + %d) & 1);\n", p, rounds, round);
+  evtc_sb_printf(b, "    if ((threadIdx.x & 31) == 0) {\n      evtc_rr[rb%d][0][threadIdx.x >> 5] = (double)v%d;\n"
+                    "      evtc_rr[rb%d][1][threadIdx.x >> 5] = os;\n    }\n    %s;\n    float om = -INFINITY;\n    os = 0.0;\n",
+                 p, m, p, pl->cluster > 1 ? "evtc_cluster_sync()" : "__syncthreads()");
+  if (pl->cluster > 1) {
+    evtc_sb_printf(b, "    for (int w = threadIdx.x & 31; w < %d; w += 32)\n"
+                      "      evtc_lse_comb(om, os, (float)evtc_dsmem_ld(&evtc_rr[rb%d][0][w %% %d], (unsigned)(w / %d)),\n"
+                      "                    evtc_dsmem_ld(&evtc_rr[rb%d][1][w %% %d], (unsigned)(w / %d)));\n",
+                   n, p, nw, nw, p, nw, nw);
+  } else {
+    evtc_sb_printf(b, "    if ((threadIdx.x & 31) < %d) {\n      om = (float)evtc_rr[rb%d][0][threadIdx.x & 31];\n"
+                      "      os = evtc_rr[rb%d][1][threadIdx.x & 31];\n    }\n",
+                   n, p, p);
+  }
+  evtc_sb_printf(b, "    evtc_warp_reduce_lse(om, os);\n    v%d = om;\n", m);
+  emit_finish(b, "    ", &k->v[s], s, "os");
+}
+
 /* A statement for each of the thread's own columns c, over all its vectors (j, e in scope when unrolled). */
 static void for_own_cols(const rows_ctx *x, const char *stmt) {
   evtc_sb *b = x->b;
@@ -1129,6 +1217,11 @@ void evtc_cuda_emit_rows(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_
   x.tail = k->cols % pl->vec != 0;
   x.cp = (int64_t)nvec * pl->vec;
   decide_ahead(&x);
+  decide_online(&x);
+  if (x.online >= 0) {      /* its two passes finish their reductions in one round, of two values */
+    x.info.col_rounds--;
+    if (x.info.max_col_reds < 2) x.info.max_col_reds = 2;
+  }
   /* by e first: a warp's 32 lanes (consecutive q) touch consecutive slots, where by column (q V + e) they would
      be V slots apart -- 16 lanes on one bank for f64 partials at V = 8 */
   snprintf(x.sidx, sizeof x.sidx, "e * %lld + q", (long long)nvec);
@@ -1205,6 +1298,14 @@ void evtc_cuda_emit_rows(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_
   int round = 0;
   for (int p = 0; p <= k->n_phases; p++) {
     emit_phase_start(&x, p);
+    if (p == x.online) {    /* pass p + 1 right after p, with the thread's own max; one round for both */
+      emit_pass(&x, p);
+      evtc_sb_printf(b, "    float v%d = evtc_warp_reducef<1>((float)acc%d);\n", x.online_max, x.online_max);
+      emit_pass(&x, p + 1);
+      emit_online_round(&x, round++);
+      p++;
+      continue;
+    }
     if (p < k->n_phases) {
       emit_pass(&x, p);
       for (int i = 0; i < k->n_v; i++)

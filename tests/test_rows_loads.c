@@ -7,10 +7,12 @@
  * (lh<i>), 8 registers a thread of them, 32 where the launch bounds leave
  * 192 or more.  In the kernel of a layernorm's forward and backward over
  * 4096 f32 columns (256 threads, one block an SM: 256 registers) both go
- * there, 16 registers each; over 1024 (128 threads, 4 blocks an SM: 128
- * registers) gamma alone; over 32000 (1024 threads: 64 registers) neither,
- * and they are read in the passes.  test_gpu_kernels runs such kernels
- * against the interpreter on the GPU.
+ * there, 16 registers each; over 1024 (256 threads of one vector, 2 blocks
+ * an SM: 128 registers) both, 4 registers each, and with 128 threads of two
+ * vectors (EVTC_CUDA_ROW_COLS=8, 4 blocks an SM: 128 registers) gamma
+ * alone; over 32000 (1024 threads: 64 registers) neither, and they are
+ * read in the passes.  test_gpu_kernels runs such kernels against the
+ * interpreter on the GPU.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,10 +62,11 @@ static evtc_kernel *layernorm_kernel(int rows, int cols, evtc_graph **out) {
   return k;
 }
 
-/* How many of gamma and beta the layernorm over `cols` columns loads before its row loop. */
-static void check_hoists(int cols, int want) {
-  char what[64];
-  snprintf(what, sizeof what, "f32 layernorm over %d columns", cols);
+/* How many of gamma and beta the layernorm over `cols` columns loads before its row loop (with EVTC_CUDA_ROW_COLS as
+ * `row_cols`, NULL: unset). */
+static void check_hoists(int cols, const char *row_cols, int want) {
+  char what[96];
+  snprintf(what, sizeof what, "f32 layernorm over %d columns (EVTC_CUDA_ROW_COLS=%s)", cols, row_cols ? row_cols : "");
   evtc_graph *g = NULL;
   evtc_kernel *k = layernorm_kernel(16384, cols, &g);
   if (!k) {
@@ -71,7 +74,9 @@ static void check_hoists(int cols, int want) {
     return;
   }
   evtc_cuda_rows_plan pl;
+  if (row_cols) setenv("EVTC_CUDA_ROW_COLS", row_cols, 1);
   char *src = rows_emit_h200(k, "loads", &pl);
+  unsetenv("EVTC_CUDA_ROW_COLS");
   int hoisted = 0;
   const int loads[2] = {value_of(k, "g"), value_of(k, "b")};
   for (int n = 0; n < 2; n++) {
@@ -87,8 +92,9 @@ static void check_hoists(int cols, int want) {
 }
 
 int main(void) {
-  check_hoists(1024, 1);
-  check_hoists(4096, 2);
-  check_hoists(32000, 0);
+  check_hoists(1024, NULL, 2);
+  check_hoists(1024, "8", 1);
+  check_hoists(4096, NULL, 2);
+  check_hoists(32000, NULL, 0);
   return check_summary();
 }

@@ -161,9 +161,10 @@ static int regs_cap(const evtc_cuda_rows_plan *pl) {
  * (H200, 2026-11-30; BERT-Large's own kernel did not move: two of its row inputs are read synchronously, not
  * prefetched).  The 16384 x 4096 f32 layernorm's forward and backward (256 threads, one block an SM) read gamma and
  * beta (16 registers each) in its passes: 311 -> 291 us with both hoisted.  The f32 dropout + residual + layernorm
- * block (1024 columns, 128 threads, 4 blocks an SM: 128 registers) hoists gamma but not beta, though its warps' most
- * sampled stalls wait on beta's load: with 16 registers, both hoisted, it took 115 -> 123 us, and with beta staged in
- * shared memory instead (4 KB a block, still 4 blocks an SM) 115 -> 121 (gpu_bench, H200, 2026-12-01). */
+ * block (1024 columns) hoists both (4 registers each) as 256 threads of one vector; as 128 threads of two (4 blocks an
+ * SM: 128 registers) it hoisted gamma but not beta, though its warps' most sampled stalls waited on beta's load:
+ * with 16 registers, both hoisted, it took 115 -> 123 us, and with beta staged in shared memory instead (4 KB a
+ * block, still 4 blocks an SM) 115 -> 121 (gpu_bench, H200, 2026-12-01). */
 static void decide_hoists(rows_ctx *x) {
   const evtc_kernel *k = x->k;
   const evtc_cuda_rows_plan *pl = x->pl;

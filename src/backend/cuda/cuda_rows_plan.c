@@ -530,8 +530,11 @@ evtc_cuda_rows_plan evtc_cuda_rows_plan_of(const evtc_kernel *k, int sm_count, i
   } else {
     pl.rows_per_block = 1;
     int64_t per = cdiv(want_cols, V), t = (cdiv(nvec, per) + 31) / 32 * 32;
-    if (t < 128 && !getenv("EVTC_CUDA_ROW_COLS")) {    /* at least 4 warps a row: fewer columns a thread */
-      per = cdiv(nvec, 128);
+    /* up to 8 warps a row, fewer columns a thread: the f32 dropout + residual + layernorm block over 1024 columns
+       took 0.1141-0.1162 ms with 128 threads of 2 vectors, 0.1129-0.1132 with 256 of one (gpu_bench, H200,
+       2026-12-01; 64 threads 0.127, 32 threads 0.148) */
+    if (t < 256 && !getenv("EVTC_CUDA_ROW_COLS")) {
+      per = cdiv(nvec, 256);
       t = (cdiv(nvec, per) + 31) / 32 * 32;
     }
     int cl = env_is("EVTC_CUDA_SMEM_ROWS", "0") ? 1 : env_int("EVTC_CUDA_CLUSTER", 0);

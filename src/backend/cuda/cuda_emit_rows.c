@@ -39,7 +39,10 @@
  * (EVTC_CUDA_XWARP=shfl: always), so every thread of the row holds the
  * same bits.  A thread sums its own columns of f32 values in f32 (at most
  * 64 terms), everything across threads in double
- * (EVTC_CUDA_THREAD_ACC=f64: double throughout).
+ * (EVTC_CUDA_THREAD_ACC=f64: double throughout).  A softmax's or a
+ * cross-entropy's row max and its sum of exponentials, two passes with a
+ * round each, share one round (decide_online): the sum's pass runs with
+ * each warp's own max, and the round combines the warps' pairs.
  *
  * Reductions over rows (ROW) and over everything (SCALAR) go to partial
  * slots in scratch, one per row group (a warp, a block, a cluster): ROW
@@ -896,6 +899,14 @@ static void emit_pass(const rows_ctx *x, int p) {
 /* COL reduction i is a max or min of floats (the threads' partials f32): its warp shuffles stay in f32, exactly. */
 static bool float_extremum(const rows_ctx *x, int i) { return red_op(x->k->v[i].op) != 0 && f32_acc(x, i); }
 
+/* "const int rb<p> = ...": which of the two reduction buffers a row's round `round` (counted over the kernel's rows)
+ * uses -- alternating, so that one barrier a round is enough. */
+static void emit_round_buffer(const rows_ctx *x, int p, int round) {
+  const int rounds = x->info.col_rounds;
+  if (rounds % 2 == 0) evtc_sb_printf(x->b, "    const int rb%d = %d;\n", p, round & 1);
+  else evtc_sb_printf(x->b, "    const int rb%d = (int)((it * %d + %d) & 1);\n", p, rounds, round);
+}
+
 /* The COL reductions pass p finishes: one round across the row's threads. */
 static void emit_round(const rows_ctx *x, int p, int round) {
   const evtc_kernel *k = x->k;
@@ -911,9 +922,8 @@ static void emit_round(const rows_ctx *x, int p, int round) {
   }
   if (m == 0) return;
   if (x->block) {
-    int nw = x->nt / 32, rounds = x->info.col_rounds;
-    if (rounds % 2 == 0) evtc_sb_printf(b, "    const int rb%d = %d;\n", p, round & 1);
-    else evtc_sb_printf(b, "    const int rb%d = (int)((it * %d + %d) & 1);\n", p, rounds, round);
+    int nw = x->nt / 32;
+    emit_round_buffer(x, p, round);
     evtc_sb_printf(b, "    if ((threadIdx.x & 31) == 0) {\n");
     m = 0;
     for (int i = 0; i < k->n_v; i++)
@@ -971,10 +981,9 @@ static void emit_online_round(const rows_ctx *x, int round) {
   const evtc_cuda_rows_plan *pl = x->pl;
   evtc_sb *b = x->b;
   const int m = x->online_max, s = x->online_sum, p = x->online + 1;
-  const int nw = x->nt / 32, n = nw * pl->cluster, rounds = x->info.col_rounds;
+  const int nw = x->nt / 32, n = nw * pl->cluster;
   evtc_sb_printf(b, "    double os = evtc_warp_reduce<0>((double)acc%d);\n", s);
-  if (rounds % 2 == 0) evtc_sb_printf(b, "    const int rb%d = %d;\n", p, round & 1);
-  else evtc_sb_printf(b, "    const int rb%d = (int)((it * %d + %d) & 1);\n", p, rounds, round);
+  emit_round_buffer(x, p, round);
   evtc_sb_printf(b, "    if ((threadIdx.x & 31) == 0) {\n      evtc_rr[rb%d][0][threadIdx.x >> 5] = (double)v%d;\n"
                     "      evtc_rr[rb%d][1][threadIdx.x >> 5] = os;\n    }\n    %s;\n    float om = -INFINITY;\n    os = 0.0;\n",
                  p, m, p, pl->cluster > 1 ? "evtc_cluster_sync()" : "__syncthreads()");
@@ -1299,7 +1308,7 @@ void evtc_cuda_emit_rows(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_
   int round = 0;
   for (int p = 0; p <= k->n_phases; p++) {
     emit_phase_start(&x, p);
-    if (p == x.online) {    /* pass p + 1 right after p, with the thread's own max; one round for both */
+    if (p == x.online) {    /* pass p + 1 right after p, with the warp's own max; one round for both */
       emit_pass(&x, p);
       evtc_sb_printf(b, "    float v%d = evtc_warp_reducef<1>((float)acc%d);\n", x.online_max, x.online_max);
       emit_pass(&x, p + 1);

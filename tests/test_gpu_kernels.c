@@ -235,6 +235,20 @@ static char *ce_step_text(void) {
   return b.s;
 }
 
+/* A softmax over 150 x 32000 f32 logits plus a constant vector that is 0 where a column's 4-wide vector lies in the
+ * first half of each 1024 vectors and -200 in the second: the rows plan gives thread t the vectors t + 1024 j, so the
+ * row's second 16 warps hold only shifted columns, their maxima 200 below the row's, and the online round scales
+ * their sums by factors that underflow to 0 (the columns' own exponentials, e^-200 of the row's largest, are 0 in
+ * f32 too).  The text, to free. */
+static char *softmax_split_text(void) {
+  evtc_sb b = {0};
+  evtc_sb_printf(&b, "graph sm_split {\n  %%x = input() : f32[150,32000]\n  %%m = const() {data=[");
+  for (int c = 0; c < 32000; c++) evtc_sb_printf(&b, "%s%d", c ? "," : "", (c / 4) % 1024 < 512 ? 0 : -200);
+  evtc_sb_printf(&b, "]} : f32[32000]\n  %%w = add(%%x, %%m) : f32[150,32000]\n  %%y = softmax(%%w) : f32[150,32000]\n"
+                     "  output %%y\n}\n");
+  return b.s;
+}
+
 /* A step constant added to a bf16 GEMM's output before a GELU: in the GEMM's visitor epilogue.  The text, to free. */
 static char *gemm_step_text(void) {
   evtc_sb b = {0};
@@ -552,6 +566,10 @@ static void test_row_schemes(void) {
   /* the max and the sum of exponentials in one round (decide_online) by default; and in two */
   compare_fused(sm_wide_text, "", "softmax of 60 x 150x32000", 1, 1e-4);
   compare_fused_env("EVTC_CUDA_CLUSTER", "4", sm_wide_text, "", "softmax of 60 x 150x32000", 1, 1e-4);
+  char *split = softmax_split_text();
+  compare_fused(split, "", "softmax with half its warps' maxima 200 below the row's, 150x32000", 1, 1e-4);
+  compare_fused_env("EVTC_CUDA_ONLINE", "0", split, "", "softmax with half its warps' maxima 200 below", 1, 1e-4);
+  free(split);
   compare_fused_env("EVTC_CUDA_ONLINE", "0", sm_text, "", "softmax 150x32000", 1, 1e-4);
   compare_fused_env("EVTC_CUDA_ONLINE", "0", ce_bf16_text, "x", "cross-entropy bf16", 32000, TOL_BF16);
   compare_fused_env("EVTC_CUDA_ROW_CACHE", "smem", sm_text, "", "softmax 150x32000", 1, 1e-4);

@@ -4,6 +4,7 @@
 #define EVTC_TESTS_ROWS_EMIT_H
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "backend/cuda/cuda_emit.h"
 
@@ -14,6 +15,17 @@ static inline char *rows_emit_h200(evtc_kernel *k, const char *name, evtc_cuda_r
   evtc_sb src = {0};
   evtc_cuda_emit_rows(&src, k, pl);
   return src.s;
+}
+
+/* The same with the environment variable `var` of the rows planner or emitter set to `value` (NULL: unset) while it
+ * plans and emits, unset after. */
+static inline char *rows_emit_h200_with(evtc_kernel *k, const char *name, evtc_cuda_rows_plan *pl, const char *var,
+                                        const char *value) {
+  if (value) setenv(var, value, 1);
+  else unsetenv(var);
+  char *src = rows_emit_h200(k, name, pl);
+  unsetenv(var);
+  return src;
 }
 
 #endif

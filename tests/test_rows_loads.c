@@ -74,9 +74,7 @@ static void check_hoists(int cols, const char *row_cols, int want) {
     return;
   }
   evtc_cuda_rows_plan pl;
-  if (row_cols) setenv("EVTC_CUDA_ROW_COLS", row_cols, 1);
-  char *src = rows_emit_h200(k, "loads", &pl);
-  unsetenv("EVTC_CUDA_ROW_COLS");
+  char *src = rows_emit_h200_with(k, "loads", &pl, "EVTC_CUDA_ROW_COLS", row_cols);
   int hoisted = 0;
   const int loads[2] = {value_of(k, "g"), value_of(k, "b")};
   for (int n = 0; n < 2; n++) {

@@ -37,11 +37,8 @@ static char *emit_text(const char *t, const char *what, const char *online) {
   evtc_graph *g;
   evtc_kernel *k = oracle_kernel(t, what, &g);
   if (!k) return NULL;
-  if (online) setenv("EVTC_CUDA_ONLINE", online, 1);
-  else unsetenv("EVTC_CUDA_ONLINE");
   evtc_cuda_rows_plan pl;
-  char *src = rows_emit_h200(k, "online", &pl);
-  unsetenv("EVTC_CUDA_ONLINE");
+  char *src = rows_emit_h200_with(k, "online", &pl, "EVTC_CUDA_ONLINE", online);
   evtc_kernel_free(k);
   evtc_graph_free(g);
   return src;

@@ -278,8 +278,8 @@ static void decide_ahead(rows_ctx *x) {
  * columns, and the round combines those pairs into m and s = sum over warps of s_w e^(m_w - m)
  * (evtc_warp_reduce_lse).  The row then waits at one barrier instead of two.  Only where pass p + 1 does nothing
  * else: it finishes the sum alone, stores nothing, keeps nothing for later passes, and no row value is computed from
- * m before it (nothing else would see m_w in place of m); m is the only COL reduction pass p finishes, an f32 max.
- * EVTC_CUDA_ONLINE=0: never. */
+ * m before it (nothing else would see m_w in place of m); m is the only COL reduction pass p finishes, a max of f32
+ * or of f16 / bf16 values (held as floats in the kernel, as all its f16 / bf16 values).  EVTC_CUDA_ONLINE=0: never. */
 static void decide_online(rows_ctx *x) {
   const evtc_kernel *k = x->k;
   x->online = -1;
@@ -294,7 +294,8 @@ static void decide_online(rows_ctx *x) {
     if (vd->kind != EVTC_V_COMPUTE || vd->op != EVTC_OP_SUB) continue;
     const int m = vd->args[1], p = vs->phase - 2;
     const evtc_vnode *vm = &k->v[m];
-    if (vm->kind != EVTC_V_REDUCE || vm->op != EVTC_OP_REDUCE_MAX || vm->dtype != EVTC_F32 || vm->args[0] != vd->args[0] ||
+    if (vm->kind != EVTC_V_REDUCE || vm->op != EVTC_OP_REDUCE_MAX || (vm->dtype != EVTC_F32 && !evtc_dtype_is_half(vm->dtype)) ||
+        vm->args[0] != vd->args[0] ||
         p < 0 || !x->block || !col_red(x, m, p) || !col_red(x, s, p + 1))
       continue;
     bool alone = true;

@@ -7,6 +7,7 @@
  * barrier after writing their partials and combine them themselves: no NAME_fin kernel, the barrier's two words
  * after the partials in scratch; clusters keep NAME_fin.  test_gpu_kernels
  * runs both kinds against the interpreter, and the f32 layernorm gradient 1500 x 1024 41 times (the barrier's reuse).
+ * NAME_fin's own rounds: the warp's slot groups by shuffles, the warps of every reduction at one barrier.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,9 +53,42 @@ static void check_finish(const char *t, const char *what, bool want_grid) {
   evtc_graph_free(g);
 }
 
+/* Occurrences of needle in [from, to). */
+static int count_in(const char *from, const char *to, const char *needle) {
+  int n = 0;
+  for (const char *p = strstr(from, needle); p && p < to; p = strstr(p + 1, needle)) n++;
+  return n;
+}
+
+/* NAME_fin of kernel text t (n_row ROW reductions) combines each reduction's slot groups within a warp by
+ * shuffles and the warps of every reduction at one barrier: two barriers in all, where it had waited twice for
+ * each reduction and walked all 64 groups on one thread a column. */
+static void check_fin_rounds(const char *t, const char *what, int n_row) {
+  evtc_graph *g;
+  evtc_kernel *k = oracle_kernel(t, what, &g);
+  if (!k) return;
+  evtc_cuda_rows_plan pl;
+  char *src = rows_emit_h200(k, "kf", &pl);
+  const char *fin = src ? strstr(src, " kf_fin(") : NULL;
+  CHECK(fin != NULL, "%s: no kf_fin", what);
+  if (fin) {
+    const char *end = fin + strlen(fin);
+    CHECK(count_in(fin, end, "__shfl_xor_sync") == n_row, "%s: %d warp shuffle rounds in kf_fin, want %d", what,
+          count_in(fin, end, "__shfl_xor_sync"), n_row);
+    CHECK(count_in(fin, end, "__syncthreads();") == 2, "%s: %d barriers in kf_fin, want 2", what,
+          count_in(fin, end, "__syncthreads();"));
+    CHECK(count_in(fin, end, "for (int w = 1; w < 8; w++)") == n_row, "%s: not %d walks over the 8 warps' sums", what,
+          n_row);
+  }
+  free(src);
+  evtc_kernel_free(k);
+  evtc_graph_free(g);
+}
+
 int main(void) {
   const char *ln = LN_GRAD_TEXT("bf16", 16384, 1024);
   check_finish(ln, "BERT-Large's layernorm gradient (by default)", false);
+  check_fin_rounds(ln, "BERT-Large's layernorm gradient", 2);
   setenv("EVTC_CUDA_GRID_FINISH", "1", 1);
   check_finish(ln, "BERT-Large's layernorm gradient with EVTC_CUDA_GRID_FINISH=1", true);
   check_finish(MLM_LOSS_TEXT("bf16"), "MLM loss, a sum of everything and a column sum, with EVTC_CUDA_GRID_FINISH=1", true);

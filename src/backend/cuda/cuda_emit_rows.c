@@ -1019,15 +1019,18 @@ static bool fin_row(const evtc_vnode *v, const evtc_cuda_rows_plan *pl) {
 /* The ROW / SCALAR partial slots combined in order and stored, by blocks of `threads` threads.  A ROW reduction's
  * column is summed by threads / FIN_COLS slot groups over every such slot in four partials (a fixed order), the
  * loads of every ROW reduction of the kernel in one loop, so that all of them are in flight together (BERT-Large's
- * layernorm gradient: three), then the groups' sums in order through shared memory (evtc_fin); a SCALAR
- * reduction's slots by block 0.  In NAME_fin a block is one work item of FIN_COLS columns; in the main kernel
+ * layernorm gradient: three); then each warp's groups by shuffles (lanes FIN_COLS apart), the warps' sums of
+ * every ROW reduction through shared memory (evtc_fin) at one barrier, and a thread per reduction and column
+ * combines its warps in order, where one thread per column had walked all FIN_SPLIT groups, one reduction
+ * after another; a SCALAR reduction's slots by block 0.  In NAME_fin a block is one work item of FIN_COLS columns; in the main kernel
  * (in_main: after the grid-wide barrier) the blocks walk the items, their buffers in its dynamic shared memory,
  * and the partials, which other SMs wrote, are read from L2. */
 static void emit_fin_body(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_plan *pl, int threads, bool in_main) {
-  const int fc = EVTC_CUDA_FIN_COLS, fs = threads / fc;
+  const int fc = EVTC_CUDA_FIN_COLS, fs = threads / fc, nw = threads / 32;
   const char *st = pl->slot_f32 ? "float" : "double";   /* a ROW slot's element */
-  bool rows = false;
-  for (int i = 0; i < k->n_v; i++) rows |= fin_row(&k->v[i], pl);
+  int n_rows = 0;
+  for (int i = 0; i < k->n_v; i++) n_rows += fin_row(&k->v[i], pl);
+  const int fin_len = (n_rows > 0 ? n_rows : 1) * nw;    /* evtc_fin's rows: a warp's sums of each ROW reduction */
   if (in_main)
     evtc_sb_printf(b, "  {\n  const int g = threadIdx.x / %d;\n  double (*evtc_fin)[%d] = (double (*)[%d])evtc_smem;\n"
                       "  double *evtc_red = (double *)evtc_smem;\n  (void)g; (void)evtc_fin; (void)evtc_red;\n",
@@ -1035,8 +1038,8 @@ static void emit_fin_body(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows
   else
     evtc_sb_printf(b, "  {\n  const int g = threadIdx.x / %d;\n  __shared__ double evtc_fin[%d][%d];\n"
                       "  __shared__ double evtc_red[32];\n  (void)g; (void)evtc_fin; (void)evtc_red;\n",
-                   fc, fs, fc);
-  if (rows) {
+                   fc, fin_len, fc);
+  if (n_rows > 0) {
     if (in_main) evtc_sb_printf(b, "  for (int64_t fb = blockIdx.x; fb < %uLL; fb += gridDim.x) {\n", pl->fin_grid);
     else evtc_sb_printf(b, "  {\n    const int64_t fb = blockIdx.x;\n");
     evtc_sb_printf(b, "    const int64_t c = fb * %d + threadIdx.x %% %d;\n", fc, fc);
@@ -1060,18 +1063,28 @@ static void emit_fin_body(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows
         evtc_sb_printf(b, "        f%d_0 = evtc_comb<%d>(f%d_0, (double)__ldcg((const %s *)(red + %lldLL) + s * CC + c));\n", i,
                        red_op(k->v[i].op), i, st, (long long)evtc_cuda_reduce_offset(k, pl, i));
     evtc_sb_printf(b, "      }\n    }\n");
-    for (int i = 0; i < k->n_v; i++) {
-      const evtc_vnode *v = &k->v[i];
-      if (!fin_row(v, pl)) continue;
-      int op = red_op(v->op);
-      evtc_sb_printf(b, "    {\n      double acc = evtc_comb<%d>(evtc_comb<%d>(f%d_0, f%d_1), evtc_comb<%d>(f%d_2, f%d_3));\n"
-                        "      evtc_fin[g][threadIdx.x %% %d] = acc;\n      __syncthreads();\n      if (g == 0 && c < CC) {\n"
-                        "        for (int h = 1; h < %d; h++) acc = evtc_comb<%d>(acc, evtc_fin[h][threadIdx.x]);\n",
-                     op, op, i, i, op, i, i, fc, fs, op);
-      emit_finish_stores(b, k, "        ", i, "acc");
-      evtc_sb_printf(b, "      }\n      __syncthreads();\n    }\n");
+    int r = 0;
+    for (int i = 0; i < k->n_v; i++) {    /* each warp's groups, by shuffles; lanes 0 .. fc - 1 write the warp's sums */
+      if (!fin_row(&k->v[i], pl)) continue;
+      int op = red_op(k->v[i].op);
+      evtc_sb_printf(b, "    {\n      double a = evtc_comb<%d>(evtc_comb<%d>(f%d_0, f%d_1), evtc_comb<%d>(f%d_2, f%d_3));\n"
+                        "      for (int o = %d; o < 32; o <<= 1) a = evtc_comb<%d>(a, __shfl_xor_sync(0xffffffffu, a, o));\n"
+                        "      if (threadIdx.x %% 32 < %d) evtc_fin[%d + threadIdx.x / 32][threadIdx.x %% 32] = a;\n    }\n",
+                     op, op, i, i, op, i, i, fc, op, fc, r * nw);
+      r++;
     }
-    evtc_sb_printf(b, "  }\n");
+    evtc_sb_printf(b, "    __syncthreads();\n");
+    r = 0;
+    for (int i = 0; i < k->n_v; i++) {    /* thread r * fc + column: reduction r's column, its warps in order */
+      if (!fin_row(&k->v[i], pl)) continue;
+      evtc_sb_printf(b, "    if (g == %d && c < CC) {\n      double acc = evtc_fin[%d][threadIdx.x %% %d];\n"
+                        "      for (int w = 1; w < %d; w++) acc = evtc_comb<%d>(acc, evtc_fin[%d + w][threadIdx.x %% %d]);\n",
+                     r, r * nw, fc, nw, red_op(k->v[i].op), r * nw, fc);
+      emit_finish_stores(b, k, "      ", i, "acc");
+      evtc_sb_printf(b, "    }\n");
+      r++;
+    }
+    evtc_sb_printf(b, "    __syncthreads();\n  }\n");
   }
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];

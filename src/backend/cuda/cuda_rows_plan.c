@@ -429,16 +429,16 @@ static bool f32_slots(const evtc_kernel *k, const evtc_cuda_rows_plan *pl) {
  * that the driver refuses rather than deadlocks a grid that does not fit), the blocks write their partials, meet at
  * a grid-wide barrier and then combine them as NAME_fin would, FIN_COLS columns a work item, the block's threads
  * split into threads / FIN_COLS slot groups, in shared memory the main loop is done with (at least a double a
- * thread).  It saves NAME_fin's launch, but on an H200 it lost wherever it was tried (gpu_bench, device clock,
+ * thread, which holds the warps' sums of up to 8 ROW reductions).  It saves NAME_fin's launch, but on an H200 it lost wherever it was tried (gpu_bench, device clock,
  * three rounds each way, 2026-12-01): the dropout + residual + layernorm block 116-118 -> 129 us, the 16384 x 4096
  * layernorm 314-342 -> 329-369, BERT-Large's MLM loss 723-729 -> 792-797 (its 7632 column items walked by 132
  * blocks, one after another, where NAME_fin spreads them over 7632 blocks), its layernorm gradient and both
  * cross-entropies unchanged.  So NAME_fin stays the default; clusters always keep it. */
-static void grid_finish_plan(evtc_cuda_rows_plan *pl, int sm_count) {
+static void grid_finish_plan(evtc_cuda_rows_plan *pl, int n_row, int sm_count) {
   const int64_t threads = (int64_t)pl->threads * pl->rows_per_block;
   if (!pl->has_fin || pl->cluster > 1 || !env_is("EVTC_CUDA_GRID_FINISH", "1")) return;
   if ((int64_t)pl->grid > (int64_t)sm_count * pl->min_blocks || threads % EVTC_CUDA_FIN_COLS) return;
-  if ((int64_t)pl->smem < threads * 8) return;
+  if ((int64_t)pl->smem < threads * 8 || n_row > 8) return;   /* NAME_fin's buffers: n_row warps' sums a thread */
   pl->grid_finish = true;
   pl->has_fin = false;
   pl->barrier_offset = pl->scratch_doubles;
@@ -501,7 +501,7 @@ static void col_tiles_plan(evtc_cuda_rows_plan *pl, const evtc_kernel *k, const 
    * 3 an SM at 80 registers with the rows unrolled by 4, where 2 left a half wave) */
   int64_t wave = cdiv(pl->grid, sm_count);
   if (wave > pl->min_blocks && wave <= 3 && !getenv("EVTC_CUDA_MIN_BLOCKS")) pl->min_blocks = (int)wave;
-  grid_finish_plan(pl, sm_count);
+  grid_finish_plan(pl, info->n_row, sm_count);
 }
 
 evtc_cuda_rows_plan evtc_cuda_rows_plan_of(const evtc_kernel *k, int sm_count, int smem_max) {
@@ -697,7 +697,7 @@ evtc_cuda_rows_plan evtc_cuda_rows_plan_of(const evtc_kernel *k, int sm_count, i
   pl.has_fin = info.n_row + info.n_scalar > 0;
   pl.fin_grid = (unsigned)(info.n_row ? cdiv(C, EVTC_CUDA_FIN_COLS) : 1);
   pl.slot_f32 = f32_slots(k, &pl);
-  grid_finish_plan(&pl, sm_count);
+  grid_finish_plan(&pl, info.n_row, sm_count);
   evtc_cuda_rows_info_free(&info);
   return pl;
 }

@@ -9,7 +9,9 @@
  * grid-stride and a one-tile-per-block schedule) and a row softmax (one
  * warp per row, 16-byte accesses, warp shuffles) on fresh random inputs
  * with NaN-poisoned outputs, compares them with float64 references, checks
- * the error reports of a missing kernel, a bad launch and a full arena, and
+ * the error reports of a missing kernel, a bad launch and a full arena, that
+ * a dependent launch (programmatic stream serialization) waits for the
+ * kernel ahead of it, one by one and in a CUDA graph, and
  * times the kernels and a device-to-device copy with events (median of 50
  * after 5 warm-ups), printing a table of achieved bandwidth last
  * (bench/gpu_runtime.sh runs it on the GPU machine).
@@ -186,6 +188,23 @@ static bool file_exists(const char *path) {
 }
 
 /* Compilation, cache hits and compile errors: needs NVRTC only. */
+/* A dependent launch (evtc_cuda_kernel.dependent: programmatic stream serialization): dep_produce lets its
+ * dependent launch as its blocks start, then spends about 10 us before it writes buf; dep_check, launched
+ * dependent on it, waits (griddepcontrol.wait) and counts the elements of buf that are not this round's. */
+static const char dependent_src[] =
+    "extern \"C\" __global__ void dep_produce(float *buf, int n, int round) {\n"
+    "  asm volatile(\"griddepcontrol.launch_dependents;\");\n"
+    "  long long t0 = clock64();\n"
+    "  while (clock64() - t0 < 20000) {}\n"
+    "  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) buf[i] = (float)(i + round);\n"
+    "}\n"
+    "extern \"C\" __global__ void dep_check(const float *buf, int n, int round, int *bad) {\n"
+    "  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n"
+    "  int miss = 0;\n"
+    "  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) miss += buf[i] != (float)(i + round);\n"
+    "  if (miss) atomicAdd(bad, miss);\n"
+    "}\n";
+
 static void test_compile(const char *arch) {
   evtc_diag d = {0};
   evtc_cuda_cubin a, b, c;
@@ -200,6 +219,10 @@ static void test_compile(const char *arch) {
   evtc_cuda_cubin_free(&a);
   evtc_cuda_cubin_free(&b);
   evtc_cuda_cubin_free(&c);
+  if (strncmp(arch, "sm_9", 4) == 0 || strncmp(arch, "sm_1", 4) == 0) {
+    CHECK(evtc_cuda_compile(dependent_src, "dependent", arch, NULL, 0, &a, &d) == EVTC_OK, "compile: %s", d.msg);
+    evtc_cuda_cubin_free(&a);
+  }
 
   evtc_diag_clear(&d);
   evtc_cuda_cubin e;
@@ -375,6 +398,52 @@ static void test_errors(evtc_cuda_device *dev, CUmodule mod, evtc_cuda_kernel *k
 }
 
 /* The GPU part: properties, kernels against float64, error reports, timings. */
+/* dep_produce then dep_check for `rounds` rounds (round numbers first, first + 1, ...) on dev's stream. */
+static void queue_dependent_rounds(evtc_cuda_device *dev, evtc_cuda_kernel *produce, evtc_cuda_kernel *check,
+                                   CUdeviceptr buf, CUdeviceptr bad, int n, int first, int rounds, evtc_diag *d) {
+  unsigned grid[3] = {(unsigned)dev->sm_count * 2, 1, 1}, block[3] = {256, 1, 1};
+  for (int r = first; r < first + rounds && d->status == EVTC_OK; r++) {
+    void *pp[] = {&buf, &n, &r}, *pc[] = {&buf, &n, &r, &bad};
+    if (evtc_cuda_launch(dev, produce, grid, block, 0, pp, d) == EVTC_OK) evtc_cuda_launch(dev, check, grid, block, 0, pc, d);
+  }
+}
+
+/* 200 rounds launched one by one, then 10 captured in a CUDA graph and replayed 20 times, over buf (2^22 floats at
+ * least): dep_check never sees an element of buf that dep_produce has not written yet. */
+static void test_dependent_launch(evtc_cuda_device *dev, CUdeviceptr buf, evtc_cuda_arena *arena) {
+  evtc_diag d = {0};
+  const int n = 1 << 22;
+  evtc_cuda_cubin cubin = {0};
+  CUmodule mod = NULL;
+  evtc_cuda_kernel produce, check;
+  CUdeviceptr bad;
+  CUgraphExec exec = NULL;
+  int host_bad = -1;
+  if (evtc_cuda_compile(dependent_src, "dependent", dev->arch, NULL, 0, &cubin, &d) ||
+      evtc_cuda_module_load(dev, &cubin, "dependent", &mod, &d) || evtc_cuda_kernel_get(dev, mod, "dep_produce", &produce, &d) ||
+      evtc_cuda_kernel_get(dev, mod, "dep_check", &check, &d) || evtc_cuda_arena_alloc(arena, 256, 256, &bad, &d) || evtc_cuda_fill32(dev, bad, 0, 1, &d))
+    goto out;
+  check.dependent = true;
+  queue_dependent_rounds(dev, &produce, &check, buf, bad, n, 1, 200, &d);
+  if (d.status || evtc_cuda_copy_dtoh(dev, &host_bad, bad, 4, &d)) goto out;
+  CHECK(host_bad == 0, "dependent launches, one by one: %d elements read before they were written", host_bad);
+  if (evtc_cuda_capture_begin(dev, &d)) goto out;
+  queue_dependent_rounds(dev, &produce, &check, buf, bad, n, 1000, 10, &d);
+  evtc_diag dc = {0};
+  evtc_cuda_capture_end(dev, &exec, &dc);
+  if (d.status == EVTC_OK) d = dc;
+  for (int i = 0; i < 20 && d.status == EVTC_OK; i++)
+    if (evtc_cuda_fill32(dev, buf, NAN_BITS, (size_t)n, &d) == EVTC_OK) evtc_cuda_graph_launch(dev, exec, &d);
+  if (d.status || evtc_cuda_copy_dtoh(dev, &host_bad, bad, 4, &d)) goto out;
+  CHECK(host_bad == 0, "dependent launches in a CUDA graph: %d elements read before they were written", host_bad);
+  printf("dependent launches: 200 rounds one by one and 20 replays of 10 in a graph, every element read after its write\n");
+out:
+  CHECK(d.status == EVTC_OK, "dependent launches: %s", d.msg);
+  evtc_cuda_graph_free(dev, exec);
+  evtc_cuda_module_unload(dev, mod);
+  evtc_cuda_cubin_free(&cubin);
+}
+
 static void test_device(evtc_cuda_device *dev) {
   evtc_diag d = {0};
   printf("device %d: %s, sm_%d%d (NVRTC target %s), %d SMs, %d KiB shared/block opt-in, %d MiB L2, %.1f GiB, "
@@ -429,6 +498,7 @@ static void test_device(evtc_cuda_device *dev) {
     run_softmax(dev, sx, sy, 4099, 1000, NULL, &d);
     run_softmax(dev, sx, sy, sm_rows, sm_cols, &rows[1 + N_VARIANTS], &d);
     test_errors(dev, mod, &ew[0], &arena);
+    if (dev->cc_major >= 9) test_dependent_launch(dev, x, &arena);   /* griddepcontrol: sm_90 and later */
   }
   CHECK(d.status == EVTC_OK, "%s", d.msg);
   evtc_cuda_module_unload(dev, mod);

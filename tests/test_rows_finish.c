@@ -7,7 +7,8 @@
  * barrier after writing their partials and combine them themselves: no NAME_fin kernel, the barrier's two words
  * after the partials in scratch; clusters keep NAME_fin.  test_gpu_kernels
  * runs both kinds against the interpreter, and the f32 layernorm gradient 1500 x 1024 41 times (the barrier's reuse).
- * NAME_fin's own rounds: the warp's slot groups by shuffles, the warps of every reduction at one barrier.
+ * NAME_fin's own rounds: the warp's slot groups by shuffles, the warps of every reduction at one barrier; NAME_fin a
+ * dependent launch of the main kernel (griddepcontrol), except with EVTC_CUDA_FIN_PDL=0.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,7 +80,28 @@ static void check_fin_rounds(const char *t, const char *what, int n_row) {
           count_in(fin, end, "__syncthreads();"));
     CHECK(count_in(fin, end, "for (int w = 1; w < 8; w++)") == n_row, "%s: not %d walks over the 8 warps' sums", what,
           n_row);
+    /* a dependent launch of the main kernel (fin_dependent_plan): the main kernel lets it launch, and it waits
+       for the main kernel's end before its first load of a partial */
+    const char *wait = strstr(fin, "griddepcontrol.wait;"), *load = strstr(fin, "__ldcg(");
+    CHECK(pl.fin_dependent && wait && load && wait < load, "%s: kf_fin does not wait for the main kernel first", what);
+    const char *trigger = strstr(src, "griddepcontrol.launch_dependents;");
+    CHECK(trigger && trigger < fin, "%s: the main kernel does not let kf_fin launch", what);
   }
+  free(src);
+  evtc_kernel_free(k);
+  evtc_graph_free(g);
+}
+
+/* With EVTC_CUDA_FIN_PDL=0, NAME_fin is an ordinary launch after the main kernel: neither kernel says otherwise. */
+static void check_fin_not_dependent(const char *t, const char *what) {
+  evtc_graph *g;
+  evtc_kernel *k = oracle_kernel(t, what, &g);
+  if (!k) return;
+  evtc_cuda_rows_plan pl;
+  char *src = rows_emit_h200_with(k, "kf", &pl, "EVTC_CUDA_FIN_PDL", "0");
+  CHECK(src && pl.has_fin && !pl.fin_dependent && !strstr(src, "griddepcontrol"),
+        "%s: with EVTC_CUDA_FIN_PDL=0, has_fin %d, fin_dependent %d, griddepcontrol in the source: %d", what,
+        pl.has_fin, pl.fin_dependent, src && strstr(src, "griddepcontrol"));
   free(src);
   evtc_kernel_free(k);
   evtc_graph_free(g);
@@ -89,6 +111,7 @@ int main(void) {
   const char *ln = LN_GRAD_TEXT("bf16", 16384, 1024);
   check_finish(ln, "BERT-Large's layernorm gradient (by default)", false);
   check_fin_rounds(ln, "BERT-Large's layernorm gradient", 2);
+  check_fin_not_dependent(ln, "BERT-Large's layernorm gradient");
   setenv("EVTC_CUDA_GRID_FINISH", "1", 1);
   check_finish(ln, "BERT-Large's layernorm gradient with EVTC_CUDA_GRID_FINISH=1", true);
   check_finish(MLM_LOSS_TEXT("bf16"), "MLM loss, a sum of everything and a column sum, with EVTC_CUDA_GRID_FINISH=1", true);

@@ -52,6 +52,7 @@ static const sym_spec driver_syms[] = {
     DRV(cuFuncSetAttribute, "cuFuncSetAttribute", NULL),
     DRV(cuLaunchKernel, "cuLaunchKernel", NULL),
     DRV(cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel", NULL),
+    DRV(cuLaunchKernelEx, "cuLaunchKernelEx", NULL),
     DRV(cuStreamCreate, "cuStreamCreate", NULL),
     DRV(cuStreamSynchronize, "cuStreamSynchronize", NULL),
     DRV(cuStreamDestroy, "cuStreamDestroy_v2", NULL),

@@ -56,6 +56,26 @@ enum { EVTC_CU_EVENT_DEFAULT = 0 };
 /* CUstreamCaptureMode: only this thread is kept from calls that are unsafe while its stream captures. */
 enum { EVTC_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1 };
 
+/* cuLaunchKernelEx's configuration (CUlaunchConfig) with its attributes (CUlaunchAttribute: an id, then a 64-byte
+ * value at offset 8); evtc sets one, programmatic stream serialization: the kernel may start before the one ahead
+ * of it in the stream ends, and waits for it with griddepcontrol.wait. */
+enum { EVTC_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6 };
+typedef struct evtc_cu_launch_attr {
+  int id;
+  char pad[4];
+  union {
+    char bytes[64];
+    int programmatic_stream_serialization;
+    void *align;                          /* the driver's union holds pointers */
+  } value;
+} evtc_cu_launch_attr;
+typedef struct evtc_cu_launch_config {
+  unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes;
+  CUstream stream;
+  evtc_cu_launch_attr *attrs;
+  unsigned n_attrs;
+} evtc_cu_launch_config;
+
 /* The driver entry points evtc calls (symbol resolved in parentheses). */
 typedef struct evtc_cuda_driver {
   CUresult (*cuInit)(unsigned flags);
@@ -83,6 +103,7 @@ typedef struct evtc_cuda_driver {
   /* every block resident at once (or CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE): kernels with a grid-wide barrier */
   CUresult (*cuLaunchCooperativeKernel)(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                         unsigned bz, unsigned shared_bytes, CUstream s, void **params);
+  CUresult (*cuLaunchKernelEx)(const evtc_cu_launch_config *config, CUfunction fn, void **params, void **extra);
   CUresult (*cuStreamCreate)(CUstream *s, unsigned flags);
   CUresult (*cuStreamSynchronize)(CUstream s);
   CUresult (*cuStreamDestroy)(CUstream s);                                    /* _v2 */

@@ -424,6 +424,7 @@ static void *cuda_kernel(const evtc_backend *be, void *module, const char *entry
   h->fin_grid = pl.fin_grid;
   if (pl.scratch_doubles && scratch_alloc(c, h, (size_t)pl.scratch_doubles * sizeof(double), d)) return NULL;
   if (h->has_fin && entry_get(c, m, h->fin_entry, h->fin_name, &h->fin, d)) return NULL;
+  h->fin.dependent = pl.fin_dependent && c->dev.cc_major >= 9;
   h->main.cooperative = pl.grid_finish;   /* its blocks meet at a grid-wide barrier, whose words start at zero */
   if (pl.grid_finish &&
       evtc_cuda_fill32(&c->dev, h->scratch + (CUdeviceptr)pl.barrier_offset * sizeof(double), 0, 2, d))

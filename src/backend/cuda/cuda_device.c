@@ -192,7 +192,12 @@ evtc_status evtc_cuda_launch(evtc_cuda_device *dev, evtc_cuda_kernel *k, const u
            dev->drv->cuLaunchCooperativeKernel(k->fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
                                                dev->stream, params),
            where, d);
-  else
+  else if (k->dependent) {
+    evtc_cu_launch_attr attr = {.id = EVTC_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+                                .value.programmatic_stream_serialization = 1};
+    evtc_cu_launch_config cfg = {grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, dev->stream, &attr, 1};
+    CU_TRY(dev, dev->drv->cuLaunchKernelEx(&cfg, k->fn, params, NULL), where, d);
+  } else
     CU_TRY(dev,
            dev->drv->cuLaunchKernel(k->fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, dev->stream,
                                     params, NULL),

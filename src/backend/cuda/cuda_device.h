@@ -84,6 +84,9 @@ typedef struct evtc_cuda_kernel {
   const char *name;              /* borrowed: the caller keeps it alive */
   int smem_optin;                /* dynamic shared bytes the function was opened up to */
   bool cooperative;              /* launched cooperatively: it waits at a grid-wide barrier */
+  bool dependent;                /* launched with programmatic stream serialization: it may start before the kernel
+                                    ahead of it in the stream ends, and waits for it (griddepcontrol.wait) before
+                                    touching what that kernel writes; sm_90 and later */
 } evtc_cuda_kernel;
 
 /* Loads a CUBIN; `what` names the module in errors. */

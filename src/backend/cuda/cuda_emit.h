@@ -78,6 +78,10 @@ typedef struct evtc_cuda_rows_plan {
   int64_t scratch_doubles;
   bool has_fin;                 /* a finishing kernel NAME_fin combines the partials and stores */
   unsigned fin_grid;            /* NAME_fin's blocks (in grid_finish: the work items the main kernel's blocks share) */
+  bool fin_dependent;           /* NAME_fin is launched as a dependent of the main kernel (programmatic stream
+                                   serialization): the main kernel's blocks signal griddepcontrol.launch_dependents
+                                   as they start, NAME_fin's blocks are scheduled while it drains and wait at
+                                   griddepcontrol.wait before reading its partials (fin_dependent_plan) */
   bool grid_finish;             /* no NAME_fin: the main kernel's blocks, all resident (a cooperative launch), wait at
                                    a grid-wide barrier and then combine the partials themselves (has_fin false;
                                    EVTC_CUDA_GRID_FINISH=1 only: grid_finish_plan) */

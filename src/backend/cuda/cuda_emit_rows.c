@@ -1104,6 +1104,8 @@ static void emit_fin_body(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows
 static void emit_fin(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_plan *pl) {
   const int threads = EVTC_CUDA_FIN_COLS * EVTC_CUDA_FIN_SPLIT;
   evtc_cuda_emit_head(b, k, "_fin", threads);
+  if (pl->fin_dependent)      /* launched while the main kernel drains: its partials are complete past this */
+    evtc_sb_printf(b, "#if __CUDA_ARCH__ >= 900\n  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n#endif\n");
   evtc_sb_printf(b, "  const int64_t CC = %lldLL;\n  (void)CC;\n  const double *red = (const double *)scratch;\n",
                  (long long)k->cols);
   emit_fin_body(b, k, pl, threads, false);
@@ -1118,6 +1120,8 @@ static void emit_head(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_rows_pla
                     "  const uint64_t step = *stepp;\n  void *const *args = P.a;\n"
                     "  (void)args; (void)step; (void)err; (void)scratch;\n", k->name);
   evtc_cpu_emit_args(b, k);
+  if (pl->fin_dependent)      /* NAME_fin may be launched (it waits for this grid's end: fin_dependent_plan) */
+    evtc_sb_printf(b, "#if __CUDA_ARCH__ >= 900\n  asm volatile(\"griddepcontrol.launch_dependents;\");\n#endif\n");
 }
 
 static void emit_partials(const rows_ctx *x) {

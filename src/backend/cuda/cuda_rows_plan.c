@@ -445,6 +445,18 @@ static void grid_finish_plan(evtc_cuda_rows_plan *pl, int n_row, int sm_count) {
   pl->scratch_doubles += 1;
 }
 
+/* NAME_fin as a dependent launch of the main kernel: its launch and the scheduling of its blocks overlap the main
+ * kernel's last rows instead of following its end.  ncu on the f32 dropout + residual + layernorm block (H200,
+ * 2026-12-01): the main kernel 103-104 us, NAME_fin 4.9-5.8 us for 2 MB of partials, the two 113.5 us on the
+ * device clock: a tenth of the block's time after its last row.  The main kernel triggers as its blocks start;
+ * NAME_fin is launched once every block of it has started (a persistent wave: at once), so its blocks never take an
+ * SM from a main block still waiting for one; they fill SMs as the main kernel's blocks exit.  (The thirteenth session's dependent launches of every
+ * kernel, triggered early, made BERT-Large's step 1.2 ms slower; this is one pair, the second waiting for the
+ * first by construction.)  EVTC_CUDA_FIN_PDL=0: NAME_fin launched after the main kernel ends. */
+static void fin_dependent_plan(evtc_cuda_rows_plan *pl) {
+  pl->fin_dependent = pl->has_fin && !env_is("EVTC_CUDA_FIN_PDL", "0");
+}
+
 /* Column tiles: a kernel without COL reductions (nothing joins a row's columns: column sums, a bias or position-
  * embedding gradient) over fewer rows than a persistent wave has blocks, or one that sums columns over many
  * rows.  A row per block left the GPU idle (GPT-2's wpe gradient, 8 x 786432: 8 blocks, ROW partials read and
@@ -502,6 +514,7 @@ static void col_tiles_plan(evtc_cuda_rows_plan *pl, const evtc_kernel *k, const 
   int64_t wave = cdiv(pl->grid, sm_count);
   if (wave > pl->min_blocks && wave <= 3 && !getenv("EVTC_CUDA_MIN_BLOCKS")) pl->min_blocks = (int)wave;
   grid_finish_plan(pl, info->n_row, sm_count);
+  fin_dependent_plan(pl);
 }
 
 evtc_cuda_rows_plan evtc_cuda_rows_plan_of(const evtc_kernel *k, int sm_count, int smem_max) {
@@ -698,6 +711,7 @@ evtc_cuda_rows_plan evtc_cuda_rows_plan_of(const evtc_kernel *k, int sm_count, i
   pl.fin_grid = (unsigned)(info.n_row ? cdiv(C, EVTC_CUDA_FIN_COLS) : 1);
   pl.slot_f32 = f32_slots(k, &pl);
   grid_finish_plan(&pl, info.n_row, sm_count);
+  fin_dependent_plan(&pl);
   evtc_cuda_rows_info_free(&info);
   return pl;
 }

@@ -60,7 +60,9 @@
  * and EVTC_CUDA_COL_ROWS=n (column tiles: never / always; rows per group),
  * EVTC_CUDA_HOIST=0 (row-invariant loads again in every row: the emitter's
  * decide_hoists), EVTC_CUDA_AHEAD=0 (loads one pass reads waited for at the
- * row's start, not loaded a row ahead into registers: decide_ahead).
+ * row's start, not loaded a row ahead into registers: decide_ahead),
+ * EVTC_CUDA_FIN_PDL=0 (NAME_fin launched after the main kernel ends, not as its
+ * dependent: fin_dependent_plan).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -424,16 +426,17 @@ static bool f32_slots(const evtc_kernel *k, const evtc_cuda_rows_plan *pl) {
   return any;
 }
 
-/* AStitch's global-memory scheme for one-wave grids, on request (EVTC_CUDA_GRID_FINISH=1): where every block of
- * the main kernel is resident at once (a persistent grid of at most min_blocks an SM, launched cooperatively, so
- * that the driver refuses rather than deadlocks a grid that does not fit), the blocks write their partials, meet at
- * a grid-wide barrier and then combine them as NAME_fin would, FIN_COLS columns a work item, the block's threads
- * split into threads / FIN_COLS slot groups, in shared memory the main loop is done with (at least a double a
- * thread, which holds the warps' sums of up to 8 ROW reductions).  It saves NAME_fin's launch, but on an H200 it lost wherever it was tried (gpu_bench, device clock,
- * three rounds each way, 2026-12-01): the dropout + residual + layernorm block 116-118 -> 129 us, the 16384 x 4096
- * layernorm 314-342 -> 329-369, BERT-Large's MLM loss 723-729 -> 792-797 (its 7632 column items walked by 132
- * blocks, one after another, where NAME_fin spreads them over 7632 blocks), its layernorm gradient and both
- * cross-entropies unchanged.  So NAME_fin stays the default; clusters always keep it. */
+/* AStitch's global-memory scheme for one-wave grids, on request (EVTC_CUDA_GRID_FINISH=1): where every block of the
+ * main kernel is resident at once (a persistent grid of at most min_blocks an SM, launched cooperatively, so that
+ * the driver refuses rather than deadlocks a grid that does not fit), the blocks write their partials, meet at a
+ * grid-wide barrier and then combine them as NAME_fin would, FIN_COLS columns a work item, the block's threads split
+ * into threads / FIN_COLS slot groups, in shared memory the main loop is done with (at least a double a thread,
+ * which holds the warps' sums of up to 8 ROW reductions).  It saves NAME_fin's launch, but on an H200 it lost
+ * wherever it was tried (gpu_bench, device clock, three rounds each way, 2026-12-01): the dropout + residual +
+ * layernorm block 116-118 -> 129 us, the 16384 x 4096 layernorm 314-342 -> 329-369, BERT-Large's MLM loss 723-729 ->
+ * 792-797 (its 7632 column items walked by 132 blocks, one after another, where NAME_fin spreads them over 7632
+ * blocks), its layernorm gradient and both cross-entropies unchanged.  So NAME_fin stays the default; clusters
+ * always keep it. */
 static void grid_finish_plan(evtc_cuda_rows_plan *pl, int n_row, int sm_count) {
   const int64_t threads = (int64_t)pl->threads * pl->rows_per_block;
   if (!pl->has_fin || pl->cluster > 1 || !env_is("EVTC_CUDA_GRID_FINISH", "1")) return;
@@ -447,14 +450,14 @@ static void grid_finish_plan(evtc_cuda_rows_plan *pl, int n_row, int sm_count) {
 
 /* NAME_fin as a dependent launch of the main kernel: its launch and the scheduling of its blocks overlap the main
  * kernel's last rows instead of following its end.  ncu on the f32 dropout + residual + layernorm block (H200,
- * 2026-12-01): the main kernel 103-104 us, NAME_fin 4.9-5.8 us for 2 MB of partials, the two 113.5 us on the
- * device clock: a tenth of the block's time after its last row.  The main kernel triggers as its blocks start;
- * NAME_fin is launched once every block of it has started (a persistent wave: at once), so its blocks never take an
- * SM from a main block still waiting for one; they fill SMs as the main kernel's blocks exit.  (The thirteenth session's dependent launches of every
- * kernel, triggered early, made BERT-Large's step 1.2 ms slower; this is one pair, the second waiting for the
- * first by construction.)  Measured against EVTC_CUDA_FIN_PDL=0 (gpu_bench, three rounds, H200, 2026-12-01): the
- * dropout block 0.982x, BERT-Large's layernorm gradient 0.949x, the 16384 x 4096 layernorm 0.988x; BERT-Large's
- * step unchanged.  EVTC_CUDA_FIN_PDL=0: NAME_fin launched after the main kernel ends. */
+ * 2026-12-01): the main kernel 103-104 us, NAME_fin 4.9-5.8 us for 2 MB of partials, the two 113.5 us on the device
+ * clock: a tenth of the block's time after its last row.  The main kernel triggers as its blocks start; NAME_fin is
+ * launched once every block of it has started (a persistent wave: at once), so its blocks never take an SM from a
+ * main block still waiting for one; they fill SMs as the main kernel's blocks exit.  (The thirteenth session's
+ * dependent launches of every kernel, triggered early, made BERT-Large's step 1.2 ms slower; this is one pair, the
+ * second waiting for the first by construction.)  Measured against EVTC_CUDA_FIN_PDL=0 (gpu_bench, three rounds,
+ * H200, 2026-12-01): the dropout block 0.982x, BERT-Large's layernorm gradient 0.949x, the 16384 x 4096 layernorm
+ * 0.988x; BERT-Large's step unchanged.  EVTC_CUDA_FIN_PDL=0: NAME_fin launched after the main kernel ends. */
 static void fin_dependent_plan(evtc_cuda_rows_plan *pl) {
   pl->fin_dependent = pl->has_fin && !env_is("EVTC_CUDA_FIN_PDL", "0");
 }

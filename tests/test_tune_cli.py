@@ -2,7 +2,8 @@
 
 Bad input exits 2 with one line naming the cause: an unknown family, an
 --arch older than sm_80 or not of the form sm_NN, an sm_90a family
-compiled for another arch, --compile-only with --show.  Where NVRTC is
+compiled for another arch, --arch without --compile-only (tuning measures
+GPU 0 on its own arch), --compile-only with --show.  Where NVRTC is
 present, --compile-only --arch sm_80 builds the reduced space of an sm_80
 family (the template's default and three candidates) into a temporary
 kernel cache, and a second run finds all four there.
@@ -27,6 +28,7 @@ expect_bad(["--compile-only", "--arch", "sm80"], r"--arch sm80 is not sm_80 or l
 expect_bad(["--compile-only", "--arch", "sm_80", "--family", "bf16-mk-nk-store"],
            r"family bf16-mk-nk-store is the sm_90a template's: --arch sm_80", "sm_90a family on sm_80")
 expect_bad(["--compile-only", "--show"], r"--compile-only and --show exclude each other", "both modes")
+expect_bad(["--arch", "sm_80"], r"--arch sm_80 without --compile-only", "arch while tuning on the GPU")
 
 with tempfile.TemporaryDirectory() as cache:
     env = dict(os.environ, XDG_CACHE_HOME=cache)

@@ -58,7 +58,7 @@ int evtc_cmd_tune(int argc, char **argv) {
   int n_fams = 0;
   evtc_cuda_gemm_tune_options o = {.log = stdout};
   bool compile_only = false, show = false;
-  const char *arch = "sm_90a";
+  const char *arch = NULL;    /* --arch: the target of --compile-only (default sm_90a) */
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
     long long m, n, k;
@@ -103,17 +103,23 @@ int evtc_cmd_tune(int argc, char **argv) {
     fprintf(stderr, "evtc: tune: --compile-only and --show exclude each other\n%s", tune_usage);
     return EVTC_EXIT_BAD_INPUT;
   }
+  if (arch && !compile_only) {    /* tuning measures GPU 0, whatever its arch */
+    fprintf(stderr, "evtc: tune: --arch %s without --compile-only: tuning runs on GPU 0's own arch\n%s", arch,
+            tune_usage);
+    return EVTC_EXIT_BAD_INPUT;
+  }
   if (n_fams == 0) evtc_cuda_gemm_family_parse("bf16-mk-nk-store", &fams[n_fams++]);
   evtc_diag d = {0};
   char fam[32];
-  for (int i = 0; i < n_fams && compile_only; i++) {
-    evtc_cuda_gemm_family_name(&fams[i], fam, sizeof fam);
-    if (!fams[i].sm80 && strcmp(arch, "sm_90a") != 0) {
-      fprintf(stderr, "evtc: tune: family %s is the sm_90a template's: --arch %s cannot run it\n", fam, arch);
-      return EVTC_EXIT_BAD_INPUT;
-    }
-  }
   if (compile_only) {
+    if (!arch) arch = "sm_90a";
+    for (int i = 0; i < n_fams; i++) {    /* every family checked before any is compiled */
+      evtc_cuda_gemm_family_name(&fams[i], fam, sizeof fam);
+      if (!fams[i].sm80 && strcmp(arch, "sm_90a") != 0) {
+        fprintf(stderr, "evtc: tune: family %s is the sm_90a template's: --arch %s cannot run it\n", fam, arch);
+        return EVTC_EXIT_BAD_INPUT;
+      }
+    }
     for (int i = 0; i < n_fams; i++) {
       int built = 0, hits = 0;
       evtc_cuda_gemm_family_name(&fams[i], fam, sizeof fam);

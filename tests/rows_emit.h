@@ -1,10 +1,11 @@
 /* rows_emit.h -- a CUDA rows kernel planned for an H200 (132 SMs, 227 KiB of shared memory a block) and emitted,
- * for the tests that read its source without a GPU (test_rows_*). */
+ * for the tests that read its source without a GPU (test_rows_*), and a count of what that source says. */
 #ifndef EVTC_TESTS_ROWS_EMIT_H
 #define EVTC_TESTS_ROWS_EMIT_H
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/cuda/cuda_emit.h"
 
@@ -26,6 +27,13 @@ static inline char *rows_emit_h200_with(evtc_kernel *k, const char *name, evtc_c
   char *src = rows_emit_h200(k, name, pl);
   unsetenv(var);
   return src;
+}
+
+/* Occurrences of needle in the source text [from, to). */
+static inline int count_in(const char *from, const char *to, const char *needle) {
+  int n = 0;
+  for (const char *p = strstr(from, needle); p && p < to; p = strstr(p + 1, needle)) n++;
+  return n;
 }
 
 #endif

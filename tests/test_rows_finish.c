@@ -54,13 +54,6 @@ static void check_finish(const char *t, const char *what, bool want_grid) {
   evtc_graph_free(g);
 }
 
-/* Occurrences of needle in [from, to). */
-static int count_in(const char *from, const char *to, const char *needle) {
-  int n = 0;
-  for (const char *p = strstr(from, needle); p && p < to; p = strstr(p + 1, needle)) n++;
-  return n;
-}
-
 /* NAME_fin of kernel text t (n_row ROW reductions) combines each reduction's slot groups within a warp by
  * shuffles and the warps of every reduction at one barrier: two barriers in all, where it had waited twice for
  * each reduction and walked all 64 groups on one thread a column.  It is a dependent launch of the main kernel,

@@ -27,9 +27,7 @@
 /* Barriers in the main kernel's source (up to NAME_fin). */
 static int barriers(const char *src) {
   const char *end = strstr(src, "_fin(");
-  int n = 0;
-  for (const char *p = strstr(src, "__syncthreads();"); p && (!end || p < end); p = strstr(p + 1, "__syncthreads();")) n++;
-  return n;
+  return count_in(src, end ? end : src + strlen(src), "__syncthreads();");
 }
 
 /* The kernel of graph text t emitted for an H200 with EVTC_CUDA_ONLINE as `online` (NULL: unset); to free. */

@@ -10,8 +10,10 @@
  * evtc_cuda_gemm_tuned_config; damaged files (garbage, truncated, a
  * missing key, another device, another template version, a config the
  * template refuses or of the other template, an unknown key, a duplicate)
- * read as "not tuned", and the lookup notices a file replaced under it; an
- * sm_80 family's result is its own.  With NVRTC the reduced space's kernels
+ * read as "not tuned", and the lookup notices a file replaced under it; the
+ * plan of a GEMM with a bias epilogue takes the tuned config, one with the
+ * bias's column sums too keeps its own tiles; an sm_80 family's result is
+ * its own.  With NVRTC the reduced space's kernels
  * of a store, a visitor and an sm_80 visitor family are compiled for
  * sm_90a (that also fills the CUBIN cache that bench/gpu_gemm_tune.sh
  * carries to the GPU).
@@ -32,8 +34,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend/cuda/cuda_emit_gemm.h"
 #include "backend/cuda/cuda_gemm_tune.h"
 #include "check.h"
+#include "evtc.h"
+#include "kernel/kernel.h"
 #include "util/fs.h"
 
 static char tmp[64] = "/tmp/evtc-tune-test-XXXXXX";
@@ -222,6 +227,47 @@ static void test_cache(void) {
   free(good);
 }
 
+/* Where the plan takes a tuned config (test_cache leaves its bf16-mk-kn-visitor result in place): a visitor
+ * epilogue that reduces nothing gets it; one with a bias gradient's column sums keeps the pingpong 128 x 128
+ * tiles with 4 stages measured for such epilogues, since the tuner measured none (cuda_emit_evt.c's
+ * tile_config). */
+static void test_plan_tuned(void) {
+  evtc_cuda_device dev = fake_device();
+  snprintf(dev.arch, sizeof dev.arch, "sm_90a");
+  evtc_cuda_gemm_variant v = {.in = EVTC_BF16, .out = EVTC_F32, .a_kmajor = true, .b_kmajor = false};
+  evtc_cuda_gemm_config tuned;
+  CHECK(evtc_cuda_gemm_tuned_config(&dev, &v, true, false, &tuned), "plan: the tuned result is there");
+  static const char *const text[2] = {
+      "graph bias {\n  %x = input() : bf16[256,1024]\n  %w = param() : bf16[1024,512]\n  %b = param() : bf16[512]\n"
+      "  %h0 = matmul(%x, %w) : bf16[256,512]\n  %h = add(%h0, %b) : bf16[256,512]\n  output %h\n}\n",
+      "graph bias_grad {\n  %x = input() : bf16[256,1024]\n  %w = param() : bf16[1024,512]\n  %b = param() : bf16[512]\n"
+      "  %h0 = matmul(%x, %w) : bf16[256,512]\n  %h = add(%h0, %b) : bf16[256,512]\n"
+      "  %db = reduce_sum(%h) {axes=[0]} : bf16[512]\n  output %h\n  output %db\n}\n"};
+  for (int i = 0; i < 2; i++) {
+    char err[512], why[256] = "";
+    evtc_graph *g = evtc_graph_parse_string(text[i], "plan", err, sizeof err);
+    CHECK(g != NULL, "plan %d: %s", i, err);
+    if (!g) continue;
+    int32_t ids[8];
+    int n = 0;
+    for (int32_t j = 0; j < g->n_nodes && n < 8; j++)
+      if (!evtc_op_is_leaf(g->nodes[j]->op)) ids[n++] = j;
+    evtc_diag d = {0};
+    evtc_kernel *k = evtc_kernel_build(g, ids, n, &d);
+    evtc_cuda_evt_plan pl;
+    const bool planned = k && evtc_cuda_evt_plan_of(k, &dev, &pl, why, sizeof why);
+    CHECK(planned, "plan %d: %s%s", i, d.msg, why);
+    if (planned && i == 0) CHECK(same_cfg(&pl.cfg, &tuned), "plan: the bias epilogue takes the tuned config");
+    if (planned && i == 1)
+      CHECK(pl.cfg.pingpong && pl.cfg.tile_m == 128 && pl.cfg.tile_n == 128 && pl.cfg.stages == 4 &&
+                pl.cfg.group_m == 8 && !same_cfg(&pl.cfg, &tuned),
+            "plan: the column sums keep pingpong 128x128 s4 g8 (got %dx%d s%d g%d%s)", pl.cfg.tile_m, pl.cfg.tile_n,
+            pl.cfg.stages, pl.cfg.group_m, pl.cfg.pingpong ? " pp" : "");
+    evtc_kernel_free(k);
+    evtc_graph_free(g);
+  }
+}
+
 /* An sm_80 family's result: its own file, found by the lookup for the sm_80 template only; an sm_90a config
  * there is refused. */
 static void test_cache_sm80(void) {
@@ -322,6 +368,7 @@ int main(void) {
   test_space();
   test_space_sm80();
   test_cache();
+  test_plan_tuned();
   test_cache_sm80();
   evtc_diag d = {0};
   evtc_cuda_gemm_tune_options o = {.reduced = true, .jobs = 2};

@@ -148,7 +148,14 @@ static bool has_vector_reduction(const evtc_kernel *k) {
 
 /* The tile config: EVTC_GEMM_CONFIG when set (config_name's format, for experiments: one that does not
  * parse or fit is refused, naming it; *fixed then says so), else the tuner's winner for dev and the kernel's
- * family when `evtc tune` has measured it, else by the kernel: the cooperative 128x256 default for the built-in store;
+ * family when `evtc tune` has measured it and the epilogue does not reduce over rows or columns, else by the
+ * kernel.  The tuner measures a visitor family with a bias + GELU epilogue that reduces nothing, so its
+ * winner says nothing about an epilogue with a bias gradient's or a layernorm's sums (partials to write, a
+ * finishing kernel), whose tiles below were measured for it.  On the H200 (2026-12-01) `evtc tune` chose
+ * 128x256x64 s4 c2 g8 for bf16-mk-nk-visitor; bench/epilogue/bert_gelu_grad.evt (the GELU gradient with
+ * its bias gradient; `evtc explain --profile 200`, one round) took 305 us on those tiles (EVTC_GEMM_CONFIG,
+ * which also kept 4 stages, so its aux tile went without TMA) against 258 us on the 4-stage pingpong ones.
+ * By the kernel: the cooperative 128x256 default for the built-in store;
  * for a visitor epilogue pingpong 128x128 tiles (that epilogue runs on the CUDA cores while the other
  * warpgroup's main loop keeps the tensor cores busy), with 4 stages where the epilogue also reduces (over a
  * short K: the gradient through GELU with its bias gradient, 0.547 -> 0.428 ms at 16384 x 4096 x 1024 on the
@@ -179,7 +186,7 @@ static bool tile_config(const evtc_cuda_device *dev, const evtc_kernel *k, bool 
   } else if (sm80) {
     if (!dev || !evtc_cuda_gemm_tuned_config(dev, v, !builtin_store, true, cfg))
       *cfg = evtc_cuda_gemm_config_default_sm80(dev ? dev->smem_per_block_optin : 0);
-  } else if (!dev || !evtc_cuda_gemm_tuned_config(dev, v, !builtin_store, false, cfg)) {
+  } else if (!dev || has_vector_reduction(k) || !evtc_cuda_gemm_tuned_config(dev, v, !builtin_store, false, cfg)) {
     *cfg = evtc_cuda_gemm_config_default();
     const bool reduces = has_vector_reduction(k), long_k = k->gemm.K >= 2048;
     if (!builtin_store && !(long_k && !reduces)) {

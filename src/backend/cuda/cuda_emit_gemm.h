@@ -289,7 +289,8 @@ typedef struct evtc_cuda_evt_plan {
 /* Whether GEMM kernel k fits the template; false with the reason (naming
  * the operand and stride for TMA's rules) in why.  The tile config:
  * EVTC_GEMM_CONFIG when set, else the tuner's for dev (cuda_gemm_tune.h;
- * dev may be NULL), else the template's default for the epilogue kind. */
+ * dev may be NULL) unless the epilogue reduces over rows or columns, else
+ * the template's default for the epilogue kind. */
 struct evtc_cuda_device;
 bool evtc_cuda_evt_plan_of(const evtc_kernel *k, const struct evtc_cuda_device *dev, evtc_cuda_evt_plan *pl, char *why,
                            size_t cap);

@@ -11,7 +11,7 @@
 #   bench/train.sh run [--models gpt2,bert_large,vit_b16] [--steps N]
 #                      [--modes eager,compile,max-autotune] [--scale full|small]
 #                      [--lr X] [--backend cuda|cpu] [--deadline S] [--profile N]
-#                      [--torch-limit S]
+#                      [--torch-limit S] [--only evtc|torch]
 #                            on the GPU machine, from the repo root.  Per model:
 #                            bench/train_models.py writes it as ONNX with one
 #                            batch of data (with that machine's torch; models
@@ -40,6 +40,16 @@
 # (TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR) default to $EVTC_TRAIN_WORK/
 # torch-cache: a second run on the same machine starts from the compiled
 # kernels and autotuning choices of the first, and its compile times say so.
+# --only torch skips evtc's training (and its profile), --only evtc
+# PyTorch's: a mode that compiles for longer than a call allows beside
+# evtc's run (max-autotune on BERT-Large, past 480 s in 2026-12) gets a
+# call of its own, evtc the next one on the same warm machine, and
+# bench/train_report.py here joins the two (each call's train-logs.tgz
+# unpacked into a folder of its own):
+#   run(command="sh bench/train.sh run --models bert_large --modes max-autotune --only torch
+#       --deadline 598 --torch-limit 575", carry=[...]), then at once
+#   run(command="sh bench/train.sh run --models bert_large --modes eager,compile", carry=[...]);
+#   python3 bench/train_report.py B A --models bert_large --png chart.png
 # train.log, the chart and train-logs.tgz (every model's logs and JSON) go
 # to $OUT (default /tmp/evtc-train-out), the models to $EVTC_TRAIN_WORK
 # (default /tmp/evtc-train: hundreds of MB, kept out of $OUT).
@@ -72,7 +82,7 @@ prepare)
 run)
   shift
   models=gpt2,bert_large,vit_b16 steps=10 modes=eager,compile,max-autotune scale=full lr=0.02 backend=cuda
-  deadline=540 profile=0 torch_limit=300
+  deadline=540 profile=0 torch_limit=300 only=
   while [ $# -gt 0 ]; do
     case "$1" in
       --models) models=$2 ;;
@@ -84,10 +94,15 @@ run)
       --deadline) deadline=$2 ;;
       --profile) profile=$2 ;;
       --torch-limit) torch_limit=$2 ;;
+      --only) only=$2 ;;
       *) echo "train.sh run: unknown option $1" >&2; exit 2 ;;
     esac
     shift 2
   done
+  case "$only" in
+    "" | evtc | torch) ;;
+    *) echo "train.sh run: --only takes evtc or torch, not '$only'" >&2; exit 2 ;;
+  esac
   start=$(date +%s)
   out=${OUT:-/tmp/evtc-train-out}
   work=${EVTC_TRAIN_WORK:-/tmp/evtc-train}
@@ -145,28 +160,33 @@ run)
         echo 1 >"$out/$m.evtc.rc"
         continue
       fi
-      rc=0
-      t0=$(date +%s)
-      cap=$(budget 300)
-      if [ "$cap" -lt 10 ]; then
-        echo "evtc: skipped: out of time (deadline $deadline s)" >"$out/$m.evtc.err"
-        rc=124
+      if [ "$only" = torch ]; then     # no .evtc.rc: train_report.py takes evtc from another run's folder
+        echo "evtc: not run (--only torch)" >"$out/$m.evtc.err"
       else
-        timeout "$cap" "$evtc" train "$work/$m.onnx" --data "$work/$m" --epochs "$steps" --optimizer sgd --lr "$lr" \
-          --loss cross_entropy --labels labels --backend "$backend" >"$out/$m.evtc.out" 2>"$out/$m.evtc.err" || rc=$?
+        rc=0
+        t0=$(date +%s)
+        cap=$(budget 300)
+        if [ "$cap" -lt 10 ]; then
+          echo "evtc: skipped: out of time (deadline $deadline s)" >"$out/$m.evtc.err"
+          rc=124
+        else
+          timeout "$cap" "$evtc" train "$work/$m.onnx" --data "$work/$m" --epochs "$steps" --optimizer sgd --lr "$lr" \
+            --loss cross_entropy --labels labels --backend "$backend" >"$out/$m.evtc.out" 2>"$out/$m.evtc.err" || rc=$?
+        fi
+        echo "$rc" >"$out/$m.evtc.rc"
+        echo "== $m: evtc exit $rc in $(($(date +%s) - t0)) s (limit $cap s)"
+        grep -E "^(partitioner|backend|time to|steady|buffer)" "$out/$m.evtc.out" 2>/dev/null || true
+        [ "$rc" = 0 ] || grep -m3 -E "^evtc: |rror" "$out/$m.evtc.err" || true
+        if [ "$profile" -gt 0 ] && [ "$rc" = 0 ]; then
+          target=h200
+          [ "$backend" = cpu ] && target=cpu
+          phase "$m: profile" 120 "$out/$m.profile.txt" "$evtc" explain "$work/$m.onnx" --train --target "$target" \
+            --loss cross_entropy --labels labels --profile "$profile"
+          grep -E "^(profile|memory)" "$out/$m.profile.txt" | cut -c1-400     # with the time per kernel kind
+          sed -n '/^profile by family/,/^profile by kind/p' "$out/$m.profile.txt" | sed -n '2,14p' | cut -c1-160
+        fi
       fi
-      echo "$rc" >"$out/$m.evtc.rc"
-      echo "== $m: evtc exit $rc in $(($(date +%s) - t0)) s (limit $cap s)"
-      grep -E "^(partitioner|backend|time to|steady|buffer)" "$out/$m.evtc.out" 2>/dev/null || true
-      [ "$rc" = 0 ] || grep -m3 -E "^evtc: |rror" "$out/$m.evtc.err" || true
-      if [ "$profile" -gt 0 ] && [ "$rc" = 0 ]; then
-        target=h200
-        [ "$backend" = cpu ] && target=cpu
-        phase "$m: profile" 120 "$out/$m.profile.txt" "$evtc" explain "$work/$m.onnx" --train --target "$target" \
-          --loss cross_entropy --labels labels --profile "$profile"
-        grep -E "^(profile|memory)" "$out/$m.profile.txt" | cut -c1-400     # with the time per kernel kind
-        sed -n '/^profile by family/,/^profile by kind/p' "$out/$m.profile.txt" | sed -n '2,14p' | cut -c1-160
-      fi
+      [ "$only" = evtc ] && continue
       phase "$m: PyTorch" "$torch_limit" "$out/$m.torch.log" "$PYTHON" bench/train_torch.py "$work" --model "$m" --steps "$steps" \
         --lr "$lr" --modes "$modes" --profile "$profile" --out "$out/$m.torch.json"
       grep -v -i warn "$out/$m.torch.log" | grep -v "  [0-9.]* ms  *[0-9]* x " | tail -8

@@ -7,7 +7,9 @@ slower than greedy, the text is byte-identical between runs (solver timings
 masked) and between a solved and a cached run, dot/svg/html are well formed,
 a tiny --time-limit falls back loudly (stderr and the text), --profile
 prints one row per plan kernel whose times add up to its totals (and so do
-its families: kernels whose first nodes differ only in numbers) and says
+its families: kernels whose first nodes differ only in numbers), a plan
+kernel packed into another's launch with its modelled time on that
+launch's row, and says
 whether whole runs replay a CUDA graph (never on the CPU; on a GPU they
 do), bad usage exits 2.  Caches go to a temporary EVTC_CACHE_DIR.
 """
@@ -97,9 +99,9 @@ with tempfile.TemporaryDirectory() as tmp:
     ids = [r[0] for r in rows if r[0] != "chain"]
     check(len(ids) == plan_kernels and len(set(ids)) == plan_kernels,
           f"--profile: one row per plan kernel ({len(ids)} rows, {plan_kernels} kernels)")
-    aliases = re.findall(r"^\d+\s+\S+\s+\d+\s+[0-9.]+\s+0\.000\s+[0-9.]+\s+-\s+%\S+ \(no kernel: a reshape alias, a view "
-                         r"attention reads or writes in place, another kernel's by-product, or packed into another's "
-                         r"launch\)$", out, re.M)
+    aliases = re.findall(r"^\d+\s+\S+\s+\d+\s+[0-9.]+\s+0\.000\s+[0-9.]+\s+-\s+%\S+ \(no kernel: (?:a reshape alias or "
+                         r"a view attention reads or writes in place|kernel \d+ writes its values, a by-product or packed "
+                         r"into its launch; its modelled time is counted there)\)$", out, re.M)
     check(sum(float(r[3]) > 0 for r in rows) == len(rows) - len(aliases),
           "--profile: every kernel's measured time is positive; only aliases, views and by-products run none")
     total = re.search(r"^profile: plan kernels (\d+), program kernels (\d+) .*modelled ([0-9.]+) us, "
@@ -141,6 +143,24 @@ with tempfile.TemporaryDirectory() as tmp:
               "--profile: the modelled times add up to the plan's")
         measured = [float(r[3]) for r in rows]
         check(measured == sorted(measured, reverse=True), "--profile: the slowest kernel first")
+    # two small elementwise kernels that share nothing run as one launch: the second plan kernel's row has no time
+    # of its own and points at the first, whose row carries both kernels' modelled time
+    packed = os.path.join(tmp, "packed.evt")
+    with open(packed, "w") as f:
+        f.write("graph pk {\n  %a = input() : f32[64]\n  %b = input() : f32[64]\n  %x = neg(%a) : f32[64]\n"
+                "  %y = exp(%b) : f32[64]\n  output %x\n  output %y\n}\n")
+    rc, out, err = explain(packed, "--profile", "2", "--no-cache")
+    plan = {m.group(1): float(m.group(2)) for m in re.finditer(r"^kernel (\d+) \S+ nodes=\d+ bytes=\d+ time_us=([0-9.]+):", out, re.M)}
+    prow = {m.group(1): (float(m.group(2)), float(m.group(3)), m.group(4)) for m in
+            re.finditer(r"^(\d+)\s+elementwise\s+\d+\s+([0-9.]+)\s+([0-9.]+)\s+[0-9.]+\s+(?:-|[0-9.]+ [MGT]B/s)\s+%\S+(.*)$",
+                        out, re.M)}
+    packed_of = [k for k, r in prow.items() if "writes its values" in r[2]]
+    check(rc == 0 and len(plan) == 2 and len(prow) == 2 and len(packed_of) == 1, f"--profile, packed kernels: {out[-900:]}")
+    if rc == 0 and len(plan) == 2 and len(packed_of) == 1:
+        other = next(k for k in prow if k != packed_of[0])
+        check(prow[packed_of[0]][:2] == (0.0, 0.0) and f"kernel {other} writes its values" in prow[packed_of[0]][2] and
+              abs(prow[other][0] - sum(plan.values())) < 0.01 and prow[other][1] > 0,
+              f"--profile, packed kernels: the launch's row has both plan kernels' modelled time: {prow} {plan}")
     # h200 profiles on the CUDA backend: without a GPU that is said at once, before any planning
     rc, out, err = explain(mlp, "--target", "h200", "--profile", "1")
     check(rc != 0 or re.search(r"^launches: whole runs replay one captured graph of the program's launches "

@@ -18,8 +18,11 @@
  * kernel that the program split, or ran in the interpreter, sums the
  * program kernels that hold its nodes; scalar-chain nodes (which the plan
  * leaves to their readers) show as their own program kernels; a lone
- * reshape that the program runs as a buffer alias, or a value another
- * kernel writes as a by-product, shows with no time.
+ * reshape that the program runs as a buffer alias shows with no time, and
+ * a plan kernel whose values another kernel writes (attention's log-sum-exp
+ * or dq as a by-product, a small kernel packed into another's launch) shows
+ * with no time and its modelled time added to that kernel's row, which
+ * measures its work.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -39,7 +42,10 @@ typedef struct profile_row {
   int plan_kernel;          /* -1: a scalar-chain node's own kernel */
   int32_t first_node;
   double modelled_us, measured_us;
+  double flops, bytes;      /* modelled, for what the row achieved */
   int program_kernels;
+  int runs_in;              /* a plan kernel with no kernel of its own whose values another writes: that one's plan
+                               kernel (its row has this one's modelled time); else -1 */
 } profile_row;
 
 static int by_measured(const void *a, const void *b) {
@@ -171,8 +177,8 @@ static void print_families(FILE *out, const evtc_partition *part, const evtc_dev
     f[i].measured_us += x->measured_us;
     f[i].modelled_us += x->modelled_us;
     if (x->plan_kernel >= 0) {
-      const evtc_fusion_kernel *K = &part->kernels[x->plan_kernel];
-      f[i].flops += K->flops, f[i].bytes += K->bytes, f[i].plan_kind = K->kind;
+      f[i].flops += x->flops, f[i].bytes += x->bytes;
+      f[i].plan_kind = part->kernels[x->plan_kernel].kind;
     }
   }
   qsort(f, (size_t)nf, sizeof *f, family_by_measured);
@@ -226,7 +232,7 @@ int evtc_explain_profile(const evtc_partition *part, const evtc_backend *be, int
   if (evtc_program_profile(prog, runs, 2 + (uint64_t)runs, us, &device_clock, &d) != EVTC_OK) goto failed;
   /* one row per plan kernel (+ one per scalar-chain kernel), in first-node order */
   rows = calloc((size_t)(part->n_kernels + n + 1), sizeof *rows);
-  int *row_of = malloc(sizeof(int) * (size_t)(part->n_kernels + 1));
+  int *row_of = malloc(sizeof(int) * (size_t)(part->n_kernels + 1)), *row_of_t = malloc(sizeof(int) * (size_t)(n + 1));
   for (int k = 0; k < part->n_kernels; k++) row_of[k] = -1;
   double measured = 0;
   for (int t = 0; t < n; t++) {
@@ -235,10 +241,12 @@ int evtc_explain_profile(const evtc_partition *part, const evtc_backend *be, int
     int r = k >= 0 ? row_of[k] : -1;
     if (r < 0) {
       r = n_rows++;
-      rows[r] = (profile_row){.plan_kernel = k, .first_node = first,
-                              .modelled_us = k >= 0 ? part->kernels[k].time_us : 0};
+      rows[r] = (profile_row){.plan_kernel = k, .first_node = first, .modelled_us = k >= 0 ? part->kernels[k].time_us : 0,
+                              .flops = k >= 0 ? part->kernels[k].flops : 0, .bytes = k >= 0 ? part->kernels[k].bytes : 0,
+                              .runs_in = -1};
       if (k >= 0) row_of[k] = r;
     }
+    row_of_t[t] = r;
     rows[r].measured_us += us[t];
     rows[r].program_kernels++;
     measured += us[t];
@@ -247,10 +255,28 @@ int evtc_explain_profile(const evtc_partition *part, const evtc_backend *be, int
     const int k = part->kernel_of[i];
     if (k >= 0 && row_of[k] < 0) {
       row_of[k] = n_rows;
-      rows[n_rows++] = (profile_row){.plan_kernel = k, .first_node = i, .modelled_us = part->kernels[k].time_us};
+      rows[n_rows++] = (profile_row){.plan_kernel = k, .first_node = i, .modelled_us = part->kernels[k].time_us,
+                                     .flops = part->kernels[k].flops, .bytes = part->kernels[k].bytes, .runs_in = -1};
     }
   }
+  /* Of those, a plan kernel whose values another program kernel writes (attention's log-sum-exp or dq written as a
+     by-product, a small kernel packed into another's launch) has its work measured in that kernel's row: its
+     modelled time moves there, so that each row sets the work it measures beside the work modelled for it. */
+  for (int r = 0; r < n_rows; r++) {
+    profile_row *x = &rows[r];
+    if (x->program_kernels > 0 || x->plan_kernel < 0) continue;
+    const evtc_fusion_kernel *K = &part->kernels[x->plan_kernel];
+    for (int t = 0; t < n && x->runs_in < 0; t++)
+      for (int32_t i = 0; i < K->n_nodes && x->runs_in < 0; i++)
+        if (evtc_program_kernel_writes(prog, t, K->nodes[i]) && rows[row_of_t[t]].plan_kernel >= 0) {
+          profile_row *w = &rows[row_of_t[t]];
+          w->modelled_us += x->modelled_us, w->flops += x->flops, w->bytes += x->bytes;
+          x->modelled_us = x->flops = x->bytes = 0;
+          x->runs_in = w->plan_kernel;
+        }
+  }
   free(row_of);
+  free(row_of_t);
   qsort(rows, (size_t)n_rows, sizeof *rows, by_measured);
   const evtc_program_stats st = evtc_program_get_stats(prog);
   fprintf(out, "== profile: backend %s, %d runs, mean us per kernel (%s) ==\n", be->name, runs,
@@ -264,12 +290,17 @@ int evtc_explain_profile(const evtc_partition *part, const evtc_backend *be, int
     else snprintf(name, sizeof name, "chain");
     const evtc_fusion_kernel *K = x->plan_kernel >= 0 ? &part->kernels[x->plan_kernel] : NULL;
     char rate[32] = "-";
-    if (K) achieved(&dev, K->kind, K->flops, K->bytes, x->measured_us, rate, sizeof rate);
+    if (K) achieved(&dev, K->kind, x->flops, x->bytes, x->measured_us, rate, sizeof rate);
+    char note[160] = "";
+    if (x->program_kernels > 1) snprintf(note, sizeof note, " (split in the program)");
+    else if (x->runs_in >= 0)
+      snprintf(note, sizeof note, " (no kernel: kernel %d writes its values, a by-product or packed into its launch; "
+                                  "its modelled time is counted there)", x->runs_in);
+    else if (x->program_kernels == 0)
+      snprintf(note, sizeof note, " (no kernel: a reshape alias or a view attention reads or writes in place)");
     fprintf(out, "%-8s %-11s %6d %12.3f %12.3f %9.2f %12s  %%%s%s\n", name, K ? evtc_kernel_kind_name(K->kind) : "scalar",
             K ? K->n_nodes : 1, x->modelled_us, x->measured_us, x->modelled_us > 0 ? x->measured_us / x->modelled_us : 0,
-            rate, g->nodes[x->first_node]->name, x->program_kernels > 1    ? " (split in the program)"
-                                            : x->program_kernels == 0 ? " (no kernel: a reshape alias, a view attention reads or writes in place, another kernel's by-product, or packed into another's launch)"
-                                                                      : "");
+            rate, g->nodes[x->first_node]->name, note);
   }
   print_families(out, part, &dev, rows, n_rows);
   enum { KINDS = EVTC_KERNEL_OPAQUE + 2 };     /* the plan's kinds, then scalar-chain kernels */

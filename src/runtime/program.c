@@ -821,6 +821,14 @@ int32_t evtc_program_kernel_first_node(const evtc_program *p, int t) {
   return pk->k ? pk->k->nodes[0] : pk->fb.node->id;
 }
 
+bool evtc_program_kernel_writes(const evtc_program *p, int t, int32_t node) {
+  const prog_kernel *pk = &p->ks[t];
+  if (!pk->k) return pk->fb.node->id == node;
+  for (int a = 0; a < pk->k->n_args; a++)
+    if (pk->k->args[a].output && pk->k->args[a].node->id == node) return true;
+  return false;
+}
+
 void evtc_program_poison(evtc_program *p) {
   const evtc_graph *g = p->g;
   if (!p->device) {

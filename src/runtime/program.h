@@ -110,6 +110,9 @@ int evtc_program_peak_values(const evtc_program *p, int32_t *ids, int cap, int *
  * first node id (ascending within a kernel: where a plan's kernel went). */
 int evtc_program_kernel_count(const evtc_program *p);
 int32_t evtc_program_kernel_first_node(const evtc_program *p, int t);
+/* Whether kernel t writes node `node`'s value: one of its own nodes, or another kernel's value it writes as a
+ * by-product (attention's log-sum-exp or dq). */
+bool evtc_program_kernel_writes(const evtc_program *p, int t, int32_t node);
 /* Per-kernel time: runs the program `runs` times (steps step, step + 1, ...) and writes each kernel's mean
  * microseconds into us[t] (kernel_count entries).  On a backend with marks (a GPU) *device_clock is set and
  * the time is the device's between a kernel's launch and the next one's, with no waits (an interpreter

@@ -186,13 +186,15 @@ static bool tile_config(const evtc_cuda_device *dev, const evtc_kernel *k, bool 
   } else if (sm80) {
     if (!dev || !evtc_cuda_gemm_tuned_config(dev, v, !builtin_store, true, cfg))
       *cfg = evtc_cuda_gemm_config_default_sm80(dev ? dev->smem_per_block_optin : 0);
-  } else if (!dev || has_vector_reduction(k) || !evtc_cuda_gemm_tuned_config(dev, v, !builtin_store, false, cfg)) {
-    *cfg = evtc_cuda_gemm_config_default();
+  } else {
     const bool reduces = has_vector_reduction(k), long_k = k->gemm.K >= 2048;
-    if (!builtin_store && !(long_k && !reduces)) {
-      cfg->tile_n = 128;
-      cfg->stages = reduces ? 4 : 6;
-      cfg->pingpong = true;
+    if (!dev || reduces || !evtc_cuda_gemm_tuned_config(dev, v, !builtin_store, false, cfg)) {
+      *cfg = evtc_cuda_gemm_config_default();
+      if (!builtin_store && !(long_k && !reduces)) {
+        cfg->tile_n = 128;
+        cfg->stages = reduces ? 4 : 6;
+        cfg->pingpong = true;
+      }
     }
   }
   if (!evtc_cuda_gemm_config_check(cfg, v, cwhy, sizeof cwhy)) {

@@ -30,6 +30,7 @@ struct uint4 { uint32_t x, y, z, w; };
 thread_local emu_idx threadIdx, blockIdx;
 static unsigned char *emu_smem_base;
 static pthread_barrier_t emu_block_bar, emu_warp_bar[8];
+static pthread_barrier_t emu_named_bar[4];   /* bar.sync id, 128 of the wgmma library: ids 1 and 2, a warpgroup each */
 struct emu_slot { uint64_t u[8]; float f; };
 static emu_slot emu_slots[8][32];
 static inline int emu_lane() { return threadIdx.x & 31; }

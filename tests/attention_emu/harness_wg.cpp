@@ -5,8 +5,8 @@
  * Per case, blocks of one and of two warpgroups (NWG), launched as cuda_emit_attention.c launches them (grid,
  * 128 NWG threads, its dynamic shared memory): the forward writing the log-sum-exp as a by-product, the
  * log-sum-exp alone, dq's kernel writing Dd = rowsum(dout out) for the key-block kernel as it does when it
- * runs first (dq first, the default), the key-block kernel of dk with dv, and with one warpgroup the same
- * key-block kernel giving dq too in one pass (f32 sums by 16-byte reductions in the accumulators' order,
+ * runs first (dq first, the default), the key-block kernel of dk with dv, and the same key-block kernel
+ * giving dq too in one pass (f32 sums by 16-byte reductions in the accumulators' order,
  * scaled here as its finishing kernel does), each into NaN-poisoned outputs: ||got - want|| / ||want|| below
  * 2e-2 (bf16) or 4e-3 (f16), 1e-5 for the log-sum-exps, every element finite; the views (q, k, v in packed
  * projections, dq into its slot, dk and dv into padded rows) give the same bits as row-major tensors and
@@ -60,18 +60,19 @@ template <bool BF, bool CAUSAL, int NWG> static int run_wg(int BH, int S, int T)
     });
     std::vector<uint16_t> dkv = gather(b.dkvb, b.vkv, BH, T, 2 * D, &touched);
     ck.dk_dv(dkv, c.dK, c.dV, D);
-    if (NWG == 1) { /* dq in the same pass: each query tile's 64 x 64 f32 sums in the accumulators' order */
+    { /* dq in the same pass: each query tile's 64 x 64 f32 sums in the accumulators' order */
       std::vector<uint16_t> dkvb2(b.vkv.size, 0x7E7E);
       std::vector<float> acc((size_t)BH * sp * D, 0.0f);
       emu_launch(kgrid, smem_kv + rows_bytes, [&]() {
         evtc_awg_bwd_kv<BF, CAUSAL, NWG, true, KV_STAGES>(qp, kp, vp, dd.data(), dp, c.Lf.data(), dkvb2.data(), S, T,
                                                           scale, b.vq.l, b.vk.l, b.vv.l, b.vd.l, b.vkv.l, acc.data());
       });
+      /* thread t = 32 w + l of a query tile holds rows 16 w + l / 4 (+ 8), columns 8 g + 2 (l % 4) (+ 1), register
+         group g at 512 g */
       std::vector<double> got_dq(c.dQ.size());
       for (int bh = 0; bh < BH; bh++)
         for (int s = 0; s < S; s++)
-          for (int j = 0; j < D;
-               j++) { /* thread t = 32 w + l holds row 16 w + l / 4 (+ 8), column 8 g + 2 (l % 4) (+ 1) */
+          for (int j = 0; j < D; j++) {
             const int ib = s / 64, row = s % 64, w = row / 16, hi = (row % 16) / 8, l = 4 * (row % 8) + (j % 8) / 2;
             const size_t at = ((size_t)(bh * (sp / 64) + ib) * 1024 + 32 * w + l) * 4 + 512 * (j / 8) + 2 * hi + j % 2;
             got_dq[((size_t)bh * S + s) * D + j] = dec<BF>(enc<BF>(acc[at] * scale));

@@ -31,7 +31,7 @@ SRC = sys.argv[1]
 # the library does not contain: shim.h emulates them all
 HELPERS = ["evtc_att_saddr(", "evtc_att_pack(", "evtc_att_red("]
 # the wgmma library's (shim_wg.h)
-WG_HELPERS = ["evtc_awg_pin(", "evtc_awg_ex2(", "evtc_awg_ldfrag(", "evtc_awg_cp4("]
+WG_HELPERS = ["evtc_awg_pin(", "evtc_awg_ex2("]
 
 
 def c_string(path, name):
@@ -71,12 +71,16 @@ def emulated():
 
 
 def emulated_wg():
-    """The wgmma library with its asm helpers dropped (shim_wg.h has them, with the wgmma calls the emitter writes)
-    and its inline asm emulated."""
+    """The wgmma library with its two asm-only helpers dropped (shim_wg.h has them, with the wgmma calls the emitter
+    writes) and its other asm emulated in place."""
     text = without(c_string("src/backend/cuda/cuda_emit_attention_wg.c", "attention_wg_kernels"), WG_HELPERS)
     subs = [(r'asm volatile\("stmatrix\.sync\.aligned\.m8n8\.x4\.shared\.b16 \[%0\], \{%1, %2, %3, %4\};\\n"\s*'
              r'::"r"\((.*?)\), "r"\((.*?)\), "r"\((.*?)\),\s*"r"\((.*?)\), "r"\((.*?)\) : "memory"\);',
              r'emu_stmatrix_x4(\1, \2, \3, \4, \5);'),
+            (r'asm volatile\("ldmatrix\.sync\.aligned\.m8n8\.x4\.shared\.b16 \{%0, %1, %2, %3\}, \[%4\];\\n"\s*'
+             r': "=r"\(a\[0\]\), "=r"\(a\[1\]\), "=r"\(a\[2\]\), "=r"\(a\[3\]\) : "r"\((.*)\)\);', r'evtc_ldsm(a, \1);'),
+            (r'asm volatile\("cp\.async\.ca\.shared\.global \[%0\], \[%1\], 4, %2;\\n" ::"r"\((.*?)\), "l"\((.*?)\), '
+             r'"r"\((.*)\)\);', r'emu_cp_async4(\1, \2, \3);'),
             (r'asm volatile\("fence\.proxy\.async\.shared::cta;\\n" ::: "memory"\);', r'/* fence.proxy.async */'),
             (r'asm volatile\("bar\.sync (\d), 128;\\n" ::: "memory"\);', r'emu_bar_named(\1);'),
             (r'asm volatile\("red\.global\.add\.v4\.f32 \[%0\], \{%1, %2, %3, %4\};\\n" ::"l"\((.*?)\), "f"\((.*?)\), '

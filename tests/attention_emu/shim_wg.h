@@ -19,8 +19,8 @@
  * 8 j + 2 (l % 4) (+ 1).  An A from registers is the same layout of a k16
  * step (register pairs of 16-bit values), so a thread reads its row's
  * fragments from the other three lanes of its quad through the warp's
- * slots.  stmatrix, ldmatrix, the named barriers of a warpgroup, the
- * vector reductions and ex2 are emulated alike.
+ * slots.  stmatrix, the named barriers of a warpgroup, the vector
+ * reductions, 4-byte cp.async and ex2 are emulated alike (ldmatrix is shim.h's).
  */
 __device__ __forceinline__ unsigned long long evtc_wgmma_desc(unsigned addr, unsigned lbo, unsigned sbo) {
   return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
@@ -98,12 +98,6 @@ __device__ __forceinline__ void evtc_awg_rs_n64t(float (*d)[4], const uint32_t *
   emu_wgmma_rs<BF, true>(d, a, db, 1);
 }
 
-/* ldmatrix .x4 of the swizzled tile's fragments (the library's evtc_awg_ldfrag: its address arithmetic, shim.h's
-   ldmatrix). */
-__device__ __forceinline__ void evtc_awg_ldfrag(uint32_t *a, const uint16_t *t, int warp, int lane, int kk) {
-  const int r = warp * 16 + (lane & 7) + 8 * ((lane >> 3) & 1), c = 2 * kk + (lane >> 4);
-  evtc_ldsm(a, evtc_att_saddr(t + r * 64 + ((c ^ (r & 7)) << 3)));
-}
 /* stmatrix .x4: lane 8 j + r gives the address of row r of matrix j; lane l holds, of matrix j, row l / 4,
    columns 2 (l % 4) and + 1 (register j) */
 static inline void emu_stmatrix_x4(uint32_t addr, uint32_t x0, uint32_t x1, uint32_t x2, uint32_t x3) {
@@ -124,10 +118,8 @@ static inline void emu_bar_named(int id) { pthread_barrier_wait(&emu_named_bar[i
 static inline void emu_red_v4(float *g, float a, float b, float c, float e) {
   evtc_att_red(g, a), evtc_att_red(g + 1, b), evtc_att_red(g + 2, c), evtc_att_red(g + 3, e);
 }
-/* cp.async of 4 bytes (zero-filled when !in) */
-__device__ __forceinline__ void evtc_awg_cp4(float *dst, const float *src, bool in) {
-  if (in)
-    memcpy(dst, src, 4);
-  else
-    memset(dst, 0, 4);
+/* cp.async of 4 bytes (zero-filled when src_bytes is 0) */
+static inline void emu_cp_async4(uint32_t dst, const void *src, int src_bytes) {
+  if (src_bytes) memcpy(emu_smem_base + dst, src, 4);
+  else memset(emu_smem_base + dst, 0, 4);
 }

@@ -34,11 +34,13 @@
  * every key block; with the tile loads unrolled and its wgmma
  * descriptors made once, BERT-Large's shape went from 0.397 to 0.344 ms
  * with dq (H200, 2026-11-30).  With dq in the pass of dk and dv
- * (the default with one warpgroup a block) each warpgroup also writes its
- * dS^T to a swizzled tile and reads it back as a transposed A for dq = dS K,
- * and adds the f32 result to scratch with 16-byte reductions: dq costs one
- * product more instead of dq's own kernel's three, its exponentials and
- * loads (BERT-Large's shape: 0.403 ms with NAME_fin against 0.173 + 0.261).
+ * (EVTC_ATTN_DQ=1; the default launches dq's kernel first:
+ * cuda_emit_attention.c) each warpgroup also writes its dS^T to a swizzled
+ * tile and reads it back as a transposed A for dq = dS K, and adds the f32
+ * result to scratch with 16-byte reductions: dq costs one product more
+ * instead of dq's own kernel's three, its exponentials and loads
+ * (BERT-Large's shape: 0.403 ms with NAME_fin against 0.173 + 0.261; dq
+ * first, since: 0.313).
  *
  * The softmax folds the scale into one FMA before ex2.approx.ftz (the row
  * maxima are taken on the unscaled scores: the scale must be positive).

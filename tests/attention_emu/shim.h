@@ -24,15 +24,15 @@ using std::min;
 #define __device__
 #define __forceinline__ inline
 #define __global__
-#define __launch_bounds__(x)
+#define __launch_bounds__(...)
 struct emu_idx { unsigned x; };
 struct uint4 { uint32_t x, y, z, w; };
 thread_local emu_idx threadIdx, blockIdx;
 static unsigned char *emu_smem_base;
-static pthread_barrier_t emu_block_bar, emu_warp_bar[8];
+static pthread_barrier_t emu_block_bar, emu_warp_bar[12];   /* up to 384 threads: the GEMM's three warpgroups */
 static pthread_barrier_t emu_named_bar[4];   /* bar.sync id, 128 of the wgmma library: ids 1 and 2, a warpgroup each */
 struct emu_slot { uint64_t u[8]; float f; };
-static emu_slot emu_slots[8][32];
+static emu_slot emu_slots[12][32];
 static inline int emu_lane() { return threadIdx.x & 31; }
 static inline int emu_warp() { return threadIdx.x >> 5; }
 static inline void emu_wbar() { pthread_barrier_wait(&emu_warp_bar[emu_warp()]); }

@@ -3,9 +3,10 @@
  * for tests/test_attention_emu_slow.py.
  *
  * wgmma.mma_async m64nNk16 (f32 accumulators, bf16 / f16 operands) runs at
- * once where it is issued, and its fence, commit and wait are no-ops, as
- * cp.async's are in shim.h: a missing wait goes unnoticed here, a wrong
- * fragment or shared-memory layout does not.  An operand in shared memory
+ * once where it is issued, and its fence and commit are no-ops, its wait
+ * only a meeting of the warp's lanes, as cp.async's waits are no-ops in
+ * shim.h: a missing wait goes unnoticed here, a wrong fragment or
+ * shared-memory layout does not.  An operand in shared memory
  * is read through its matrix descriptor as the PTX ISA lays out the
  * 128-byte-swizzled canonical layouts the library uses: 8 rows of 128
  * bytes a core block, SBO bytes from one 8-row block to the next, the
@@ -22,13 +23,17 @@
  * slots.  stmatrix, the named barriers of a warpgroup, the vector
  * reductions, 4-byte cp.async and ex2 are emulated alike (ldmatrix is shim.h's).
  */
+#ifndef EMU_DESC_FROM_MODULE   /* the GEMM's emulation keeps the module's own encoder (shim_gemm.h) */
 __device__ __forceinline__ unsigned long long evtc_wgmma_desc(unsigned addr, unsigned lbo, unsigned sbo) {
   return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
          ((unsigned long long)(sbo >> 4) << 32) | (1ull << 62);
 }
+#endif
 __device__ __forceinline__ void evtc_wgmma_fence() {}
 __device__ __forceinline__ void evtc_wgmma_commit() {}
-template <int N> __device__ __forceinline__ void evtc_wgmma_wait() {}
+/* wait_group is .sync.aligned: the warp's lanes meet there, as they do on the GPU, so no lane runs on past
+   one still short of it (an arrive after the wait speaks for lanes that are all past their own waits) */
+template <int N> __device__ __forceinline__ void evtc_wgmma_wait() { emu_wbar(); }
 template <int N> __device__ __forceinline__ void evtc_awg_pin(float (*)[4]) {}
 __device__ __forceinline__ float evtc_awg_ex2(float x) { return exp2f(x); }
 
@@ -57,11 +62,16 @@ template <int N, typename FA, typename FB> static inline void emu_wgmma(float (*
       d[j][e] = acc ? d[j][e] + s : s;
     }
 }
-/* A and B from shared memory: A K-major, B K-major (B(k, j) at row j), or both MN-major (tt). */
+/* A and B from shared memory, each K-major (B(k, j) at row j) or MN-major (TA, TB: the instruction's imm-trans). */
+template <bool BF, int N, bool TA, bool TB>
+static inline void emu_wgmma_ss2(float (*d)[4], unsigned long long da, unsigned long long db, int acc) {
+  auto a_at = [&](int i, int k) { return emu_desc_at<BF>(da, TA, i, k); };
+  emu_wgmma<N>(d, a_at, [&](int k, int j) { return emu_desc_at<BF>(db, TB, j, k); }, acc != 0);
+}
+/* both K-major, or both MN-major (tt) */
 template <bool BF, int N, bool TT>
 static inline void emu_wgmma_ss(float (*d)[4], unsigned long long da, unsigned long long db, int acc) {
-  auto a_at = [&](int i, int k) { return emu_desc_at<BF>(da, TT, i, k); };
-  emu_wgmma<N>(d, a_at, [&](int k, int j) { return emu_desc_at<BF>(db, TT, j, k); }, acc != 0);
+  emu_wgmma_ss2<BF, N, TT, TT>(d, da, db, acc);
 }
 /* A from registers (a k16 step's fragments), B through db: K-major, or MN-major (trans). */
 template <bool BF, bool TRANS>

@@ -1,0 +1,195 @@
+/* shim_gemm.h -- the Hopper instructions of evtc's sm_90a GEMM template
+ * (src/backend/cuda/cuda_emit_gemm.c) on a CPU, for tests/test_gemm_emu_slow.py.
+ *
+ * A CTA is 128 (1 + consumers) POSIX threads over one buffer of shared
+ * memory (tests/attention_emu/shim.h: thread indices, warp collectives,
+ * 16-bit roundings), one CTA of the persistent grid after another.  What
+ * the template adds, emulated here in place of the module's asm helpers
+ * (the test drops every helper whose body holds asm and keeps the rest,
+ * the wgmma descriptor encoder included):
+ *   - wgmma m64nNk16 from shared memory through its descriptors, K-major
+ *     or MN-major per operand (tests/attention_emu/shim_wg.h decodes the
+ *     128B-swizzled layouts); it runs where it is issued, so its fence,
+ *     commit and wait are no-ops;
+ *   - mbarriers, by shared address: init with an arrival count, arrive,
+ *     arrive.expect_tx (the transaction bytes the phase also waits for),
+ *     the TMA copy's complete_tx, and try_wait.parity (true once the phase
+ *     of that parity has completed: a fresh barrier is in phase 0, so
+ *     parity 1 passes at once);
+ *   - TMA tensor copies (a box of the map the emulated driver wrote,
+ *     emu_tmap.h) between global and shared memory with the 128-byte
+ *     swizzle (16-byte chunk c of each 128-byte row r at c ^ r % 8, from
+ *     the shared address's own bits), zeros for a load's elements outside
+ *     the tensor, a store clipped to it; both complete at once;
+ *   - named barriers with a thread count, bar.sync waiting and bar.arrive
+ *     not (the warpgroups' barriers and the pingpong turns).
+ * A wait that nothing completes within 30 s aborts with the barrier, its
+ * parity and the thread: a hang here is a protocol error in the kernel.
+ */
+#define EMU_DESC_FROM_MODULE
+#include "shim.h"
+#include "shim_wg.h"
+#include "emu_tmap.h"
+
+#include <cerrno>
+#include <ctime>
+#include <unordered_map>
+
+#define __grid_constant__
+#define __align__(n) alignas(n)
+struct emu_dim3 { unsigned x, y, z; };
+static emu_dim3 gridDim, blockDim;
+
+[[noreturn]] static void emu_fail(const char *what, unsigned a, unsigned b) {
+  fprintf(stderr, "gemm emulation: %s (%u, %u) in thread %u of block %u\n", what, a, b, threadIdx.x, blockIdx.x);
+  abort();
+}
+static void emu_deadline(timespec *t) {
+  clock_gettime(CLOCK_REALTIME, t);
+  t->tv_sec += 30;
+}
+
+/* ---- named barriers: bar.sync / bar.arrive id, count ---- */
+struct emu_named {
+  pthread_mutex_t m;
+  pthread_cond_t c;
+  unsigned arrived, gen, count;
+};
+static emu_named emu_named_bars[16];
+static void emu_named_init() {
+  for (emu_named &b : emu_named_bars) {
+    pthread_mutex_init(&b.m, nullptr);
+    pthread_cond_init(&b.c, nullptr);
+    b.arrived = b.gen = b.count = 0;
+  }
+}
+static void emu_counted_bar(unsigned id, unsigned count, bool wait) {
+  emu_named &b = emu_named_bars[id];
+  pthread_mutex_lock(&b.m);
+  if (b.arrived == 0) b.count = count;
+  else if (b.count != count) emu_fail("named barrier used with two thread counts", id, count);
+  const unsigned gen = b.gen;
+  if (++b.arrived == count) {
+    b.arrived = 0;
+    b.gen++;
+    pthread_cond_broadcast(&b.c);
+  } else if (wait) {
+    timespec t;
+    emu_deadline(&t);
+    while (b.gen == gen)
+      if (pthread_cond_timedwait(&b.c, &b.m, &t) == ETIMEDOUT) emu_fail("named barrier never completed", id, count);
+  }
+  pthread_mutex_unlock(&b.m);
+}
+__device__ __forceinline__ void evtc_wg_sync(unsigned id) { emu_counted_bar(id, 128, true); }
+__device__ __forceinline__ void evtc_turn_wait(unsigned id) { emu_counted_bar(id, 256, true); }
+__device__ __forceinline__ void evtc_turn_pass(unsigned id) { emu_counted_bar(id, 256, false); }
+
+/* ---- mbarriers ---- */
+struct emu_mbar {
+  unsigned count, pending, phase;
+  long long tx;
+};
+static pthread_mutex_t emu_mbar_m = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t emu_mbar_c = PTHREAD_COND_INITIALIZER;
+static std::unordered_map<unsigned, emu_mbar> emu_mbars;   /* by shared address; cleared for every CTA */
+
+static emu_mbar &emu_mbar_at(unsigned bar) {
+  auto it = emu_mbars.find(bar);
+  if (it == emu_mbars.end()) emu_fail("mbarrier used before its init", bar, 0);
+  return it->second;
+}
+/* the phase completes once every expected arrival and every transaction byte is in */
+static void emu_mbar_update(unsigned bar, int arrivals, long long tx) {
+  pthread_mutex_lock(&emu_mbar_m);
+  emu_mbar &b = emu_mbar_at(bar);
+  if ((unsigned)arrivals > b.pending) emu_fail("more arrivals than the mbarrier's count", bar, b.count);
+  b.pending -= (unsigned)arrivals;
+  b.tx += tx;
+  if (b.pending == 0 && b.tx == 0) {
+    b.phase++;
+    b.pending = b.count;
+    pthread_cond_broadcast(&emu_mbar_c);
+  }
+  pthread_mutex_unlock(&emu_mbar_m);
+}
+__device__ __forceinline__ void evtc_mbar_init(unsigned bar, unsigned count) {
+  pthread_mutex_lock(&emu_mbar_m);
+  emu_mbars[bar] = emu_mbar{count, count, 0, 0};
+  pthread_mutex_unlock(&emu_mbar_m);
+}
+__device__ __forceinline__ void evtc_mbar_expect_tx(unsigned bar, unsigned bytes) { emu_mbar_update(bar, 1, bytes); }
+__device__ __forceinline__ void evtc_mbar_arrive(unsigned bar) { emu_mbar_update(bar, 1, 0); }
+__device__ __forceinline__ void evtc_mbar_wait(unsigned bar, unsigned parity) {
+  pthread_mutex_lock(&emu_mbar_m);
+  timespec t;
+  emu_deadline(&t);
+  while ((emu_mbar_at(bar).phase & 1u) == parity)
+    if (pthread_cond_timedwait(&emu_mbar_c, &emu_mbar_m, &t) == ETIMEDOUT) emu_fail("mbarrier wait never completed", bar, parity);
+  pthread_mutex_unlock(&emu_mbar_m);
+}
+
+/* ---- TMA ---- */
+/* Copies the box at (c0, c1, c2) of map between global memory and shared address sh; the bytes of the box. */
+static unsigned emu_tma_box(bool load, unsigned sh, const void *map, int c0, int c1, int c2) {
+  emu_tmap m;
+  memcpy(&m, map, sizeof m);
+  if (m.swizzle != 3 || m.box[0] * m.elem != 128) emu_fail("TMA box not 128 bytes wide with the 128B swizzle", m.swizzle, m.box[0]);
+  unsigned o = sh;
+  for (unsigned z = 0; z < m.box[2]; z++)
+    for (unsigned y = 0; y < m.box[1]; y++)
+      for (unsigned x = 0; x < m.box[0]; x++, o += m.elem) {
+        const long long gx = c0 + (long long)x, gy = c1 + (long long)y, gz = c2 + (long long)z;
+        const bool in = gx >= 0 && gy >= 0 && gz >= 0 && (unsigned long long)gx < m.dim[0] &&
+                        (unsigned long long)gy < m.dim[1] && (unsigned long long)gz < m.dim[2];
+        unsigned char *s = emu_smem_base + (o ^ (((o >> 7) & 7u) << 4));
+        unsigned char *g = (unsigned char *)(uintptr_t)(m.base + gx * m.elem + gy * m.stride[0] + gz * m.stride[1]);
+        if (load) {
+          if (in) memcpy(s, g, m.elem);
+          else memset(s, 0, m.elem);
+        } else if (in) {
+          memcpy(g, s, m.elem);
+        }
+      }
+  return o - sh;
+}
+__device__ __forceinline__ void evtc_tma_load(unsigned dst, const void *map, unsigned bar, int c0, int c1, int c2) {
+  const unsigned bytes = emu_tma_box(true, dst, map, c0, c1, c2);
+  emu_mbar_update(bar, 0, -(long long)bytes);
+}
+__device__ __forceinline__ void evtc_tma_store(const void *map, unsigned src, int c0, int c1, int c2) {
+  emu_tma_box(false, src, map, c0, c1, c2);
+}
+__device__ __forceinline__ void evtc_bulk_wait_read1() {}
+__device__ __forceinline__ void evtc_bulk_wait_all() {}
+__device__ __forceinline__ void evtc_fence_smem_async() {}
+
+/* ---- shared addresses, 16-bit stores ---- */
+__device__ __forceinline__ unsigned evtc_smem_u32(const void *p) {
+  return (unsigned)((const unsigned char *)p - emu_smem_base);
+}
+template <bool BF> static inline uint32_t emu_pack2(float v0, float v1) {
+  return (uint32_t)(BF ? emu_f2bf(v0) : emu_f2h(v0)) | (uint32_t)(BF ? emu_f2bf(v1) : emu_f2h(v1)) << 16;
+}
+__device__ __forceinline__ void evtc_sts2_f32(unsigned a, float v0, float v1) {
+  memcpy(emu_smem_base + a, &v0, 4);
+  memcpy(emu_smem_base + a + 4, &v1, 4);
+}
+__device__ __forceinline__ void evtc_sts2_bf16(unsigned a, float v0, float v1) {
+  const uint32_t w = emu_pack2<true>(v0, v1);
+  memcpy(emu_smem_base + a, &w, 4);
+}
+__device__ __forceinline__ void evtc_sts2_f16(unsigned a, float v0, float v1) {
+  const uint32_t w = emu_pack2<false>(v0, v1);
+  memcpy(emu_smem_base + a, &w, 4);
+}
+__device__ __forceinline__ void evtc_st1_bf16(char *p, float v) { *(uint16_t *)p = emu_f2bf(v); }
+__device__ __forceinline__ void evtc_st1_f16(char *p, float v) { *(uint16_t *)p = emu_f2h(v); }
+__device__ __forceinline__ void evtc_st2_bf16(char *p, float v0, float v1) { *(uint32_t *)p = emu_pack2<true>(v0, v1); }
+__device__ __forceinline__ void evtc_st2_f16(char *p, float v0, float v1) { *(uint32_t *)p = emu_pack2<false>(v0, v1); }
+
+/* A kernel's NAME_mma (the test writes its calls): D (N / 2 floats a thread) += A B over one k16 step. */
+template <bool BF, int N, bool TA, bool TB>
+static inline void emu_gemm_mma(float (&d)[N / 2], unsigned long long da, unsigned long long db) {
+  emu_wgmma_ss2<BF, N, TA, TB>(reinterpret_cast<float (*)[4]>(d), da, db, 1);
+}

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""test_gemm_emu_slow.py -- evtc's sm_90a GEMM template on a CPU emulation of the GPU.
+
+Builds tests/gemm_emu/gemm_emu.c against the build's libevtc.a; `gemm_emu emit`
+writes the CUDA module of its cases' kernels (cuda_emit_gemm.c's template:
+persistent grid, TMA producer warpgroup, mbarrier ring, wgmma consumers,
+cooperative and pingpong, the built-in store through TMA or direct), which
+this test turns into C++: every helper whose body is inline asm is dropped
+(tests/gemm_emu/shim_gemm.h defines each of them: mbarriers, TMA copies with
+the 128B swizzle, named barriers, 16-bit stores; the wgmma descriptor encoder
+stays the module's), each kernel's NAME_mma becomes the emulated wgmma of its
+instruction's shape, types and operand majorness, NAME_pin and the kernel's
+setmaxnreg and barrier-init fence go.  g++ builds that with
+tests/gemm_emu/launch.h into a shared library, and `gemm_emu run` checks every
+case's D against a float64 product.  So a change to the template's layouts,
+barriers, tile walk or stores is checked without a GPU (test_gpu_gemm.c
+checks them on one).  Skips (77) without g++ or the build's libevtc.a.
+
+usage: test_gemm_emu_slow.py SOURCE_DIR EVTC_BINARY
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+SRC, EVTC = sys.argv[1], sys.argv[2]
+EMU = os.path.join(SRC, "tests", "gemm_emu")
+
+
+def definitions(text):
+    """The module split into top-level pieces: (definition or None, lines), a definition being a __device__ or
+    template function from its first line to its closing brace at column 0."""
+    lines, pieces, i = text.split("\n"), [], 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("__device__") or line.startswith("template"):
+            j = i
+            while not (lines[j] == "}" or (j == i and line.rstrip().endswith("}"))):
+                j += 1
+            pieces.append((line, lines[i:j + 1]))
+            i = j + 1
+        else:
+            pieces.append((None, [line]))
+            i += 1
+    return pieces
+
+
+def mma_emulation(head, body):
+    """NAME_mma's emulation: the wgmma shape, types and imm-trans flags read from its asm."""
+    m = re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.(bf16|f16)\.(?:bf16|f16) .*"
+                  r"p, 1, 1, ([01]), ([01]); \}", body)
+    assert m, "the GEMM's wgmma asm changed: update this test"
+    n, ty, ta, tb = m.groups()
+    name = re.search(r"void (\w+_mma)\(", head).group(1)
+    return ("__device__ __forceinline__ void %s(float (&d)[%d], unsigned long long da, unsigned long long db) {\n"
+            "  emu_gemm_mma<%s, %s, %s, %s>(d, da, db);\n}" %
+            (name, int(n) // 2, "true" if ty == "bf16" else "false", n, "true" if ta == "1" else "false",
+             "true" if tb == "1" else "false"))
+
+
+ASM = re.compile(r"\basm\s*(?:volatile\s*)?\(")
+
+
+def emulated(module):
+    out, mmas = [], 0
+    for head, lines in definitions(module):
+        body = "\n".join(lines)
+        if head is None or not ASM.search(body):
+            out.append(body)
+        elif "wgmma.mma_async" in body:
+            out.append(mma_emulation(head, body))
+            mmas += 1
+        elif re.search(r"void \w+_pin\(", head):
+            out.append(head.split("{")[0].rstrip() + " {}")
+    text = "\n".join(out)
+    subs = [(r'asm volatile\("setmaxnreg\.(?:inc|dec)\.sync\.aligned\.u32 \d+;"\);', "/* setmaxnreg */"),
+            (r'asm volatile\("fence\.mbarrier_init\.release\.cluster;" ::: "memory"\);', "/* fence.mbarrier_init */"),
+            (r'extern __shared__ __align__\(1024\) unsigned char evtc_smem\[\];',
+             "unsigned char *evtc_smem = emu_smem_base + 16;")]
+    for pattern, repl in subs:
+        text, n = re.subn(pattern, repl, text)
+        assert n >= 1, "the GEMM kernel's body changed (%s): update this test" % pattern[:40]
+    assert mmas >= 1 and not ASM.search(text), "the GEMM module has asm this test does not emulate: update shim_gemm.h"
+    return '#include "shim_gemm.h"\n' + text + '\n#include "launch.h"\n'
+
+
+def main():
+    cxx, cc = shutil.which("g++"), shutil.which("cc") or shutil.which("gcc")
+    lib = os.path.join(os.path.dirname(os.path.abspath(EVTC)), "libevtc.a")
+    if not cxx or not cc or not os.path.exists(lib):
+        print("SKIPPED: needs g++, cc and %s" % lib)
+        return 77
+    libs = subprocess.run(["pkg-config", "--libs", "libprotobuf-c", "cbc"], capture_output=True, text=True,
+                          check=True).stdout.split()
+    with tempfile.TemporaryDirectory() as tmp:
+        driver = os.path.join(tmp, "gemm_emu")
+        subprocess.run([cc, "-O1", "-std=gnu11", "-fopenmp", "-I", os.path.join(SRC, "include"), "-I",
+                        os.path.join(SRC, "src"), "-I", os.path.join(SRC, "tests"), "-o", driver,
+                        os.path.join(EMU, "gemm_emu.c"), lib] + libs + ["-lm", "-ldl", "-lpthread"], check=True)
+        module = subprocess.run([driver, "emit"], capture_output=True, text=True, check=True).stdout
+        with open(os.path.join(tmp, "gemm_lib.cpp"), "w") as f:
+            f.write(emulated(module))
+        so = os.path.join(tmp, "gemm_lib.so")
+        subprocess.run([cxx, "-O1", "-std=c++17", "-fPIC", "-shared", "-pthread", "-w", "-I", EMU, "-I",
+                        os.path.join(SRC, "tests", "attention_emu"), "-o", so, os.path.join(tmp, "gemm_lib.cpp")],
+                       check=True)
+        return subprocess.run([driver, "run", so]).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,20 +1,27 @@
 #!/usr/bin/env python3
-"""test_gemm_emu_slow.py -- evtc's sm_90a GEMM template on a CPU emulation of the GPU.
+"""test_gemm_emu_slow.py -- evtc's sm_90a GEMM template and its visitor epilogues on a CPU emulation of the GPU.
 
 Builds tests/gemm_emu/gemm_emu.c against the build's libevtc.a; `gemm_emu emit`
-writes the CUDA module of its cases' kernels (cuda_emit_gemm.c's template:
-persistent grid, TMA producer warpgroup, mbarrier ring, wgmma consumers,
-cooperative and pingpong, the built-in store through TMA or direct), which
-this test turns into C++: every helper whose body is inline asm is dropped
-(tests/gemm_emu/shim_gemm.h defines each of them: mbarriers, TMA copies with
-the 128B swizzle, named barriers, 16-bit stores; the wgmma descriptor encoder
-stays the module's), each kernel's NAME_mma becomes the emulated wgmma of its
-instruction's shape, types and operand majorness, NAME_pin and the kernel's
-setmaxnreg and barrier-init fence go.  g++ builds that with
-tests/gemm_emu/launch.h into a shared library, and `gemm_emu run` checks every
-case's D against a float64 product.  So a change to the template's layouts,
-barriers, tile walk or stores is checked without a GPU (test_gpu_gemm.c
-checks them on one).  Skips (77) without g++ or the build's libevtc.a.
+writes one CUDA module as the backend would (the CUDA prelude, then its cases'
+kernels): plain GEMMs on cuda_emit_gemm.c's template (persistent grid, TMA
+producer warpgroup, mbarrier ring, wgmma consumers, cooperative and pingpong,
+the built-in store through TMA or direct) and GEMMs with the visitor DAG of a
+graph in their epilogue (cuda_emit_evt.c: bias, tanh and erf GELU with its
+gradient's coefficient, an aux tile through TMA, dropout, a residual, sums
+over rows and columns with NAME_fin).  This test turns the module into C++:
+the one-instruction asm of conversions and approximations (cvt, ex2, rcp,
+tanh) becomes calls of their emulations, every helper whose body still holds
+asm is dropped (tests/gemm_emu/shim_gemm.h defines each of them: mbarriers,
+TMA copies with the 128B swizzle, named barriers, shared stores; the wgmma
+descriptor encoder and the prelude's math stay the module's), each kernel's
+NAME_mma becomes the emulated wgmma of its instruction's shape, types and
+operand majorness, NAME_pin and the kernel's setmaxnreg and barrier-init
+fence go.  g++ builds that with tests/gemm_emu/launch.h into a shared
+library, and `gemm_emu run` checks every plain case's D against a float64
+product and every visitor case's outputs against the float64 interpreter.
+So a change to the template's layouts, barriers, tile walk, stores or
+epilogues is checked without a GPU (test_gpu_gemm.c and test_gpu_evt.c check
+them on one).  Skips (77) without g++ or the build's libevtc.a.
 
 usage: test_gemm_emu_slow.py SOURCE_DIR EVTC_BINARY
 """
@@ -61,10 +68,26 @@ def mma_emulation(head, body):
 
 
 ASM = re.compile(r"\basm\s*(?:volatile\s*)?\(")
+# one-instruction asm statements `asm("OP %0, %1[, %2];" : "=c"(dst) : "c"(x)[, "c"(y)]);` and what they compute
+# (shim_gemm.h): a packing cvt takes its upper half from %1
+ONE_OP = re.compile(r'asm(?: volatile)?\("([a-z0-9.]+) %0, %1(?:, %2)?;" : "=\w"\((\w+)\) : "\w"\(([^()]*)\)'
+                    r'(?:, "\w"\(([^()]*)\))?\);')
+ONE_OPS = {"cvt.rn.bf16.f32": "emu_f2bf({1})", "cvt.rn.f16.f32": "emu_f2h({1})", "cvt.f32.f16": "emu_h2f({1})",
+           "cvt.rn.bf16x2.f32": "emu_pack2<true>({2}, {1})", "cvt.rn.f16x2.f32": "emu_pack2<false>({2}, {1})",
+           "ex2.approx.ftz.f32": "__nvvm_ex2_approx_ftz_f({1})", "rcp.approx.ftz.f32": "emu_rcp_approx_ftz({1})",
+           "tanh.approx.f32": "tanhf({1})"}
+
+
+def one_op(m):
+    op, dst, x, y = m.groups()
+    assert op in ONE_OPS, "asm %s has no emulation: update this test and shim_gemm.h" % op
+    return "%s = %s;" % (dst, ONE_OPS[op].format(None, x, y))
 
 
 def emulated(module):
     out, mmas = [], 0
+    module = re.sub(r"^typedef [a-z ]+ u?int(?:8|16|32|64)_t;$", "", module, flags=re.M)   # <cstdint>'s
+    module = ONE_OP.sub(one_op, module)
     for head, lines in definitions(module):
         body = "\n".join(lines)
         if head is None or not ASM.search(body):

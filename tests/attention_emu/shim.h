@@ -68,9 +68,11 @@ static inline uint16_t emu_f2h(float f) {
   memcpy(&h, &x, 2);
   return h;
 }
+#ifndef EMU_WHOLE_MODULE   /* the GEMM's emulation runs a whole module, whose prelude has its own (shim_gemm.h) */
 /* the module prelude's conversions */
 static inline float evtc_bf2f(uint16_t h) { return emu_bf2f(h); }
 static inline float evtc_h2f(uint16_t h) { return emu_h2f(h); }
+#endif
 
 /* ---- the library's asm helpers ---- */
 __device__ __forceinline__ uint32_t evtc_att_saddr(const void *p) {

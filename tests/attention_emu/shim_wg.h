@@ -23,7 +23,7 @@
  * slots.  stmatrix, the named barriers of a warpgroup, the vector
  * reductions, 4-byte cp.async and ex2 are emulated alike (ldmatrix is shim.h's).
  */
-#ifndef EMU_DESC_FROM_MODULE   /* the GEMM's emulation keeps the module's own encoder (shim_gemm.h) */
+#ifndef EMU_WHOLE_MODULE   /* the GEMM's emulation keeps the module's own encoder (shim_gemm.h) */
 __device__ __forceinline__ unsigned long long evtc_wgmma_desc(unsigned addr, unsigned lbo, unsigned sbo) {
   return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
          ((unsigned long long)(sbo >> 4) << 32) | (1ull << 62);

@@ -1,14 +1,18 @@
-/* gemm_emu.c -- evtc's sm_90a GEMM template, host side and kernels, on a CPU emulation of the GPU
- * (tests/test_gemm_emu_slow.py builds it against libevtc and runs it).
+/* gemm_emu.c -- evtc's sm_90a GEMM template, host side and kernels, with and without a visitor epilogue, on a
+ * CPU emulation of the GPU (tests/test_gemm_emu_slow.py builds it against libevtc and runs it).
  *
- *   gemm_emu emit         the CUDA module of every case's kernel (emu0, emu1, ...: cuda_emit_gemm.c's
- *                         evtc_cuda_gemm_emit, built-in store) on stdout, for the test to turn into C++
+ *   gemm_emu emit         one CUDA module on stdout, for the test to turn into C++: the CUDA prelude, every
+ *                         plain case's kernel (emu0, emu1, ...: cuda_emit_gemm.c's evtc_cuda_gemm_emit,
+ *                         built-in store) and every visitor case's (evt0, ...: the one kernel of a graph,
+ *                         planned and emitted as the CUDA backend does, cuda_emit_evt.c)
  *   gemm_emu run LIB.so   each case through that module built into LIB.so (shim_gemm.h, launch.h):
  *                         evtc_cuda_gemm_launch_init fills the launch (grid, shared memory, tensor maps,
  *                         whether D goes through TMA stores) on an emulated driver whose
  *                         cuTensorMapEncodeTiled writes what it was given into the map (emu_tmap.h), the
- *                         library runs the grid, and every element of D is checked against a float64
- *                         product of the same 16-bit inputs; D's padding columns must keep their poison.
+ *                         library runs the grid (and a visitor's NAME_fin); every element of a plain D is
+ *                         checked against a float64 product of the same 16-bit inputs (its padding columns
+ *                         must keep their poison), every output of a visitor case against the float64
+ *                         interpreter (tests/cpu_oracle.h; outputs and reduction scratch poisoned first).
  * Prints one line a case and "N checks, F failed"; exits 1 on any failure.
  */
 #include <dlfcn.h>
@@ -17,7 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cuda/cuda_emit.h"
 #include "backend/cuda/cuda_emit_gemm.h"
+#include "backend/cuda/cuda_gemm.h"
+#include "cpu_oracle.h"
 #include "gemm_emu/emu_tmap.h"
 #include "util/diag.h"
 
@@ -41,6 +48,65 @@ static const gemm_case cases[] = {
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 
+/* Graphs whose one kernel is a GEMM with its visitor epilogue (cuda_emit_evt.c), the plan's tile config. */
+typedef struct evt_case {
+  const char *name, *text;
+  int sms;
+} evt_case;
+
+static const evt_case evt_cases[] = {
+    {"bias_gelu_tanh",
+     "graph bias_gelu_tanh {\n  %x = input() : bf16[200,136]\n  %w = input() : bf16[296,136]\n"
+     "  %h = matmul(%x, %w) {trans_b=1} : bf16[200,296]\n  %b = input() : bf16[296]\n"
+     "  %hb = add(%h, %b) : bf16[200,296]\n  %y = gelu_tanh(%hb) : bf16[200,296]\n  output %y\n}\n",
+     2},
+    /* BERT-Large's fc: the erf GELU and its gradient's coefficient, both stored (bench/epilogue/bert_fc.evt) */
+    {"bert_fc",
+     "graph bert_fc {\n  %x = input() : bf16[200,136]\n  %w1 = param() : bf16[296,136]\n  %b1 = param() : bf16[296]\n"
+     "  %h0 = matmul(%x, %w1) {trans_b=1} : bf16[200,296]\n  %h = add(%h0, %b1) : bf16[200,296]\n"
+     "  %s2 = const() {value=1.4142135623730951} : bf16[]\n  %one = const() {value=1.0} : bf16[]\n"
+     "  %half = const() {value=0.5} : bf16[]\n  %k = const() {value=1.1283791670955126} : bf16[]\n"
+     "  %a = div(%h, %s2) : bf16[200,296]\n  %e = erf(%a) : bf16[200,296]\n  %e1 = add(%e, %one) : bf16[200,296]\n"
+     "  %m = mul(%h, %e1) : bf16[200,296]\n  %g = mul(%m, %half) : bf16[200,296]\n  %aa = mul(%a, %a) : bf16[200,296]\n"
+     "  %na = neg(%aa) : bf16[200,296]\n  %ex = exp(%na) : bf16[200,296]\n  %de = mul(%ex, %k) : bf16[200,296]\n"
+     "  %da = div(%de, %s2) : bf16[200,296]\n  %hd = mul(%h, %da) : bf16[200,296]\n  %sum = add(%e1, %hd) : bf16[200,296]\n"
+     "  %coef = mul(%sum, %half) : bf16[200,296]\n  output %g\n  output %coef\n}\n",
+     3},
+    /* the GELU gradient times its stored coefficient (an aux tile), with the bias gradient: a sum over the rows */
+    {"gelu_grad_bias_sum",
+     "graph gelu_grad_bias_sum {\n  %dy = input() : bf16[264,72]\n  %w2 = param() : bf16[72,296]\n"
+     "  %j = input() : bf16[264,296]\n  %d0 = matmul(%dy, %w2) : bf16[264,296]\n  %dh = mul(%d0, %j) : bf16[264,296]\n"
+     "  %db = reduce_sum(%dh) {axes=[0]} : bf16[296]\n  output %dh\n  output %db\n}\n",
+     2},
+    /* dropout, a residual, and the row sums and sums of squares of the next layernorm, f32 (sums over columns), with a
+       mean over everything */
+    {"dropout_residual_row_stats",
+     "graph dropout_residual_row_stats {\n  %x = input() : f16[136,200]\n  %w = input() : f16[200,264]\n"
+     "  %h = matmul(%x, %w) : f16[136,264]\n  %hf = cast(%h) {dtype=f32} : f32[136,264]\n"
+     "  %b = input() : f32[264]\n  %hb = add(%hf, %b) : f32[136,264]\n  %t = tanh(%hb) : f32[136,264]\n"
+     "  %dr = dropout(%t) {p=0.25, seed=11} : f32[136,264]\n  %res = input() : f32[136,264]\n"
+     "  %z = add(%dr, %res) : f32[136,264]\n  %zh = cast(%z) {dtype=f16} : f16[136,264]\n"
+     "  %sum = reduce_sum(%z) {axes=[1]} : f32[136]\n  %zz = mul(%z, %z) : f32[136,264]\n"
+     "  %sq = reduce_sum(%zz) {axes=[1]} : f32[136]\n  %all = reduce_mean(%t) {axes=[0,1]} : f32[]\n"
+     "  output %zh\n  output %sum\n  output %sq\n  output %all\n}\n",
+     2},
+};
+enum { N_EVT = sizeof evt_cases / sizeof evt_cases[0] };
+
+/* Case i's kernel (named evtI) and its plan on evtc's GEMM; NULL (a failed check) when it is not one. */
+static evtc_kernel *evt_kernel(int i, evtc_graph **g, evtc_cuda_evt_plan *pl) {
+  evtc_kernel *k = oracle_kernel(evt_cases[i].text, evt_cases[i].name, g);
+  char why[256] = "";
+  if (!k) return NULL;
+  if (k->kind != EVTC_ML_GEMM || !evtc_cuda_gemm_use_evt(k, NULL, pl, why, sizeof why)) {
+    CHECK(false, "%s: not one GEMM kernel on evtc's GEMM: %s", evt_cases[i].name, why);
+    evtc_kernel_free(k);
+    return NULL;
+  }
+  snprintf(k->name, sizeof k->name, "evt%d", i);
+  return k;
+}
+
 static evtc_cuda_gemm_config config_of(const gemm_case *c) {
   evtc_cuda_gemm_config cfg;
   char why[256];
@@ -53,11 +119,20 @@ static evtc_cuda_gemm_config config_of(const gemm_case *c) {
 
 static int emit(void) {
   evtc_sb b = {0};
+  evtc_cuda_emit_prelude(&b);
   for (int i = 0; i < N_CASES; i++) {
     const evtc_cuda_gemm_config cfg = config_of(&cases[i]);
     char name[16];
     snprintf(name, sizeof name, "emu%d", i);
     evtc_cuda_gemm_emit(&b, name, &cfg, &cases[i].v, NULL);
+  }
+  for (int i = 0; i < N_EVT; i++) {
+    evtc_graph *g = NULL;
+    evtc_cuda_evt_plan pl;
+    evtc_kernel *k = evt_kernel(i, &g, &pl);
+    if (k) evtc_cuda_emit_evt(&b, k, &pl);
+    evtc_kernel_free(k);
+    evtc_graph_free(g);
   }
   fputs(b.s, stdout);
   free(b.s);
@@ -123,6 +198,9 @@ static uint16_t *operand(evtc_dtype t, int64_t rows, int64_t cols, int64_t ld, i
   return s;
 }
 
+typedef int (*gemm_launch_fn)(void *kernel, int n_params, unsigned grid, unsigned threads, unsigned smem, void **params);
+typedef int (*kernel_launch_fn)(void *kernel, unsigned grid, unsigned threads, unsigned smem, void **params);
+
 static int run_case(void *lib, int i, int *checks) {
   const gemm_case *c = &cases[i];
   const evtc_cuda_gemm_config cfg = config_of(c);
@@ -163,10 +241,9 @@ static int run_case(void *lib, int i, int *checks) {
   }
   char name[16];
   snprintf(name, sizeof name, "emu%d", i);
-  int (*launch)(void *, unsigned, unsigned, unsigned, void **) =
-      (int (*)(void *, unsigned, unsigned, unsigned, void **))dlsym(lib, "emu_gemm_launch");
+  gemm_launch_fn launch = (gemm_launch_fn)dlsym(lib, "emu_gemm_launch");
   void *kernel = dlsym(lib, name);
-  if (!launch || !kernel || launch(kernel, L.grid[0], L.block[0], L.smem, L.params) != 0) {
+  if (!launch || !kernel || launch(kernel, 5, L.grid[0], L.block[0], L.smem, L.params) != 0) {
     printf("case %d (%s): no kernel %s or launch in the library\n", i, c->config, name);
     return 1;
   }
@@ -210,6 +287,132 @@ static int run_case(void *lib, int i, int *checks) {
   return (bad > 0) + (poison > 0);
 }
 
+/* Value e of a kernel argument's buffer of type t as a double, and back (rounded to t). */
+static double load_as_double(const void *buf, evtc_dtype t, int64_t e) {
+  uint16_t h;
+  switch (t) {
+  case EVTC_F32: return ((const float *)buf)[e];
+  case EVTC_F64: return ((const double *)buf)[e];
+  case EVTC_BF16: memcpy(&h, (const uint16_t *)buf + e, 2); return from_bf16(h);
+  case EVTC_F16: memcpy(&h, (const uint16_t *)buf + e, 2); return from_f16(h);
+  case EVTC_I32: return ((const int32_t *)buf)[e];
+  case EVTC_I64: return (double)((const int64_t *)buf)[e];
+  case EVTC_BOOL: return ((const uint8_t *)buf)[e];
+  default: return NAN;
+  }
+}
+static double store_double(void *buf, evtc_dtype t, int64_t e, double v) {
+  switch (t) {
+  case EVTC_F32: ((float *)buf)[e] = (float)v; break;
+  case EVTC_F64: ((double *)buf)[e] = v; break;
+  case EVTC_BF16: ((uint16_t *)buf)[e] = to_bf16((float)v); break;
+  case EVTC_F16: ((uint16_t *)buf)[e] = to_f16((float)v); break;
+  case EVTC_I32: ((int32_t *)buf)[e] = (int32_t)v; break;
+  case EVTC_I64: ((int64_t *)buf)[e] = (int64_t)v; break;
+  case EVTC_BOOL: ((uint8_t *)buf)[e] = v != 0; break;
+  default: break;
+  }
+  return load_as_double(buf, t, e);
+}
+
+/* Visitor case i: its kernel launched as the CUDA backend's run_evt does (cuda_backend.c: launch_init, the
+ * epilogue's TMA tile, then NAME_fin with reductions) on random inputs, every output against the interpreter.
+ * Tolerance as test_gpu_evt.c's: the interpreter rounds the matmul's output before the epilogue. */
+static int run_evt(void *lib, int i, int *checks) {
+  const evt_case *c = &evt_cases[i];
+  evtc_graph *g = NULL;
+  evtc_cuda_evt_plan pl;
+  evtc_kernel *k = evt_kernel(i, &g, &pl);
+  if (!k) {
+    evtc_graph_free(g);
+    return 1;
+  }
+  oracle_vals o = oracle_fill(g, 16);
+  evtc_interp *it = evtc_interp_new(g);
+  void *args[EVTC_CUDA_MAX_ARGS] = {0};
+  for (int a = 0; a < k->n_args; a++) {
+    const evtc_node *n = k->args[a].node;
+    const int64_t numel = evtc_type_numel(&n->type);
+    args[a] = malloc((size_t)(numel > 0 ? numel : 1) * evtc_dtype_size(n->type.dtype) + 64);
+    if (k->args[a].output) memset(args[a], 0x7E, (size_t)numel * evtc_dtype_size(n->type.dtype));   /* NaN */
+    else if (o.v[n->id])
+      for (int64_t e = 0; e < numel; e++) o.v[n->id][e] = store_double(args[a], n->type.dtype, e, o.v[n->id][e]);
+  }
+  for (int32_t n = 0; n < g->n_nodes; n++)
+    if (o.v[n]) evtc_interp_set(it, g->nodes[n], o.v[n]);
+  evtc_diag di = {0};
+  CHECK(evtc_interp_run(it, 7, &di) == EVTC_OK, "%s: interpreter: %s", c->name, di.msg);
+
+  evtc_cuda_driver drv = {0};
+  drv.cuTensorMapEncodeTiled = encode_tiled;
+  evtc_cuda_gemm_launch L;
+  evtc_diag d = {0};
+  void *out = pl.builtin_store ? args[pl.out_arg] : NULL;
+  int failed = 0;
+  if (evtc_cuda_gemm_launch_init(&L, &drv, &pl.cfg, &pl.var, &pl.prob, (CUdeviceptr)(uintptr_t)args[k->gemm.a_arg],
+                                 (CUdeviceptr)(uintptr_t)args[k->gemm.b_arg], (CUdeviceptr)(uintptr_t)out, c->sms,
+                                 &d) != EVTC_OK) {
+    printf("%s: launch_init: %s\n", c->name, d.msg);
+    failed = 1;
+    goto done;
+  }
+  if (pl.tma_load) {
+    const CUdeviceptr base = (CUdeviceptr)(uintptr_t)args[pl.tma_arg] + (CUdeviceptr)(pl.tma_offset * (int64_t)evtc_dtype_size(pl.tma_dtype));
+    CHECK(evtc_cuda_gemm_tile_map(&drv, &L.map_x, pl.tma_dtype, base, pl.tma_cols, pl.tma_rows, pl.tma_ld,
+                                  pl.tma_box_rows, &d) == EVTC_OK, "%s: tile map: %s", c->name, d.msg);
+    L.smem = evtc_cuda_gemm_smem_bytes_aux(&pl.cfg, pl.aux_bytes);
+  }
+  {
+    struct { void *a[EVTC_CUDA_MAX_ARGS]; } params;
+    memcpy(params.a, args, sizeof params.a);
+    const uint64_t step = 7;
+    const uint64_t *stepp = &step;
+    int err = 0, *errp = &err;
+    void *scratch = malloc((size_t)(pl.scratch_doubles > 0 ? pl.scratch_doubles : 1) * sizeof(double));
+    memset(scratch, 0x7F, (size_t)(pl.scratch_doubles > 0 ? pl.scratch_doubles : 1) * sizeof(double));   /* NaN */
+    void *pv[] = {L.params[0], L.params[1], L.params[2], L.params[3], L.params[4], &params, &stepp, &errp, &scratch,
+                  &L.map_x};
+    gemm_launch_fn launch = (gemm_launch_fn)dlsym(lib, "emu_gemm_launch");
+    kernel_launch_fn launch_plain = (kernel_launch_fn)dlsym(lib, "emu_kernel_launch");
+    char fin[80];
+    snprintf(fin, sizeof fin, "%s_fin", k->name);
+    void *kernel = dlsym(lib, k->name), *fin_kernel = pl.has_fin ? dlsym(lib, fin) : NULL;
+    const int n_params = pl.builtin_store ? 5 : pl.tma_load ? 10 : 9;
+    if (!launch || !kernel || launch(kernel, n_params, L.grid[0], L.block[0], L.smem, pv) != 0 ||
+        (pl.has_fin && (!fin_kernel || launch_plain(fin_kernel, pl.fin_grid, 256, 0, pv + 5) != 0))) {
+      printf("%s: no kernel %s (or its NAME_fin) or launch in the library\n", c->name, k->name);
+      failed = 1;
+    }
+    CHECK(err == 0, "%s: the kernel's error flag is %d", c->name, err);
+    free(scratch);
+  }
+  if (!failed) {
+    oracle_sum_walk = true;
+    const double tol = 4.0 / 256;
+    for (int a = 0; a < k->n_args; a++) {
+      if (!k->args[a].output) continue;
+      const evtc_node *n = k->args[a].node;
+      const int64_t numel = evtc_type_numel(&n->type);
+      double *got = malloc(sizeof(double) * (size_t)numel);
+      for (int64_t e = 0; e < numel; e++) got[e] = load_as_double(args[a], n->type.dtype, e);
+      failed += oracle_check_value(c->name, n, got, evtc_interp_value(it, n), tol, it);
+      free(got);
+      *checks += 1;
+    }
+    char cfg[64];
+    evtc_cuda_gemm_config_name(&pl.cfg, cfg, sizeof cfg);
+    printf("%s: %s, grid %u, %u B shared%s%s: %s\n", c->name, cfg, L.grid[0], L.smem, pl.tma_load ? ", TMA aux tile" : "",
+           pl.has_fin ? ", NAME_fin" : "", failed ? "DIFFERS from the interpreter" : "every output as the interpreter's");
+  }
+done:
+  for (int a = 0; a < k->n_args; a++) free(args[a]);
+  evtc_interp_free(it);
+  oracle_free(g, &o);
+  evtc_kernel_free(k);
+  evtc_graph_free(g);
+  return failed;
+}
+
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "emit") == 0) return emit();
   if (argc != 3 || strcmp(argv[1], "run") != 0) {
@@ -223,6 +426,10 @@ int main(int argc, char **argv) {
   }
   int checks = 0, failed = 0;
   for (int i = 0; i < N_CASES; i++) failed += run_case(lib, i, &checks);
+  for (int i = 0; i < N_EVT; i++) failed += run_evt(lib, i, &checks) > 0;
+  /* with the CHECKs of the visitor cases (check.h) */
+  checks += check_passed + check_failed;
+  failed += check_failed;
   printf("%d checks, %d failed\n", checks, failed);
   return failed ? 1 : 0;
 }

@@ -1,29 +1,24 @@
 /* launch.h -- runs a kernel of the emulated GEMM module (after it in the translation unit that
  * tests/test_gemm_emu_slow.py builds into a shared library): the CTAs of the grid one after another, each
- * `threads` POSIX threads over fresh shared memory, with the fixed parameters of cuLaunchKernel's
- * params[] (the three tensor maps, the output pointer, the dims).  gemm_emu.c calls it through dlsym. */
+ * `threads` POSIX threads over fresh shared memory, the parameters as cuLaunchKernel's params[] holds them.
+ * gemm_emu.c calls these through dlsym. */
+#include <functional>
 #include <vector>
 
-typedef void (*emu_gemm_kernel)(evtc_tmap, evtc_tmap, evtc_tmap, void *, evtc_gemm_dims);
-static emu_gemm_kernel emu_kernel;
-static void **emu_params;
+static std::function<void()> emu_call;   /* the kernel with its parameters */
 
-static void *emu_gemm_thread(void *arg) {
+static void *emu_kernel_thread(void *arg) {
   threadIdx.x = (unsigned)((uintptr_t)arg & 0xFFFFu);
   blockIdx.x = (unsigned)((uintptr_t)arg >> 16);
-  emu_kernel(*(const evtc_tmap *)emu_params[0], *(const evtc_tmap *)emu_params[1], *(const evtc_tmap *)emu_params[2],
-             *(void *const *)emu_params[3], *(const evtc_gemm_dims *)emu_params[4]);
+  emu_call();
   return nullptr;
 }
 
-/* The launch: 0, or -1 with a message when the shape does not fit the emulation. */
-extern "C" int emu_gemm_launch(void *kernel, unsigned grid, unsigned threads, unsigned smem, void **params) {
+static int emu_grid(unsigned grid, unsigned threads, unsigned smem) {
   if (threads % 128 || threads > 384) {
     fprintf(stderr, "gemm emulation: %u threads a block (128, 256 or 384 only)\n", threads);
     return -1;
   }
-  emu_kernel = (emu_gemm_kernel)kernel;
-  emu_params = params;
   gridDim = emu_dim3{grid, 1, 1};
   blockDim = emu_dim3{threads, 1, 1};
   std::vector<unsigned char> mem(smem + 64);
@@ -35,10 +30,58 @@ extern "C" int emu_gemm_launch(void *kernel, unsigned grid, unsigned threads, un
     pthread_barrier_init(&emu_block_bar, nullptr, threads);
     for (unsigned w = 0; w < threads / 32; w++) pthread_barrier_init(&emu_warp_bar[w], nullptr, 32);
     std::vector<pthread_t> th(threads);
-    for (unsigned t = 0; t < threads; t++) pthread_create(&th[t], nullptr, emu_gemm_thread, (void *)(uintptr_t)(b << 16 | t));
+    for (unsigned t = 0; t < threads; t++)
+      pthread_create(&th[t], nullptr, emu_kernel_thread, (void *)(uintptr_t)(b << 16 | t));
     for (unsigned t = 0; t < threads; t++) pthread_join(th[t], nullptr);
     pthread_barrier_destroy(&emu_block_bar);
     for (unsigned w = 0; w < threads / 32; w++) pthread_barrier_destroy(&emu_warp_bar[w]);
   }
   return 0;
+}
+
+template <typename T> static T emu_param(void *const *params, int i) { return *(const T *)params[i]; }
+
+/* A GEMM kernel: the five fixed parameters (tensor maps of A, B, D, the output, the dims), then with n_params 9
+ * the visitor epilogue's (evtc_params P, stepp, err, scratch) and with 10 its TMA tile's map.  0, or -1 with a
+ * message. */
+extern "C" int emu_gemm_launch(void *kernel, int n_params, unsigned grid, unsigned threads, unsigned smem,
+                               void **params) {
+  typedef void (*builtin)(evtc_tmap, evtc_tmap, evtc_tmap, void *, evtc_gemm_dims);
+  typedef void (*visitor)(evtc_tmap, evtc_tmap, evtc_tmap, void *, evtc_gemm_dims, evtc_params, const uint64_t *, int *,
+                          void *);
+  typedef void (*visitor_x)(evtc_tmap, evtc_tmap, evtc_tmap, void *, evtc_gemm_dims, evtc_params, const uint64_t *,
+                            int *, void *, evtc_tmap);
+  void **p = params;
+  if (n_params == 5)
+    emu_call = [=]() {
+      ((builtin)kernel)(emu_param<evtc_tmap>(p, 0), emu_param<evtc_tmap>(p, 1), emu_param<evtc_tmap>(p, 2),
+                        emu_param<void *>(p, 3), emu_param<evtc_gemm_dims>(p, 4));
+    };
+  else if (n_params == 9)
+    emu_call = [=]() {
+      ((visitor)kernel)(emu_param<evtc_tmap>(p, 0), emu_param<evtc_tmap>(p, 1), emu_param<evtc_tmap>(p, 2),
+                        emu_param<void *>(p, 3), emu_param<evtc_gemm_dims>(p, 4), emu_param<evtc_params>(p, 5),
+                        emu_param<const uint64_t *>(p, 6), emu_param<int *>(p, 7), emu_param<void *>(p, 8));
+    };
+  else if (n_params == 10)
+    emu_call = [=]() {
+      ((visitor_x)kernel)(emu_param<evtc_tmap>(p, 0), emu_param<evtc_tmap>(p, 1), emu_param<evtc_tmap>(p, 2),
+                          emu_param<void *>(p, 3), emu_param<evtc_gemm_dims>(p, 4), emu_param<evtc_params>(p, 5),
+                          emu_param<const uint64_t *>(p, 6), emu_param<int *>(p, 7), emu_param<void *>(p, 8),
+                          emu_param<evtc_tmap>(p, 9));
+    };
+  else
+    return -1;
+  return emu_grid(grid, threads, smem);
+}
+
+/* A kernel of the backend's signature (cuda_emit.h: evtc_params P, stepp, err, scratch): a GEMM's NAME_fin. */
+extern "C" int emu_kernel_launch(void *kernel, unsigned grid, unsigned threads, unsigned smem, void **params) {
+  typedef void (*plain)(evtc_params, const uint64_t *, int *, void *);
+  void **p = params;
+  emu_call = [=]() {
+    ((plain)kernel)(emu_param<evtc_params>(p, 0), emu_param<const uint64_t *>(p, 1), emu_param<int *>(p, 2),
+                    emu_param<void *>(p, 3));
+  };
+  return emu_grid(grid, threads, smem);
 }

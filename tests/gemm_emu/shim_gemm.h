@@ -5,8 +5,10 @@
  * memory (tests/attention_emu/shim.h: thread indices, warp collectives,
  * 16-bit roundings), one CTA of the persistent grid after another.  What
  * the template adds, emulated here in place of the module's asm helpers
- * (the test drops every helper whose body holds asm and keeps the rest,
- * the wgmma descriptor encoder included):
+ * (the test rewrites the one-instruction asm of conversions and
+ * approximations into calls of the functions below, then drops every
+ * helper whose body still holds asm and keeps the rest, the wgmma
+ * descriptor encoder and the prelude's math included):
  *   - wgmma m64nNk16 from shared memory through its descriptors, K-major
  *     or MN-major per operand (tests/attention_emu/shim_wg.h decodes the
  *     128B-swizzled layouts); it runs where it is issued, so its fence,
@@ -26,7 +28,7 @@
  * A wait that nothing completes within 30 s aborts with the barrier, its
  * parity and the thread: a hang here is a protocol error in the kernel.
  */
-#define EMU_DESC_FROM_MODULE
+#define EMU_WHOLE_MODULE   /* the module's prelude and wgmma descriptor encoder stand, not shim.h's copies */
 #include "shim.h"
 #include "shim_wg.h"
 #include "emu_tmap.h"
@@ -36,6 +38,7 @@
 #include <unordered_map>
 
 #define __grid_constant__
+#define __shared__ static   /* a NAME_fin's arrays: the block's threads share them, and blocks run one by one */
 #define __align__(n) alignas(n)
 struct emu_dim3 { unsigned x, y, z; };
 static emu_dim3 gridDim, blockDim;
@@ -164,7 +167,45 @@ __device__ __forceinline__ void evtc_bulk_wait_read1() {}
 __device__ __forceinline__ void evtc_bulk_wait_all() {}
 __device__ __forceinline__ void evtc_fence_smem_async() {}
 
-/* ---- shared addresses, 16-bit stores ---- */
+/* ---- the CUDA prelude's built-ins (cuda_emit_common.c) and its one-instruction asm, which the test rewrites into
+   calls of these: cvt roundings, ex2 / rcp (.approx.ftz: subnormals flushed), tanh (exact here) ---- */
+static inline float __int_as_float(int i) {
+  float f;
+  memcpy(&f, &i, 4);
+  return f;
+}
+static inline float __uint_as_float(unsigned u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static inline unsigned __float_as_uint(float f) {
+  unsigned u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+static inline float emu_ftz(float x) { return std::fabs(x) < 1.17549435e-38f ? 0.0f * x : x; }
+static inline float __nvvm_ex2_approx_ftz_f(float x) { return emu_ftz(exp2f(emu_ftz(x))); }
+static inline float emu_rcp_approx_ftz(float x) { return emu_ftz(1.0f / emu_ftz(x)); }
+static inline float __double2float_rz(double d) {
+  float f = (float)d;
+  if (std::fabs((double)f) > std::fabs(d)) f = nextafterf(f, 0.0f);
+  return f;
+}
+static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((uint64_t)a * b) >> 32); }
+static inline void __syncwarp(unsigned = 0xffffffffu) { emu_wbar(); }
+/* shim.h's float shuffle, for any other 4- or 8-byte value */
+template <typename T> static inline T __shfl_xor_sync(unsigned, T v, int o) {
+  static_assert(sizeof(T) <= 8, "a shuffle of at most 8 bytes");
+  memcpy(&emu_slots[emu_warp()][emu_lane()].u[0], &v, sizeof v);
+  emu_wbar();
+  T r;
+  memcpy(&r, &emu_slots[emu_warp()][emu_lane() ^ o].u[0], sizeof r);
+  emu_wbar();
+  return r;
+}
+
+/* ---- shared addresses, 16-bit stores to shared memory ---- */
 __device__ __forceinline__ unsigned evtc_smem_u32(const void *p) {
   return (unsigned)((const unsigned char *)p - emu_smem_base);
 }
@@ -183,10 +224,6 @@ __device__ __forceinline__ void evtc_sts2_f16(unsigned a, float v0, float v1) {
   const uint32_t w = emu_pack2<false>(v0, v1);
   memcpy(emu_smem_base + a, &w, 4);
 }
-__device__ __forceinline__ void evtc_st1_bf16(char *p, float v) { *(uint16_t *)p = emu_f2bf(v); }
-__device__ __forceinline__ void evtc_st1_f16(char *p, float v) { *(uint16_t *)p = emu_f2h(v); }
-__device__ __forceinline__ void evtc_st2_bf16(char *p, float v0, float v1) { *(uint32_t *)p = emu_pack2<true>(v0, v1); }
-__device__ __forceinline__ void evtc_st2_f16(char *p, float v0, float v1) { *(uint32_t *)p = emu_pack2<false>(v0, v1); }
 
 /* A kernel's NAME_mma (the test writes its calls): D (N / 2 floats a thread) += A B over one k16 step. */
 template <bool BF, int N, bool TA, bool TB>

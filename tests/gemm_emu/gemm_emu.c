@@ -92,18 +92,26 @@ static const evt_case evt_cases[] = {
      2},
 };
 enum { N_EVT = sizeof evt_cases / sizeof evt_cases[0] };
+/* Each visitor case on the plan's tile config (pingpong for these epilogues) and, through EVTC_GEMM_CONFIG, on
+ * the cooperative tiles of the built-in store (two warpgroups splitting each tile's rows). */
+static const char *const evt_configs[] = {NULL, "128x256x64 s4 c2 g8"};
+enum { N_EVT_CONFIGS = sizeof evt_configs / sizeof evt_configs[0] };
 
-/* Case i's kernel (named evtI) and its plan on evtc's GEMM; NULL (a failed check) when it is not one. */
-static evtc_kernel *evt_kernel(int i, evtc_graph **g, evtc_cuda_evt_plan *pl) {
+/* Case i's kernel on config c (named evtI_C) and its plan on evtc's GEMM; NULL (a failed check) when it is not
+ * one. */
+static evtc_kernel *evt_kernel(int i, int c, evtc_graph **g, evtc_cuda_evt_plan *pl) {
   evtc_kernel *k = oracle_kernel(evt_cases[i].text, evt_cases[i].name, g);
   char why[256] = "";
   if (!k) return NULL;
-  if (k->kind != EVTC_ML_GEMM || !evtc_cuda_gemm_use_evt(k, NULL, pl, why, sizeof why)) {
+  if (evt_configs[c]) setenv("EVTC_GEMM_CONFIG", evt_configs[c], 1);
+  const bool evt = k->kind == EVTC_ML_GEMM && evtc_cuda_gemm_use_evt(k, NULL, pl, why, sizeof why);
+  unsetenv("EVTC_GEMM_CONFIG");
+  if (!evt) {
     CHECK(false, "%s: not one GEMM kernel on evtc's GEMM: %s", evt_cases[i].name, why);
     evtc_kernel_free(k);
     return NULL;
   }
-  snprintf(k->name, sizeof k->name, "evt%d", i);
+  snprintf(k->name, sizeof k->name, "evt%d_%d", i, c);
   return k;
 }
 
@@ -126,10 +134,10 @@ static int emit(void) {
     snprintf(name, sizeof name, "emu%d", i);
     evtc_cuda_gemm_emit(&b, name, &cfg, &cases[i].v, NULL);
   }
-  for (int i = 0; i < N_EVT; i++) {
+  for (int i = 0; i < N_EVT * N_EVT_CONFIGS; i++) {
     evtc_graph *g = NULL;
     evtc_cuda_evt_plan pl;
-    evtc_kernel *k = evt_kernel(i, &g, &pl);
+    evtc_kernel *k = evt_kernel(i / N_EVT_CONFIGS, i % N_EVT_CONFIGS, &g, &pl);
     if (k) evtc_cuda_emit_evt(&b, k, &pl);
     evtc_kernel_free(k);
     evtc_graph_free(g);
@@ -315,14 +323,14 @@ static double store_double(void *buf, evtc_dtype t, int64_t e, double v) {
   return load_as_double(buf, t, e);
 }
 
-/* Visitor case i: its kernel launched as the CUDA backend's run_evt does (cuda_backend.c: launch_init, the
+/* Visitor case i on config `config`: its kernel launched as the CUDA backend's run_evt does (cuda_backend.c: launch_init, the
  * epilogue's TMA tile, then NAME_fin with reductions) on random inputs, every output against the interpreter.
  * Tolerance as test_gpu_evt.c's: the interpreter rounds the matmul's output before the epilogue. */
-static int run_evt(void *lib, int i, int *checks) {
+static int run_evt(void *lib, int i, int config, int *checks) {
   const evt_case *c = &evt_cases[i];
   evtc_graph *g = NULL;
   evtc_cuda_evt_plan pl;
-  evtc_kernel *k = evt_kernel(i, &g, &pl);
+  evtc_kernel *k = evt_kernel(i, config, &g, &pl);
   if (!k) {
     evtc_graph_free(g);
     return 1;
@@ -426,7 +434,7 @@ int main(int argc, char **argv) {
   }
   int checks = 0, failed = 0;
   for (int i = 0; i < N_CASES; i++) failed += run_case(lib, i, &checks);
-  for (int i = 0; i < N_EVT; i++) failed += run_evt(lib, i, &checks) > 0;
+  for (int i = 0; i < N_EVT * N_EVT_CONFIGS; i++) failed += run_evt(lib, i / N_EVT_CONFIGS, i % N_EVT_CONFIGS, &checks) > 0;
   /* with the CHECKs of the visitor cases (check.h) */
   checks += check_passed + check_failed;
   failed += check_failed;

@@ -21,8 +21,9 @@
  * batch stride 0, which only A's stacked batches fold away) must run correctly through the cuBLASLt fallback, and
  * the test checks which path each GEMM kernel took (evtc_cuda_gemm_use_evt
  * on the host; the backend's counts of loaded GEMM kernels on the GPU).
- * Weight-gradient shapes (few output tiles over a long K) must choose
- * cuBLASLt, which splits K, and others evtc's GEMM (split_k_choice).
+ * Weight-gradient shapes (few output tiles over a long K) split K on evtc's
+ * GEMM (and with EVTC_GEMM_SPLIT_K=0 choose cuBLASLt, which splits K), others
+ * run unsplit (split_k_choice); two cases split K on the GPU.
  *
  * Tolerance: the interpreter rounds the matmul's bf16 (f16) output before
  * the f32 chain; the kernel keeps the f32 accumulator, so values differ by
@@ -72,27 +73,38 @@ typedef struct evt_case {
                                emitter folds the constants into one), and GELU decomposed with its coefficient's
                                0.5 (1 + erf) (the emitter folds the 0.5 into 1 + erf): in f32 (1) or, as in
                                BERT-Large's fc GEMM after the passes, in bf16 (2) */
+  int split;                /* few tiles over a long K: split-K on the sm_90a template; beside the sm_80 one cuBLASLt
+                               (1) or, for an epilogue cuBLASLt's path cannot run (reductions), evtc's unsplit (2) */
 } evt_case;
 
 static const evt_case cases[] = {
-    {"evt-256x512x128", 256, 512, 128, 0, 0, 0, 0, 7, 0, 1, 1, 0},
-    {"evt-2039x1x64", 2039, 1, 64, 0, 0, 0, 0, 5, 0, 1, 1, 0},
-    {"evt-fallback-2039x24x17", 2039, 24, 17, 0, 0, 0, 0, 5, 0, 1, 0, 0},
-    {"evt-trans_a-136x200x64", 136, 200, 64, 0, 1, 0, 0, 6, 0, 1, 1, 0},
-    {"evt-trans_b-77x17x64", 77, 17, 64, 0, 0, 1, 0, 6, 0, 1, 1, 0},
-    {"evt-trans_ab-136x264x80", 136, 264, 80, 0, 1, 1, 0, 6, 0, 0, 1, 0},
-    {"evt-fallback-trans_a-130x64x64", 130, 64, 64, 0, 1, 0, 0, 4, 0, 0, 0, 0},
-    {"evt-batched-3x100x72x64", 100, 72, 64, 3, 0, 0, 0, 6, 0, 1, 1, 0},
-    {"evt-batch-bcast-folded", 200, 40, 32, 3, 0, 0, 0, 4, 1, 1, 1, 0},   /* 600 rows: 5 row tiles, not 3 x 2 */
-    {"evt-fallback-batch-bcast-trans_a", 48, 40, 32, 2, 1, 0, 0, 4, 1, 0, 0, 0},
-    {"evt-f16-300x264x96", 300, 264, 96, 0, 0, 0, 1, 6, 0, 1, 1, 0},
-    {"evt-persistent-2100x2600x64", 2100, 2600, 64, 0, 0, 0, 0, 5, 0, 1, 1, 0},
-    {"evt-plain-2039x264x64", 2039, 264, 64, 0, 0, 0, 0, 0, 0, 0, 1, 0},
-    {"evt-plain-f16-trans_b-100x17x64", 100, 17, 64, 0, 0, 1, 1, 0, 0, 0, 1, 0},
-    {"evt-coef-256x512x128", 256, 512, 128, 0, 0, 0, 0, 4, 0, 0, 1, 1},
-    {"evt-coef-bf16-300x264x96", 300, 264, 96, 0, 0, 0, 0, 4, 0, 0, 1, 2},
+    {"evt-256x512x128", 256, 512, 128, 0, 0, 0, 0, 7, 0, 1, 1, 0, 0},
+    {"evt-2039x1x64", 2039, 1, 64, 0, 0, 0, 0, 5, 0, 1, 1, 0, 0},
+    {"evt-fallback-2039x24x17", 2039, 24, 17, 0, 0, 0, 0, 5, 0, 1, 0, 0, 0},
+    {"evt-trans_a-136x200x64", 136, 200, 64, 0, 1, 0, 0, 6, 0, 1, 1, 0, 0},
+    {"evt-trans_b-77x17x64", 77, 17, 64, 0, 0, 1, 0, 6, 0, 1, 1, 0, 0},
+    {"evt-trans_ab-136x264x80", 136, 264, 80, 0, 1, 1, 0, 6, 0, 0, 1, 0, 0},
+    {"evt-fallback-trans_a-130x64x64", 130, 64, 64, 0, 1, 0, 0, 4, 0, 0, 0, 0, 0},
+    {"evt-batched-3x100x72x64", 100, 72, 64, 3, 0, 0, 0, 6, 0, 1, 1, 0, 0},
+    {"evt-batch-bcast-folded", 200, 40, 32, 3, 0, 0, 0, 4, 1, 1, 1, 0, 0},   /* 600 rows: 5 row tiles, not 3 x 2 */
+    {"evt-fallback-batch-bcast-trans_a", 48, 40, 32, 2, 1, 0, 0, 4, 1, 0, 0, 0, 0},
+    {"evt-f16-300x264x96", 300, 264, 96, 0, 0, 0, 1, 6, 0, 1, 1, 0, 0},
+    {"evt-persistent-2100x2600x64", 2100, 2600, 64, 0, 0, 0, 0, 5, 0, 1, 1, 0, 0},
+    {"evt-plain-2039x264x64", 2039, 264, 64, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0},
+    {"evt-plain-f16-trans_b-100x17x64", 100, 17, 64, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0},
+    {"evt-coef-256x512x128", 256, 512, 128, 0, 0, 0, 0, 4, 0, 0, 1, 1, 0},
+    {"evt-coef-bf16-300x264x96", 300, 264, 96, 0, 0, 0, 0, 4, 0, 0, 1, 2, 0},
+    /* split-K (few tiles over a long K): a weight gradient's layout, and reductions on pingpong tiles */
+    {"evt-split-k-trans_a-256x384x2048", 256, 384, 2048, 0, 1, 0, 0, 6, 0, 0, 1, 0, 1},
+    {"evt-split-k-reduce-264x296x2048", 264, 296, 2048, 0, 0, 0, 0, 5, 0, 1, 1, 0, 2},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
+
+/* Whether case c's GEMM runs on evtc's GEMM with the template EVTC_GEMM picks, and whether it splits K there
+ * (split-K is the sm_90a template's). */
+static bool sm80_pass(void) { return evtc_cuda_gemm_mode_get() == EVTC_CUDA_GEMM_SM80; }
+static bool wants_evt(const evt_case *c) { return c->want_evt && !(c->split == 1 && sm80_pass()); }
+static bool wants_split(const evt_case *c) { return c->split && !sm80_pass(); }
 
 static uint64_t gen_rng = 99;
 static int gen_pick(int n) {
@@ -250,7 +262,7 @@ static int32_t *plan_case(const evt_case *c, const evtc_graph *g, int *nk, evtc_
   evtc_kernel *one = evtc_kernel_build(g, all, n_all, &dd);
   bool fused = one && accepts(one, NULL);
   evtc_kernel_free(one);
-  CHECK(fused || !c->want_evt || c->reduce, "%s: the whole graph is not one evtc GEMM kernel: %s", c->name, dd.msg);
+  CHECK(fused || !wants_evt(c) || c->reduce, "%s: the whole graph is not one evtc GEMM kernel: %s", c->name, dd.msg);
   *nk = 1;
   if (!fused) {
     free(plan);
@@ -275,7 +287,8 @@ static int32_t *plan_case(const evt_case *c, const evtc_graph *g, int *nk, evtc_
     bool evt = k->kind == EVTC_ML_GEMM && evtc_cuda_gemm_use_evt(k, NULL, &pl, why, sizeof why);
     if (k->kind == EVTC_ML_GEMM) {
       gemms++;
-      CHECK(evt == (c->want_evt != 0), "%s: GEMM kernel on %s (%s)", c->name, evt ? "evtc's GEMM" : "cuBLASLt", why);
+      CHECK(evt == wants_evt(c), "%s: GEMM kernel on %s (%s)", c->name, evt ? "evtc's GEMM" : "cuBLASLt", why);
+      CHECK(!evt || (pl.prob.splits > 1) == wants_split(c), "%s: split-K into %d units a tile", c->name, pl.prob.splits);
       if (evt && c->reduce) {
         const int kinds = evtc_kernel_has_reduce(k, EVTC_VC_SCALAR) + evtc_kernel_has_reduce(k, EVTC_VC_ROW) +
                           evtc_kernel_has_reduce(k, EVTC_VC_COL);
@@ -340,28 +353,31 @@ static void run_case(const evt_case *c) {
   const double tol = c->f16 ? 4.0 / 2048 : 4.0 / 256;
   evtc_program *p = cpu_compare(g, plan, nk, tol, c->N, c->name);   /* labels in [0, N) */
   evtc_cuda_gemm_counts after = evtc_cuda_gemm_counts_get();
-  CHECK(after.evt - before.evt == (c->want_evt ? 1 : 0) && after.cublaslt - before.cublaslt == (c->want_evt ? 0 : 1),
+  CHECK(after.evt - before.evt == (wants_evt(c) ? 1 : 0) && after.cublaslt - before.cublaslt == (wants_evt(c) ? 0 : 1),
         "%s: GEMM kernels loaded: %d on evtc's GEMM, %d on cuBLASLt", c->name, after.evt - before.evt,
         after.cublaslt - before.cublaslt);
   if (p) {
     evtc_program_stats st = evtc_program_get_stats(p);
     CHECK(st.interpreted == 0, "%s: %d kernels fell back to the interpreter", c->name, st.interpreted);
-    CHECK(!c->want_evt || c->reduce || st.compiled == 1, "%s: %d kernels, not the one GEMM kernel", c->name,
+    CHECK(!wants_evt(c) || c->reduce || st.compiled == 1, "%s: %d kernels, not the one GEMM kernel", c->name,
           st.compiled);
-    printf("%s: %d kernels (%s GEMM)\n", c->name, st.compiled, c->want_evt ? "evtc" : "cuBLASLt");
+    printf("%s: %d kernels (%s GEMM)\n", c->name, st.compiled, wants_evt(c) ? "evtc" : "cuBLASLt");
   }
   evtc_program_free(p);
   free(plan);
   evtc_graph_free(g);
 }
 
-/* The split-K choice (cuda_gemm.c): a weight gradient of few output tiles over a long K goes to cuBLASLt,
- * which splits K; a GEMM of many tiles, or of a short K, stays on evtc's GEMM. */
-static void split_k_choice(void) {
+/* The split-K choice (cuda_gemm.c): a weight gradient of few output tiles over a long K splits K on evtc's GEMM
+ * into the fewest units that fill 90 % of their waves of 132 SMs (GPT-2's 768 x 768: 18 tiles of 128 x 256, 7
+ * units each; its 3072 x 768: 72 tiles, 5 each), or with EVTC_GEMM_SPLIT_K=0 goes to cuBLASLt, which splits K; a
+ * GEMM of many tiles, or of a short K, is not split. */
+static void split_k_choice(bool off) {
   static const struct {
     int64_t m, n, k;
-    bool evt;
-  } shapes[] = {{768, 768, 8192, false}, {3072, 768, 8192, false}, {4096, 1024, 16384, true}, {768, 768, 512, true}};
+    int splits;   /* 0: cuBLASLt */
+  } shapes[] = {{768, 768, 8192, 7}, {3072, 768, 8192, 5}, {4096, 1024, 16384, 1}, {768, 768, 512, 1}};
+  if (off) setenv("EVTC_GEMM_SPLIT_K", "0", 1);
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
     char text[512];
     snprintf(text, sizeof text,
@@ -381,13 +397,15 @@ static void split_k_choice(void) {
           (long long)shapes[i].k, d.msg);
     evtc_cuda_evt_plan pl;
     char why[256] = "";
-    bool evt = k && evtc_cuda_gemm_use_evt(k, NULL, &pl, why, sizeof why);
-    CHECK(k && evt == shapes[i].evt && (evt || strstr(why, "cuBLASLt splits K")),
-          "split-K %lldx%lldx%lld: %s (%s)", (long long)shapes[i].m, (long long)shapes[i].n, (long long)shapes[i].k,
-          evt ? "evtc's GEMM" : "cuBLASLt", why);
+    const bool evt = k && evtc_cuda_gemm_use_evt(k, NULL, &pl, why, sizeof why);
+    const int want = off && shapes[i].splits > 1 ? 0 : shapes[i].splits, got = evt ? (pl.prob.splits > 1 ? pl.prob.splits : 1) : 0;
+    CHECK(k && got == want && (evt || strstr(why, "cuBLASLt splits K")), "split-K %lldx%lldx%lld%s: %s, %d units a tile (%s)",
+          (long long)shapes[i].m, (long long)shapes[i].n, (long long)shapes[i].k, off ? " (EVTC_GEMM_SPLIT_K=0)" : "",
+          evt ? "evtc's GEMM" : "cuBLASLt", got, why);
     evtc_kernel_free(k);
     evtc_graph_free(g);
   }
+  unsetenv("EVTC_GEMM_SPLIT_K");
 }
 
 int main(int argc, char **argv) {
@@ -397,7 +415,8 @@ int main(int argc, char **argv) {
   oracle_sum_walk = true;
   const char *cfg = getenv("EVTC_GEMM_CONFIG");
   printf("tile config %s\n", cfg && *cfg ? cfg : "the plan's");
-  split_k_choice();
+  split_k_choice(false);
+  split_k_choice(true);
   evtc_diag d = {0};
   oracle_be = evtc_backend_cuda(&d);
   if (!oracle_be) {

@@ -90,6 +90,19 @@ static const evt_case evt_cases[] = {
      "  %sq = reduce_sum(%zz) {axes=[1]} : f32[136]\n  %all = reduce_mean(%t) {axes=[0,1]} : f32[]\n"
      "  output %zh\n  output %sum\n  output %sq\n  output %all\n}\n",
      2},
+    /* split-K (evtc_cuda_gemm_use_evt): a weight gradient of 4 (2) output tiles over K = 2048 with its SGD update,
+       and the GELU gradient with its bias gradient (pingpong tiles, an aux TMA tile, NAME_fin) over K = 2048 */
+    {"wgrad_sgd_split_k",
+     "graph wgrad_sgd_split_k {\n  %x = input() : bf16[2048,384]\n  %dy = input() : bf16[2048,256]\n"
+     "  %w = param() : bf16[256,384]\n  %g = matmul(%dy, %x) {trans_a=1} : bf16[256,384]\n"
+     "  %c = const() {value=0.5} : bf16[]\n  %s = mul(%g, %c) : bf16[256,384]\n  %u = sub(%w, %s) : bf16[256,384]\n"
+     "  output %u\n}\n",
+     8},
+    {"gelu_grad_bias_sum_split_k",
+     "graph gelu_grad_bias_sum_split_k {\n  %dy = input() : bf16[264,2048]\n  %w2 = param() : bf16[2048,296]\n"
+     "  %j = input() : bf16[264,296]\n  %d0 = matmul(%dy, %w2) : bf16[264,296]\n  %dh = mul(%d0, %j) : bf16[264,296]\n"
+     "  %db = reduce_sum(%dh) {axes=[0]} : bf16[296]\n  output %dh\n  output %db\n}\n",
+     8},
 };
 enum { N_EVT = sizeof evt_cases / sizeof evt_cases[0] };
 /* Each visitor case on the plan's tile config (pingpong for these epilogues) and, through EVTC_GEMM_CONFIG, on
@@ -378,6 +391,12 @@ static int run_evt(void *lib, int i, int config, int *checks) {
     int err = 0, *errp = &err;
     void *scratch = malloc((size_t)(pl.scratch_doubles > 0 ? pl.scratch_doubles : 1) * sizeof(double));
     memset(scratch, 0x7F, (size_t)(pl.scratch_doubles > 0 ? pl.scratch_doubles : 1) * sizeof(double));   /* NaN */
+    /* split-K's workspace (poisoned) and tile counts (zero, and zero again after the launch) */
+    float *split_ws = malloc((size_t)(pl.split_floats > 0 ? pl.split_floats : 1) * sizeof(float));
+    int *split_cnt = calloc((size_t)pl.tiles, sizeof(int));
+    memset(split_ws, 0x7F, (size_t)(pl.split_floats > 0 ? pl.split_floats : 1) * sizeof(float));
+    L.dims.split_ws = (uint64_t)(uintptr_t)split_ws;
+    L.dims.split_cnt = (uint64_t)(uintptr_t)split_cnt;
     void *pv[] = {L.params[0], L.params[1], L.params[2], L.params[3], L.params[4], &params, &stepp, &errp, &scratch,
                   &L.map_x};
     gemm_launch_fn launch = (gemm_launch_fn)dlsym(lib, "emu_gemm_launch");
@@ -392,7 +411,12 @@ static int run_evt(void *lib, int i, int config, int *checks) {
       failed = 1;
     }
     CHECK(err == 0, "%s: the kernel's error flag is %d", c->name, err);
+    int counts = 0;
+    for (int64_t t = 0; t < pl.tiles; t++) counts += split_cnt[t] != 0;
+    CHECK(counts == 0, "%s: %d split-K tile counts left nonzero", c->name, counts);
     free(scratch);
+    free(split_ws);
+    free(split_cnt);
   }
   if (!failed) {
     oracle_sum_walk = true;
@@ -409,8 +433,9 @@ static int run_evt(void *lib, int i, int config, int *checks) {
     }
     char cfg[64];
     evtc_cuda_gemm_config_name(&pl.cfg, cfg, sizeof cfg);
-    printf("%s: %s, grid %u, %u B shared%s%s: %s\n", c->name, cfg, L.grid[0], L.smem, pl.tma_load ? ", TMA aux tile" : "",
-           pl.has_fin ? ", NAME_fin" : "", failed ? "DIFFERS from the interpreter" : "every output as the interpreter's");
+    printf("%s: %s, grid %u, %u B shared%s%s, %d split%s: %s\n", c->name, cfg, L.grid[0], L.smem,
+           pl.tma_load ? ", TMA aux tile" : "", pl.has_fin ? ", NAME_fin" : "", L.dims.splits, L.dims.splits == 1 ? "" : "s",
+           failed ? "DIFFERS from the interpreter" : "every output as the interpreter's");
   }
 done:
   for (int a = 0; a < k->n_args; a++) free(args[a]);

@@ -24,7 +24,11 @@
  *     the shared address's own bits), zeros for a load's elements outside
  *     the tensor, a store clipped to it; both complete at once;
  *   - named barriers with a thread count, bar.sync waiting and bar.arrive
- *     not (the warpgroups' barriers and the pingpong turns).
+ *     not (the warpgroups' barriers, the pingpong turns, split-K's meeting
+ *     of the cooperative consumers);
+ *   - split-K's workspace loads and stores and its counts' atomic adds,
+ *     on host memory (CTAs run one after another, so the last unit of a
+ *     tile is the last one launched).
  * A wait that nothing completes within 30 s aborts with the barrier, its
  * parity and the thread: a hang here is a protocol error in the kernel.
  */
@@ -204,6 +208,15 @@ template <typename T> static inline T __shfl_xor_sync(unsigned, T v, int o) {
   emu_wbar();
   return r;
 }
+
+/* ---- split-K's workspace and counts (cuda_emit_gemm.c: evtc_split_*), the cooperative consumers' barrier ---- */
+struct alignas(16) float4 { float x, y, z, w; };
+static inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+static inline void __stcg(float4 *p, float4 v) { *p = v; }
+static inline float4 __ldcg(const float4 *p) { return *p; }
+static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static inline int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+__device__ __forceinline__ void evtc_consumers_sync() { emu_counted_bar(5, 256, true); }
 
 /* ---- shared addresses, 16-bit stores to shared memory ---- */
 __device__ __forceinline__ unsigned evtc_smem_u32(const void *p) {

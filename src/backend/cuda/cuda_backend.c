@@ -61,6 +61,8 @@ typedef struct cuda_ctx {
   int n_marks;
   CUdeviceptr zeroed;              /* scratch every user leaves zeroed after each run, shared (zeroed_scratch) */
   size_t zeroed_bytes;
+  CUdeviceptr split_ws;            /* split-K GEMMs' partial tiles, shared (split_workspace) */
+  size_t split_ws_bytes;
 } cuda_ctx;
 
 typedef struct cuda_handle {
@@ -314,6 +316,25 @@ static evtc_status zeroed_scratch(cuda_ctx *c, size_t bytes, evtc_diag *d) {
   return EVTC_OK;
 }
 
+/* The context's split-K workspace, at least `bytes` of it (grown when a kernel needs more): split-K GEMMs
+ * (cuda_emit_gemm.c) keep nothing in it from one launch to the next, so the GEMMs of a program, one after another
+ * on the stream, share one (BERT-Large's 49 weight gradients of few tiles: 48 MiB instead of 2.3 GiB). */
+static evtc_status split_workspace(cuda_ctx *c, size_t bytes, evtc_diag *d) {
+  if (bytes <= c->split_ws_bytes) return EVTC_OK;
+  if (c->split_ws) {     /* kernels still queued may be using it */
+    if (evtc_cuda_sync(&c->dev, "growing the split-K workspace", d) != EVTC_OK) return d->status;
+    c->dev.drv->cuMemFree(c->split_ws);
+    c->split_ws = 0;
+    c->split_ws_bytes = 0;
+  }
+  char what[96];
+  snprintf(what, sizeof what, "cuMemAlloc (%zu bytes of split-K workspace)", bytes);
+  if (evtc_cuda_fail(c->dev.drv, c->dev.drv->cuMemAlloc(&c->split_ws, bytes), what, EVTC_ERR_RUNTIME, d))
+    return d->status;
+  c->split_ws_bytes = bytes;
+  return EVTC_OK;
+}
+
 /* Where h's scratch pointer is read at launch. */
 static CUdeviceptr *scratch_of(cuda_ctx *c, cuda_handle *h) { return h->shared_scratch ? &c->zeroed : &h->scratch; }
 
@@ -329,8 +350,12 @@ static evtc_status gemm_handle(cuda_ctx *c, cuda_module *m, const evtc_kernel *k
     h->has_fin = h->evt_plan.has_fin;
     h->fin_grid = h->evt_plan.fin_grid;
     if (h->has_fin && entry_get(c, m, h->fin_entry, h->fin_name, &h->fin, d)) return d->status;
-    if (h->evt_plan.scratch_doubles &&
-        scratch_alloc(c, h, (size_t)h->evt_plan.scratch_doubles * sizeof(double), d))
+    /* the reduction slots, then split-K's tile counts (zero before the first launch; each launch leaves them zero) */
+    const evtc_cuda_evt_plan *pl = &h->evt_plan;
+    const size_t red = (size_t)pl->scratch_doubles * sizeof(double), counts = pl->prob.splits > 1 ? (size_t)pl->tiles * 4 : 0;
+    if (red + counts && scratch_alloc(c, h, red + counts, d)) return d->status;
+    if (counts && (evtc_cuda_fill32(&c->dev, h->scratch + red, 0, (size_t)pl->tiles, d) ||
+                   split_workspace(c, (size_t)pl->split_floats * sizeof(float), d)))
       return d->status;
     return EVTC_OK;
   }
@@ -494,6 +519,10 @@ static evtc_status run_evt(cuda_ctx *c, cuda_handle *h, void *const *args, evtc_
     h->L_x = x;
   }
   evtc_cuda_gemm_launch *L = h->L;
+  if (pl->prob.splits > 1) {   /* the shared workspace may have moved since L was filled */
+    L->dims.split_ws = c->split_ws;
+    L->dims.split_cnt = h->scratch + (CUdeviceptr)pl->scratch_doubles * sizeof(double);
+  }
   if (pl->builtin_store) return evtc_cuda_launch(&c->dev, &h->main, L->grid, L->block, L->smem, L->params, d);
   launch_args la;
   launch_args_fill(c, h, args, &la);
@@ -625,10 +654,11 @@ static evtc_status cuda_mark_intervals(const evtc_backend *be, int n, double *us
   return EVTC_OK;
 }
 
-/* A run's launches as an instantiated CUDA graph, and the shared zeroed scratch they were captured with. */
+/* A run's launches as an instantiated CUDA graph, and the shared scratch and split-K workspace they were captured
+ * with. */
 typedef struct cuda_graph {
   CUgraphExec exec;
-  CUdeviceptr zeroed;
+  CUdeviceptr zeroed, split_ws;
 } cuda_graph;
 
 static evtc_status cuda_graph_begin(const evtc_backend *be, evtc_diag *d) {
@@ -639,6 +669,7 @@ static void *cuda_graph_end(const evtc_backend *be, evtc_diag *d) {
   cuda_ctx *c = ctx_of(be);
   cuda_graph *g = calloc(1, sizeof *g);
   g->zeroed = c->zeroed;
+  g->split_ws = c->split_ws;
   if (evtc_cuda_capture_end(&c->dev, &g->exec, d) != EVTC_OK) {
     free(g);
     return NULL;
@@ -647,10 +678,11 @@ static void *cuda_graph_end(const evtc_backend *be, evtc_diag *d) {
 }
 
 /* Every other pointer a launch holds (arguments, a kernel's own scratch, the step slot, the error flags, the
- * cuBLASLt workspace) stays put for the life of its program; the shared zeroed scratch moves when a later
- * program's kernel needs more of it (zeroed_scratch). */
+ * cuBLASLt workspace) stays put for the life of its program; the shared zeroed scratch and the split-K workspace
+ * move when a later program's kernel needs more of them (zeroed_scratch, split_workspace). */
 static bool cuda_graph_current(const evtc_backend *be, const void *graph) {
-  return ((const cuda_graph *)graph)->zeroed == ctx_of(be)->zeroed;
+  const cuda_graph *g = graph;
+  return g->zeroed == ctx_of(be)->zeroed && g->split_ws == ctx_of(be)->split_ws;
 }
 
 static evtc_status cuda_graph_launch(const evtc_backend *be, void *graph, evtc_diag *d) {

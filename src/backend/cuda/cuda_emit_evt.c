@@ -411,6 +411,13 @@ static bool is_quad_store(const evtc_kernel *k, const evtc_vnode *v) {
   return is_pair_store(k, v) && (v->dtype == EVTC_BF16 || v->dtype == EVTC_F16) && k->cols % 8 == 0;
 }
 
+/* A split-K unit that leaves the tile's epilogue to another: its TMA tile's copy is waited for all the same, so
+ * that the barrier's parity stays the warpgroup's count of tiles. */
+static void evt_tile_skip(evtc_sb *b, const char *ind, void *ctx) {
+  const evt_ctx *e = ctx;
+  if (e->pl->tma_load) evtc_sb_printf(b, "%sevtc_mbar_wait(aux_bar, aux_ph);\n%saux_ph ^= 1u;\n", ind, ind);
+}
+
 static void evt_tile_begin(evtc_sb *b, const char *ind, void *ctx) {
   const evt_ctx *e = ctx;
   const evtc_kernel *k = e->k;
@@ -841,7 +848,7 @@ void evtc_cuda_emit_evt(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_evt_pl
                                  .emit_prefetch_begin = evt_prefetch_begin, .emit_prefetch = evt_prefetch,
                                  .prefetch_blocks = prefetch_distance(k, pl, pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&pl->cfg))),
                                  .aux_smem = pl->tma_load ? pl->aux_bytes : 0,
-                                 .emit_tile_loads = pl->tma_load ? evt_tile_loads : NULL};
+                                 .emit_tile_loads = pl->tma_load ? evt_tile_loads : NULL, .emit_tile_skip = evt_tile_skip};
   evtc_cuda_gemm_emit(b, k->name, &pl->cfg, &pl->var, &epi);
   if (pl->has_fin) emit_fin(b, k, pl);
 }

@@ -28,6 +28,11 @@
  * grouped raster: group_m tile rows form a group walked column by column,
  * so the CTAs in flight read a few A row-panels and B column-panels.
  *
+ * Split-K (dims.splits > 1; kernels with an epilogue hook).  A GEMM of few tiles over a long K (a weight
+ * gradient) walks units of work instead: each tile's k-blocks cut into `splits` shares, the units of one tile on
+ * different CTAs; the tile's last unit adds the others' f32 partial tiles from a workspace, in split order, and
+ * runs the epilogue (emit_split_k).
+ *
  * Pingpong (cfg.pingpong, 2 consumers).  Cooperative consumers split every
  * tile's rows and run its epilogue together while the tensor cores wait.
  * With pingpong each consumer takes every other tile of the CTA, whole
@@ -142,7 +147,7 @@ unsigned evtc_cuda_gemm_stage_bytes(const evtc_cuda_gemm_config *c) { return (un
 unsigned evtc_cuda_gemm_smem_bytes(const evtc_cuda_gemm_config *c) {
   if (c->sm80) return (unsigned)c->stages * evtc_cuda_gemm_stage_bytes(c) + (unsigned)c->consumers * EVTC_CUDA_GEMM_HOOK_SMEM;
   return (unsigned)c->stages * evtc_cuda_gemm_stage_bytes(c) + (unsigned)c->consumers * 2 * D_SUBTILE + 16u * (unsigned)c->stages +
-         1024u;
+         8u + 1024u;   /* the ring, output subtiles, mbarriers, split-K's flags, alignment */
 }
 
 unsigned evtc_cuda_gemm_smem_bytes_aux(const evtc_cuda_gemm_config *c, unsigned aux_smem) {
@@ -217,8 +222,9 @@ void evtc_cuda_emit_gemm_helpers(evtc_sb *b) {
     "#ifndef EVTC_GEMM_HELPERS\n#define EVTC_GEMM_HELPERS\n"
     "/* GEMM helpers of both templates (cuda_emit_gemm.c): parameters, tile raster, barriers, epilogue stores */\n"
     "struct __align__(64) evtc_tmap { unsigned long long opaque[16]; };   /* a CUtensorMap */\n"
-    "struct evtc_gemm_dims { int M, N, K, batch, tma_store, reserved; long long ldc, c_bstride;\n"
-    "                       const unsigned char *a, *b; long long lda, ldb, a_bstride, b_bstride; };\n"
+    "struct evtc_gemm_dims { int M, N, K, batch, tma_store, splits; long long ldc, c_bstride;\n"
+    "                       const unsigned char *a, *b; long long lda, ldb, a_bstride, b_bstride;\n"
+    "                       float *split_ws; int *split_cnt; };\n"
     "struct __align__(8) evtc_f32x2 { float x, y; };\n"
     "struct __align__(16) evtc_u32x4 { unsigned x, y, z, w; };\n"
     "__device__ __forceinline__ unsigned evtc_smem_u32(const void *p) {\n"
@@ -317,6 +323,15 @@ void evtc_cuda_emit_sm90_helpers(evtc_sb *b) {
     "template <int N> __device__ __forceinline__ void evtc_wgmma_wait() {\n"
     "  asm volatile(\"wgmma.wait_group.sync.aligned %%0;\" :: \"n\"(N) : \"memory\");\n"
     "}\n"
+    "/* Split-K: the cooperative consumers' barrier (both warpgroups); a unit's partial sums into the workspace and\n"
+    " * back, through L2 only (another SM wrote them); the arrival of a unit at its tile's count: every thread's\n"
+    " * stores fenced before the unit's barrier, after which one thread adds 1 and learns how many came before. */\n"
+    "__device__ __forceinline__ void evtc_consumers_sync() { asm volatile(\"bar.sync 5, 256;\" ::: \"memory\"); }\n"
+    "__device__ __forceinline__ void evtc_split_st4(float *p, float x, float y, float z, float w) {\n"
+    "  __stcg((float4 *)p, make_float4(x, y, z, w));\n"
+    "}\n"
+    "__device__ __forceinline__ float4 evtc_split_ld4(const float *p) { return __ldcg((const float4 *)p); }\n"
+    "__device__ __forceinline__ int evtc_split_arrive(int *cnt) { return atomicAdd(cnt, 1); }\n"
     "#endif\n\n");
 }
 
@@ -348,7 +363,8 @@ static void emit_producer(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc
   evtc_sb_printf(b,
     "    if (threadIdx.x == 0) {\n"
     "      unsigned s = 0, ph = 0;\n"
-    "      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {\n"
+    "      for (int u = blockIdx.x; u < units; u += gridDim.x) {\n"
+    "        const int t = u / splits, kb0 = (u - t * splits) * kblocks / splits, kb1 = (u - t * splits + 1) * kblocks / splits;\n"
     "        int bat, m0, n0;\n"
     "        evtc_gemm_tile(t, tiles_m, tiles_n, %d, %d, %d, &bat, &m0, &n0);\n",
     c->group_m, c->tile_m, c->tile_n);
@@ -366,7 +382,7 @@ static void emit_producer(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc
                       "        bytes += (unsigned)(pb < %d ? pb : %d) * %du;\n",
                    c->tile_n / 64, c->tile_n / 64, PANEL_BYTES);
   evtc_sb_printf(b,
-    "        for (int kb = 0; kb < kblocks; kb++) {\n"
+    "        for (int kb = kb0; kb < kb1; kb++) {\n"
     "          evtc_mbar_wait(bar0 + 8u * (%d + s), ph ^ 1u);             /* stage s empty */\n"
     "          const unsigned full = bar0 + 8u * s, sa = ring + s * %uu, sb = sa + %uu;\n"
     "          evtc_mbar_expect_tx(full, bytes);\n",
@@ -545,6 +561,63 @@ static void emit_epilogue_store(evtc_sb *b, const evtc_cuda_gemm_config *c, cons
   evtc_sb_printf(b, "      }\n");
 }
 
+/* Split-K (dims.splits > 1, a kernel with an epilogue hook): a tile's k-blocks are split into `splits` units of
+ * work, walked by the persistent grid like tiles (unit u: tile u / splits, its share u % splits of the k-blocks,
+ * consecutive units on different CTAs).  A unit's consumers store their f32 accumulators into the workspace
+ * (unit u's tile_m x tile_n floats, float4 q of thread tt at 4 (q NT + tt): each store of the unit's NT threads
+ * contiguous), fence them and meet; one thread adds the unit to the tile's count (dims.split_cnt, zero before
+ * the launch).  The unit that finds every other one there resets the count to 0 for the next launch, reads all
+ * `splits` partial tiles back in split order -- its own too, so the sum is the same whichever unit comes last --
+ * and runs the epilogue; the others skip it (emit_tile_skip: what the hook started for the tile is consumed).
+ * The flag that says which (one int per consumer warpgroup) follows the mbarriers in shared memory. */
+static void emit_split_k(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_epilogue *epi) {
+  const int wm = evtc_cuda_gemm_atoms(c), q4 = c->tile_n / 8, nt = 128 * evtc_cuda_gemm_row_groups(c);
+  const int flag_bar = 2 * c->stages + (epi->aux_smem ? c->consumers : 0);
+  const char *sync = c->pingpong || c->consumers == 1 ? "evtc_wg_sync(1 + wg)" : "evtc_consumers_sync()";
+  evtc_sb_printf(b,
+    "      if (splits > 1) {                   /* split-K: this unit's partial tile; the tile's last unit adds them */\n"
+    "        const int tt = threadIdx.x - 128 - %s;\n"
+    "        volatile int *const split_last = (volatile int *)(evtc_smem + (bar0 + %du - evtc_smem_u32(evtc_smem))) + %s;\n"
+    "        float *const wsu = dims.split_ws + (long long)u * %d;\n"
+    "#pragma unroll\n"
+    "        for (int i = 0; i < %d; i++)\n"
+    "#pragma unroll\n"
+    "          for (int q = 0; q < %d; q++)\n"
+    "            evtc_split_st4(wsu + ((i * %d + q) * %d + tt) * 4, acc[i][4 * q], acc[i][4 * q + 1], acc[i][4 * q + 2],\n"
+    "                           acc[i][4 * q + 3]);\n"
+    "        __threadfence();\n"
+    "        %s;\n"
+    "        if (tt == 0) {\n"
+    "          const int before = evtc_split_arrive(dims.split_cnt + t);\n"
+    "          if (before == splits - 1) dims.split_cnt[t] = 0;   /* every unit of tile t is in: zero for the next launch */\n"
+    "          *split_last = before == splits - 1;\n"
+    "        }\n"
+    "        %s;\n"
+    "        if (!*split_last) {\n",
+    c->pingpong ? "128 * wg" : "0", 8 * flag_bar, c->pingpong ? "wg" : "0", c->tile_m * c->tile_n, wm, q4, q4, nt, sync,
+    sync);
+  if (epi->emit_tile_skip) epi->emit_tile_skip(b, "          ", epi->ctx);
+  evtc_sb_printf(b,
+    "          continue;\n"
+    "        }\n"
+    "        __threadfence();\n"
+    "        const float *const wst = dims.split_ws + (long long)t * splits * %d;\n"
+    "#pragma unroll\n"
+    "        for (int i = 0; i < %d; i++)\n"
+    "#pragma unroll\n"
+    "          for (int q = 0; q < %d; q++) {\n"
+    "            const float *const p = wst + ((i * %d + q) * %d + tt) * 4;\n"
+    "            float4 v = evtc_split_ld4(p);\n"
+    "            for (int sp = 1; sp < splits; sp++) {\n"
+    "              const float4 w = evtc_split_ld4(p + (long long)sp * %d);\n"
+    "              v.x += w.x, v.y += w.y, v.z += w.z, v.w += w.w;\n"
+    "            }\n"
+    "            acc[i][4 * q] = v.x, acc[i][4 * q + 1] = v.y, acc[i][4 * q + 2] = v.z, acc[i][4 * q + 3] = v.w;\n"
+    "          }\n"
+    "      }\n",
+    c->tile_m * c->tile_n, wm, q4, q4, nt, c->tile_m * c->tile_n);
+}
+
 /* A consumer warpgroup: main loop over the ring, then the epilogue, tile after tile. */
 static void emit_consumer(evtc_sb *b, const char *name, const evtc_cuda_gemm_config *c,
                           const evtc_cuda_gemm_variant *v, const evtc_cuda_gemm_epilogue *epi) {
@@ -577,12 +650,14 @@ static void emit_consumer(evtc_sb *b, const char *name, const evtc_cuda_gemm_con
   evtc_sb_printf(b,
     "    float acc[%d][%d];\n"
     "    unsigned s = 0, ph = 0;\n"
-    "    for (int t = blockIdx.x, it = 0; t < tiles; t += gridDim.x, it++) {\n"
-    "      (void)it;\n", wm, regs);
+    "    for (int u = blockIdx.x, it = 0; u < units; u += gridDim.x, it++) {\n"
+    "      (void)it;\n"
+    "      const int t = u / splits, kb0 = (u - t * splits) * kblocks / splits, kb1 = (u - t * splits + 1) * kblocks / splits;\n",
+    wm, regs);
   if (c->pingpong)
     evtc_sb_printf(b,
       "      if ((it & 1) != wg) {               /* the other warpgroup's tile: its k-blocks pass by in the ring */\n"
-      "        const unsigned q = s + (unsigned)kblocks;\n"
+      "        const unsigned q = s + (unsigned)(kb1 - kb0);\n"
       "        s = q %% %uu;\n"
       "        ph ^= (q / %uu) & 1u;\n"
       "        continue;\n"
@@ -603,7 +678,7 @@ static void emit_consumer(evtc_sb *b, const char *name, const evtc_cuda_gemm_con
   if (c->pingpong)   /* the other warpgroup's k-blocks must all have been waited for: see pingpong above */
     evtc_sb_printf(b, "      if (it > 0 || wg > 0) evtc_turn_wait(3 + wg);   /* this warpgroup's turn on the tensor cores */\n");
   evtc_sb_printf(b,
-    "      for (int kb = 0; kb < kblocks; kb++) {\n"
+    "      for (int kb = kb0; kb < kb1; kb++) {\n"
     "        evtc_mbar_wait(bar0 + 8u * s, ph);                      /* stage s full */\n"
     "        const unsigned sa = ring + s * %uu + (unsigned)cw * %uu, sb = ring + s * %uu + %uu;\n"
     "        evtc_wgmma_fence();\n"
@@ -615,7 +690,7 @@ static void emit_consumer(evtc_sb *b, const char *name, const evtc_cuda_gemm_con
     "            %s_mma(acc[i], evtc_wgmma_desc(sa + i * %uu + kk * %uu, %uu, 1024u), db);\n"
     "        }\n"
     "        evtc_wgmma_commit();\n"
-    "        if (kb > 0) {                        /* the previous k-block's group is done: free its stage */\n"
+    "        if (kb > kb0) {                      /* the previous k-block's group is done: free its stage */\n"
     "          evtc_wgmma_wait<1>();\n"
     "          if (lane == 0) evtc_mbar_arrive(bar0 + 8u * (%d + prev));\n"
     "        }\n"
@@ -624,14 +699,15 @@ static void emit_consumer(evtc_sb *b, const char *name, const evtc_cuda_gemm_con
     "      }\n", evtc_cuda_gemm_stage_bytes(c), (unsigned)wm * PANEL_BYTES, evtc_cuda_gemm_stage_bytes(c), a_bytes, b_step, b_lbo, wm, name,
     (unsigned)PANEL_BYTES, a_step, a_lbo, S, S);
   if (c->pingpong)   /* the next tile is the other warpgroup's */
-    evtc_sb_printf(b, "      if (t + (int)gridDim.x < tiles) evtc_turn_pass(3 + (wg ^ 1));\n");
+    evtc_sb_printf(b, "      if (u + (int)gridDim.x < units) evtc_turn_pass(3 + (wg ^ 1));\n");
   evtc_sb_printf(b,
     "      evtc_wgmma_wait<0>();               /* unconditional: ptxas must see every path drained */\n"
-    "      if (kblocks > 0 && lane == 0) evtc_mbar_arrive(bar0 + 8u * (%d + prev));\n"
+    "      if (kb1 > kb0 && lane == 0) evtc_mbar_arrive(bar0 + 8u * (%d + prev));\n"
     "#pragma unroll\n"
     "      for (int i = 0; i < %d; i++) %s_pin(acc[i]);\n",
     S, wm, name);
   if (epi && epi->emit_element) {
+    emit_split_k(b, c, epi);
     evtc_cuda_gemm_emit_hook_tile(b, c, epi);
     evtc_sb_printf(b, "    }\n");
   } else {
@@ -682,13 +758,14 @@ void evtc_cuda_gemm_emit(evtc_sb *b, const char *name, const evtc_cuda_gemm_conf
     "  (void)dbuf;\n"
     "  const int tiles_m = (dims.M + %d) / %d, tiles_n = (dims.N + %d) / %d;\n"
     "  const int tiles = tiles_m * tiles_n * dims.batch, kblocks = (dims.K + 63) / 64;\n"
+    "  const int splits = %s, units = tiles * splits;   /* split-K: emit_split_k */\n"
     "  if (threadIdx.x == 0) {\n"
     "    for (int s = 0; s < %d; s++) {\n"
     "      evtc_mbar_init(bar0 + 8u * s, 1u);            /* the producer's expect_tx (+ TMA bytes) */\n"
     "      evtc_mbar_init(bar0 + 8u * (%d + s), %du);    /* one arrive per warp reading the stage */\n"
     "    }\n",
-    (unsigned)S * evtc_cuda_gemm_stage_bytes(c), (unsigned)(c->consumers * (2 * D_SUBTILE + aux)), S, c->tile_m - 1, c->tile_m, c->tile_n - 1, c->tile_n, S, S,
-    4 * evtc_cuda_gemm_row_groups(c));
+    (unsigned)S * evtc_cuda_gemm_stage_bytes(c), (unsigned)(c->consumers * (2 * D_SUBTILE + aux)), S, c->tile_m - 1, c->tile_m, c->tile_n - 1, c->tile_n,
+    epi && epi->emit_element ? "dims.splits > 1 ? dims.splits : 1" : "1", S, S, 4 * evtc_cuda_gemm_row_groups(c));
   if (aux)   /* one barrier for each consumer warpgroup's TMA tile, after the stages' */
     evtc_sb_printf(b, "    for (int w = 0; w < %d; w++) evtc_mbar_init(bar0 + 8u * (%d + w), 1u);   /* aux_bar */\n",
                    c->consumers, 2 * S);
@@ -775,6 +852,12 @@ static evtc_status encode(const evtc_cuda_driver *drv, evtc_cuda_tensor_map *m, 
   return evtc_cuda_fail(drv, r, where, EVTC_ERR_RUNTIME, d);
 }
 
+int64_t evtc_cuda_gemm_split_floats(const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_problem *p) {
+  if (p->splits <= 1) return 0;
+  const int64_t tiles = ((p->M + c->tile_m - 1) / c->tile_m) * ((p->N + c->tile_n - 1) / c->tile_n) * p->batch;
+  return tiles * p->splits * c->tile_m * c->tile_n;
+}
+
 evtc_status evtc_cuda_gemm_tile_map(const evtc_cuda_driver *drv, evtc_cuda_tensor_map *m, evtc_dtype t, CUdeviceptr base,
                                     int64_t cols, int64_t rows, int64_t ld, unsigned box_rows, evtc_diag *d) {
   return encode(drv, m, t, base, cols, rows, ld, 0, 1, box_rows, "epilogue tile", d);
@@ -789,8 +872,14 @@ evtc_status evtc_cuda_gemm_launch_init(evtc_cuda_gemm_launch *L, const evtc_cuda
   if (!evtc_cuda_gemm_config_check(c, v, why, sizeof why) || !evtc_cuda_gemm_problem_check(v, p, a, b, why, sizeof why))
     return evtc_diag_set(d, EVTC_ERR_INVALID, "%s GEMM %lldx%lldx%lld: %s", c->sm80 ? "sm80" : "sm90", (long long)p->M, (long long)p->N,
                          (long long)p->K, why);
-  int64_t tiles = ((p->M + c->tile_m - 1) / c->tile_m) * ((p->N + c->tile_n - 1) / c->tile_n) * p->batch;
-  L->grid[0] = (unsigned)(tiles < sm_count ? tiles : sm_count);
+  const int64_t tiles = ((p->M + c->tile_m - 1) / c->tile_m) * ((p->N + c->tile_n - 1) / c->tile_n) * p->batch;
+  const int splits = p->splits > 1 ? p->splits : 1;
+  if (splits > 1 && (c->sm80 || splits > (p->K + 63) / 64))
+    return evtc_diag_set(d, EVTC_ERR_INVALID, "GEMM %lldx%lldx%lld: split-K into %d units (%s)", (long long)p->M,
+                         (long long)p->N, (long long)p->K, splits,
+                         c->sm80 ? "the sm_80 template has none" : "more than its k-blocks of 64");
+  const int64_t units = tiles * splits;
+  L->grid[0] = (unsigned)(units < sm_count ? units : sm_count);
   L->grid[1] = L->grid[2] = 1;
   L->block[0] = evtc_cuda_gemm_threads(c);
   L->block[1] = L->block[2] = 1;
@@ -804,7 +893,7 @@ evtc_status evtc_cuda_gemm_launch_init(evtc_cuda_gemm_launch *L, const evtc_cuda
   L->dims = (evtc_cuda_gemm_dims){.M = (int32_t)p->M, .N = (int32_t)p->N, .K = (int32_t)p->K,
                                   .batch = (int32_t)p->batch, .ldc = p->ldc, .c_bstride = p->c_bstride,
                                   .a = a, .b = b, .lda = p->lda, .ldb = p->ldb, .a_bstride = p->a_bstride,
-                                  .b_bstride = p->b_bstride};
+                                  .b_bstride = p->b_bstride, .splits = splits};
   if (c->sm80) return EVTC_OK;   /* no tensor maps: the kernel copies from dims.a and dims.b */
   const int64_t k1 = p->K > 0 ? p->K : 1;
   evtc_status s = v->a_kmajor ? encode(drv, &L->map_a, v->in, a, p->K, p->M, p->lda, p->a_bstride, p->batch,

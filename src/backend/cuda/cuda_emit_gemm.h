@@ -86,6 +86,11 @@ typedef struct evtc_cuda_gemm_problem {
   int64_t M, N, K, batch;
   int64_t lda, ldb, ldc;     /* row strides of A, B, D as stored (A M x K: lda >= K; A K x M: lda >= M; ...) */
   int64_t a_bstride, b_bstride, c_bstride;   /* batch strides (ignored when batch == 1) */
+  /* Split-K (sm_90a template, a kernel with an epilogue hook only): each tile's k-blocks in `splits` units of
+   * work (0 or 1: none; at most the k-blocks), their f32 partial tiles summed by the tile's last unit through
+   * a workspace of evtc_cuda_gemm_split_floats floats and tiles int counts, zero before the first launch (each
+   * launch leaves them zero): dims.split_ws and dims.split_cnt, which the caller sets. */
+  int splits;
 } evtc_cuda_gemm_problem;
 
 /* The epilogue hook (where the visitor DAG goes).  emit_element writes
@@ -148,6 +153,9 @@ typedef struct evtc_cuda_gemm_epilogue {
    * warpgroup's tiles (bat, m0, n0 known), before its turn on the tensor cores. */
   unsigned aux_smem;
   void (*emit_tile_loads)(evtc_sb *b, const char *ind, void *ctx);
+  /* Split-K (evtc_cuda_gemm_problem.splits): a unit of a tile that leaves the epilogue to the tile's last unit
+   * consumes here what emit_tile_loads started (its TMA tile's barrier phase). */
+  void (*emit_tile_skip)(evtc_sb *b, const char *ind, void *ctx);
 } evtc_cuda_gemm_epilogue;
 /* Bytes of shared memory per consumer warpgroup that an epilogue hook may use (the built-in store's two
  * staged-output subtiles, which a hook's kernel does not otherwise use). */
@@ -161,10 +169,11 @@ enum { EVTC_CUDA_GEMM_HOOK_SMEM = 2 * 64 * 128 };
  * a, b and their strides (elements): the operands as the sm_80 template
  * reads them (the sm_90a one reads them through the tensor maps). */
 typedef struct evtc_cuda_gemm_dims {
-  int32_t M, N, K, batch, tma_store, reserved;
+  int32_t M, N, K, batch, tma_store, splits;
   int64_t ldc, c_bstride;
   uint64_t a, b;
   int64_t lda, ldb, a_bstride, b_bstride;
+  uint64_t split_ws, split_cnt;   /* split-K's workspace (f32) and tile counts (int32), device addresses */
 } evtc_cuda_gemm_dims;
 
 /* A CUtensorMap: 128 opaque bytes (cuda.h aligns it to 128 since CUDA 13). */
@@ -242,6 +251,9 @@ evtc_status evtc_cuda_gemm_launch_init(evtc_cuda_gemm_launch *L, const evtc_cuda
                                        const evtc_cuda_gemm_problem *p, CUdeviceptr a, CUdeviceptr b,
                                        CUdeviceptr out, int sm_count, evtc_diag *d);
 
+/* Floats of split-K's workspace for cfg's tiles of problem p (its tiles times splits partial tiles). */
+int64_t evtc_cuda_gemm_split_floats(const evtc_cuda_gemm_config *cfg, const evtc_cuda_gemm_problem *p);
+
 /* Dynamic shared memory a block may opt in to on sm_90 (227 KiB): the most a config may use. */
 enum { EVTC_CUDA_GEMM_SMEM_LIMIT = 227 * 1024 };
 
@@ -275,6 +287,9 @@ typedef struct evtc_cuda_evt_plan {
   evtc_cuda_gemm_problem prob;
   int64_t tiles_m, tiles_n, tiles;
   int64_t scratch_doubles;
+  /* split-K (prob.splits > 1, chosen by evtc_cuda_gemm_use_evt): the workspace's floats (a program shares one
+   * among its kernels) and, after the reduction slots in scratch, the tiles' counts (ints, zeroed once) */
+  int64_t split_floats;
   bool has_fin;
   unsigned fin_grid;
   /* An aux (M x N) load that TMA copies a tile at a time into shared memory: its visitor node + 1 (0: none),

@@ -205,14 +205,37 @@ bool evtc_cuda_gemm_sm80_template(const evtc_cuda_device *dev) {
          (dev && dev->cc_major >= 8 && strcmp(dev->arch, "sm_90a") != 0);
 }
 
-/* evtc's GEMM gives each output tile to one CTA and has no split-K: a GEMM of few tiles over a long K -- a
- * weight gradient, [N_out, N_in] summed over every token of the batch: GPT-2's 768 x 768 over K = 8192 is
- * 36 tiles for 132 SMs -- leaves SMs idle for the whole of K.  cuBLASLt splits K there; its f32 output
- * and the separate epilogue kernel cost little at such output sizes.  Below SPLIT_K_FILL of the last
- * wave's SMs busy, over at least SPLIT_K_MIN_K, such a GEMM takes the cuBLASLt path when that path can
- * run its epilogue.  Without a device (tests that mirror the backend's choices) the H200's SMs count. */
-enum { SPLIT_K_MIN_K = 2048, H200_SMS = 132 };
+/* A GEMM of few output tiles over a long K -- a weight gradient, [N_out, N_in] summed over every token of the
+ * batch: GPT-2's 768 x 768 over K = 8192 is 18 tiles of 128 x 256 for 132 SMs -- would leave SMs idle for the
+ * whole of K with one CTA a tile.  Below SPLIT_K_FILL of the last wave's SMs busy, over at least
+ * SPLIT_K_MIN_K, evtc's GEMM splits K (cuda_emit_gemm.c, emit_split_k) where the kernel has a visitor
+ * epilogue on the sm_90a template: into the fewest units (2 to 16, each at least 4 k-blocks) that fill
+ * SPLIT_K_UNIT_FILL of their waves, else the best-filled.  Otherwise, or with EVTC_GEMM_SPLIT_K=0, such a
+ * GEMM takes the cuBLASLt path (which splits K, into f32 scratch and a separate epilogue kernel) when that
+ * path can run its epilogue.  Without a device (tests that mirror the backend's choices) the H200's SMs
+ * count. */
+enum { SPLIT_K_MIN_K = 2048, H200_SMS = 132, SPLIT_K_MAX = 16, SPLIT_K_MIN_KBLOCKS = 4 };
 #define SPLIT_K_FILL 0.75
+#define SPLIT_K_UNIT_FILL 0.9
+
+static double wave_fill(int64_t units, int64_t sms) {
+  const int64_t waves = (units + sms - 1) / sms;
+  return (double)units / (double)(waves * sms);
+}
+
+static int split_count(int64_t tiles, int64_t kblocks, int64_t sms) {
+  int best = 1;
+  for (int s = 2; s <= SPLIT_K_MAX && s * SPLIT_K_MIN_KBLOCKS <= kblocks; s++) {
+    if (wave_fill(tiles * s, sms) >= SPLIT_K_UNIT_FILL) return s;
+    if (best == 1 || wave_fill(tiles * s, sms) > wave_fill(tiles * best, sms)) best = s;
+  }
+  return best;
+}
+
+static bool split_k_enabled(void) {
+  const char *e = getenv("EVTC_GEMM_SPLIT_K");
+  return !(e && strcmp(e, "0") == 0);
+}
 
 bool evtc_cuda_gemm_use_evt(const evtc_kernel *k, const evtc_cuda_device *dev, evtc_cuda_evt_plan *pl, char *why,
                             size_t cap) {
@@ -221,9 +244,17 @@ bool evtc_cuda_gemm_use_evt(const evtc_kernel *k, const evtc_cuda_device *dev, e
     return false;
   }
   if (!evtc_cuda_evt_plan_of(k, dev, pl, why, cap)) return false;
-  const int64_t sms = dev && dev->sm_count > 0 ? dev->sm_count : H200_SMS, waves = (pl->tiles + sms - 1) / sms;
-  const double fill = (double)pl->tiles / (double)(waves * sms);
+  const int64_t sms = dev && dev->sm_count > 0 ? dev->sm_count : H200_SMS;
+  const double fill = wave_fill(pl->tiles, sms);
   char lt_why[200];
+  if (pl->prob.K >= SPLIT_K_MIN_K && fill < SPLIT_K_FILL && !pl->builtin_store && !pl->cfg.sm80 && split_k_enabled()) {
+    const int s = split_count(pl->tiles, (pl->prob.K + 63) / 64, sms);
+    if (s > 1) {
+      pl->prob.splits = s;
+      pl->split_floats = evtc_cuda_gemm_split_floats(&pl->cfg, &pl->prob);
+      return true;
+    }
+  }
   if (pl->prob.K >= SPLIT_K_MIN_K && fill < SPLIT_K_FILL && evtc_cuda_gemm_fits(k, lt_why, sizeof lt_why) &&
       evtc_kernel_visitor_fits(k, lt_why, sizeof lt_why)) {
     snprintf(why, cap, "%lld output tiles keep %.0f%% of %lld SMs busy over K = %lld: cuBLASLt splits K",

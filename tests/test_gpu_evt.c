@@ -21,9 +21,10 @@
  * batch stride 0, which only A's stacked batches fold away) must run correctly through the cuBLASLt fallback, and
  * the test checks which path each GEMM kernel took (evtc_cuda_gemm_use_evt
  * on the host; the backend's counts of loaded GEMM kernels on the GPU).
- * Weight-gradient shapes (few output tiles over a long K) split K on evtc's
- * GEMM (and with EVTC_GEMM_SPLIT_K=0 choose cuBLASLt, which splits K), others
- * run unsplit (split_k_choice); two cases split K on the GPU.
+ * Weight-gradient shapes (few output tiles over a long K) choose cuBLASLt,
+ * which splits K, and with EVTC_GEMM_SPLIT_K=1 split K on evtc's GEMM;
+ * others run unsplit (split_k_choice).  The GPU cases run with
+ * EVTC_GEMM_SPLIT_K=1, two of them split K.
  *
  * Tolerance: the interpreter rounds the matmul's bf16 (f16) output before
  * the f32 chain; the kernel keeps the f32 accumulator, so values differ by
@@ -368,16 +369,17 @@ static void run_case(const evt_case *c) {
   evtc_graph_free(g);
 }
 
-/* The split-K choice (cuda_gemm.c): a weight gradient of few output tiles over a long K splits K on evtc's GEMM
- * into the fewest units that fill 90 % of their waves of 132 SMs (GPT-2's 768 x 768: 18 tiles of 128 x 256, 7
- * units each; its 3072 x 768: 72 tiles, 5 each), or with EVTC_GEMM_SPLIT_K=0 goes to cuBLASLt, which splits K; a
+/* The split-K choice (cuda_gemm.c): a weight gradient of few output tiles over a long K goes to cuBLASLt, which
+ * splits K, or with EVTC_GEMM_SPLIT_K=1 (on) splits K on evtc's GEMM into the fewest units that fill 90 % of their
+ * waves of 132 SMs (GPT-2's 768 x 768: 18 tiles of 128 x 256, 7 units each; its 3072 x 768: 72 tiles, 5 each); a
  * GEMM of many tiles, or of a short K, is not split. */
-static void split_k_choice(bool off) {
+static void split_k_choice(bool on) {
   static const struct {
     int64_t m, n, k;
     int splits;   /* 0: cuBLASLt */
   } shapes[] = {{768, 768, 8192, 7}, {3072, 768, 8192, 5}, {4096, 1024, 16384, 1}, {768, 768, 512, 1}};
-  if (off) setenv("EVTC_GEMM_SPLIT_K", "0", 1);
+  if (on) setenv("EVTC_GEMM_SPLIT_K", "1", 1);
+  else unsetenv("EVTC_GEMM_SPLIT_K");
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
     char text[512];
     snprintf(text, sizeof text,
@@ -398,9 +400,9 @@ static void split_k_choice(bool off) {
     evtc_cuda_evt_plan pl;
     char why[256] = "";
     const bool evt = k && evtc_cuda_gemm_use_evt(k, NULL, &pl, why, sizeof why);
-    const int want = off && shapes[i].splits > 1 ? 0 : shapes[i].splits, got = evt ? (pl.prob.splits > 1 ? pl.prob.splits : 1) : 0;
+    const int want = !on && shapes[i].splits > 1 ? 0 : shapes[i].splits, got = evt ? (pl.prob.splits > 1 ? pl.prob.splits : 1) : 0;
     CHECK(k && got == want && (evt || strstr(why, "cuBLASLt splits K")), "split-K %lldx%lldx%lld%s: %s, %d units a tile (%s)",
-          (long long)shapes[i].m, (long long)shapes[i].n, (long long)shapes[i].k, off ? " (EVTC_GEMM_SPLIT_K=0)" : "",
+          (long long)shapes[i].m, (long long)shapes[i].n, (long long)shapes[i].k, on ? " (EVTC_GEMM_SPLIT_K=1)" : "",
           evt ? "evtc's GEMM" : "cuBLASLt", got, why);
     evtc_kernel_free(k);
     evtc_graph_free(g);
@@ -417,6 +419,7 @@ int main(int argc, char **argv) {
   printf("tile config %s\n", cfg && *cfg ? cfg : "the plan's");
   split_k_choice(false);
   split_k_choice(true);
+  setenv("EVTC_GEMM_SPLIT_K", "1", 1);     /* the cases' split-K path (off by default: cuda_gemm.c) */
   evtc_diag d = {0};
   oracle_be = evtc_backend_cuda(&d);
   if (!oracle_be) {

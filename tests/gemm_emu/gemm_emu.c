@@ -447,6 +447,7 @@ done:
 }
 
 int main(int argc, char **argv) {
+  setenv("EVTC_GEMM_SPLIT_K", "1", 1);   /* the split-K cases' path, off by default (cuda_gemm.c) */
   if (argc == 2 && strcmp(argv[1], "emit") == 0) return emit();
   if (argc != 3 || strcmp(argv[1], "run") != 0) {
     fprintf(stderr, "usage: gemm_emu emit | gemm_emu run LIB.so\n");

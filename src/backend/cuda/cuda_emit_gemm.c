@@ -601,21 +601,20 @@ static void emit_split_k(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc_
     "          continue;\n"
     "        }\n"
     "        __threadfence();\n"
-    "        const float *const wst = dims.split_ws + (long long)t * splits * %d;\n"
+    "        for (int sp = 0; sp < splits; sp++) {   /* a partial tile's loads all in flight at once */\n"
+    "          const float *const p = dims.split_ws + ((long long)t * splits + sp) * %d + tt * 4;\n"
     "#pragma unroll\n"
-    "        for (int i = 0; i < %d; i++)\n"
+    "          for (int i = 0; i < %d; i++)\n"
     "#pragma unroll\n"
-    "          for (int q = 0; q < %d; q++) {\n"
-    "            const float *const p = wst + ((i * %d + q) * %d + tt) * 4;\n"
-    "            float4 v = evtc_split_ld4(p);\n"
-    "            for (int sp = 1; sp < splits; sp++) {\n"
-    "              const float4 w = evtc_split_ld4(p + (long long)sp * %d);\n"
-    "              v.x += w.x, v.y += w.y, v.z += w.z, v.w += w.w;\n"
+    "            for (int q = 0; q < %d; q++) {\n"
+    "              const float4 w = evtc_split_ld4(p + (i * %d + q) * %d);\n"
+    "              float *const a = &acc[i][4 * q];\n"
+    "              if (sp == 0) a[0] = w.x, a[1] = w.y, a[2] = w.z, a[3] = w.w;\n"
+    "              else a[0] += w.x, a[1] += w.y, a[2] += w.z, a[3] += w.w;\n"
     "            }\n"
-    "            acc[i][4 * q] = v.x, acc[i][4 * q + 1] = v.y, acc[i][4 * q + 2] = v.z, acc[i][4 * q + 3] = v.w;\n"
-    "          }\n"
+    "        }\n"
     "      }\n",
-    c->tile_m * c->tile_n, wm, q4, q4, nt, c->tile_m * c->tile_n);
+    c->tile_m * c->tile_n, wm, q4, q4, 4 * nt);
 }
 
 /* A consumer warpgroup: main loop over the ring, then the epilogue, tile after tile. */

@@ -208,12 +208,16 @@ bool evtc_cuda_gemm_sm80_template(const evtc_cuda_device *dev) {
 /* A GEMM of few output tiles over a long K -- a weight gradient, [N_out, N_in] summed over every token of the
  * batch: GPT-2's 768 x 768 over K = 8192 is 18 tiles of 128 x 256 for 132 SMs -- would leave SMs idle for the
  * whole of K with one CTA a tile.  Below SPLIT_K_FILL of the last wave's SMs busy, over at least
- * SPLIT_K_MIN_K, evtc's GEMM splits K (cuda_emit_gemm.c, emit_split_k) where the kernel has a visitor
- * epilogue on the sm_90a template: into the fewest units (2 to 16, each at least 4 k-blocks) that fill
- * SPLIT_K_UNIT_FILL of their waves, else the best-filled.  Otherwise, or with EVTC_GEMM_SPLIT_K=0, such a
- * GEMM takes the cuBLASLt path (which splits K, into f32 scratch and a separate epilogue kernel) when that
- * path can run its epilogue.  Without a device (tests that mirror the backend's choices) the H200's SMs
- * count. */
+ * SPLIT_K_MIN_K, such a GEMM takes the cuBLASLt path (which splits K, into f32 scratch and a separate epilogue
+ * kernel) when that path can run its epilogue.  With EVTC_GEMM_SPLIT_K=1, evtc's GEMM splits K instead
+ * (cuda_emit_gemm.c, emit_split_k) where the kernel has a visitor epilogue on the sm_90a template: into the
+ * fewest units (2 to 16, each at least 4 k-blocks) that fill SPLIT_K_UNIT_FILL of their waves, else the
+ * best-filled.  Not the default: on the H200 (2026-12-01, `evtc explain --profile 50`, bench/epilogue/wgrad_sgd_*.evt,
+ * a weight gradient with its SGD update) its first version took 247 / 72 / 59 us for BERT-Large's q/k/v (3072 x
+ * 1024 over 16384) and output (1024 x 1024) and GPT-2's 768 x 768 over 8192, against 147 / 65 / 34 us on
+ * cuBLASLt, and GPT-2's step 21.5 against 15.2 ms: its last units then summed the partial tiles one load after
+ * another; they load a whole partial tile at once since, not yet measured.  Without a device (tests that mirror
+ * the backend's choices) the H200's SMs count. */
 enum { SPLIT_K_MIN_K = 2048, H200_SMS = 132, SPLIT_K_MAX = 16, SPLIT_K_MIN_KBLOCKS = 4 };
 #define SPLIT_K_FILL 0.75
 #define SPLIT_K_UNIT_FILL 0.9
@@ -234,7 +238,7 @@ static int split_count(int64_t tiles, int64_t kblocks, int64_t sms) {
 
 static bool split_k_enabled(void) {
   const char *e = getenv("EVTC_GEMM_SPLIT_K");
-  return !(e && strcmp(e, "0") == 0);
+  return e && strcmp(e, "1") == 0;
 }
 
 bool evtc_cuda_gemm_use_evt(const evtc_kernel *k, const evtc_cuda_device *dev, evtc_cuda_evt_plan *pl, char *why,

@@ -295,44 +295,39 @@ static evtc_status scratch_alloc(cuda_ctx *c, cuda_handle *h, size_t bytes, evtc
   return evtc_cuda_fail(c->dev.drv, c->dev.drv->cuMemAlloc(&h->scratch, bytes ? bytes : 8), what, EVTC_ERR_RUNTIME, d);
 }
 
-/* The context's zeroed scratch, at least `bytes` of it (grown and zeroed when a kernel needs more): kernels that
- * leave their scratch zeroed after each run (attention's dq sums, scatter_add's accumulators), one after another on
- * the stream, share one buffer instead of one each (BERT-Large's 24 attention backwards with dq: 64 MiB instead of
- * 1.5 GiB). */
-static evtc_status zeroed_scratch(cuda_ctx *c, size_t bytes, evtc_diag *d) {
-  if (bytes <= c->zeroed_bytes) return EVTC_OK;
-  if (c->zeroed) {     /* kernels still queued may be using it */
-    if (evtc_cuda_sync(&c->dev, "growing the shared scratch", d) != EVTC_OK) return d->status;
-    c->dev.drv->cuMemFree(c->zeroed);
-    c->zeroed = 0;
-    c->zeroed_bytes = 0;
+/* A buffer of the context that kernels share, one after another on the stream: at least `bytes` of it in *buf
+ * (*have bytes now), grown when a kernel needs more -- once the kernels still queued are done with it -- and
+ * zeroed when `zero`. */
+static evtc_status shared_buffer(cuda_ctx *c, CUdeviceptr *buf, size_t *have, size_t bytes, bool zero, const char *what,
+                                 evtc_diag *d) {
+  if (bytes <= *have) return EVTC_OK;
+  char msg[128];
+  if (*buf) {
+    snprintf(msg, sizeof msg, "growing the %s", what);
+    if (evtc_cuda_sync(&c->dev, msg, d) != EVTC_OK) return d->status;
+    c->dev.drv->cuMemFree(*buf);
+    *buf = 0;
+    *have = 0;
   }
-  char what[96];
-  snprintf(what, sizeof what, "cuMemAlloc (%zu bytes of shared scratch)", bytes);
-  if (evtc_cuda_fail(c->dev.drv, c->dev.drv->cuMemAlloc(&c->zeroed, bytes), what, EVTC_ERR_RUNTIME, d) ||
-      evtc_cuda_fill32(&c->dev, c->zeroed, 0, (bytes + 3) / 4, d))
+  snprintf(msg, sizeof msg, "cuMemAlloc (%zu bytes of %s)", bytes, what);
+  if (evtc_cuda_fail(c->dev.drv, c->dev.drv->cuMemAlloc(buf, bytes), msg, EVTC_ERR_RUNTIME, d) ||
+      (zero && evtc_cuda_fill32(&c->dev, *buf, 0, (bytes + 3) / 4, d)))
     return d->status;
-  c->zeroed_bytes = bytes;
+  *have = bytes;
   return EVTC_OK;
 }
 
-/* The context's split-K workspace, at least `bytes` of it (grown when a kernel needs more): split-K GEMMs
- * (cuda_emit_gemm.c) keep nothing in it from one launch to the next, so the GEMMs of a program, one after another
- * on the stream, share one (BERT-Large's 49 weight gradients of few tiles: 48 MiB instead of 2.3 GiB). */
+/* The context's zeroed scratch: kernels that leave their scratch zeroed after each run (attention's dq sums,
+ * scatter_add's accumulators) share one buffer instead of one each (BERT-Large's 24 attention backwards with dq:
+ * 64 MiB instead of 1.5 GiB). */
+static evtc_status zeroed_scratch(cuda_ctx *c, size_t bytes, evtc_diag *d) {
+  return shared_buffer(c, &c->zeroed, &c->zeroed_bytes, bytes, true, "shared scratch", d);
+}
+
+/* The context's split-K workspace: split-K GEMMs (cuda_emit_gemm.c) keep nothing in it from one launch to the
+ * next, so they share one (BERT-Large's 49 weight gradients of few tiles: 48 MiB instead of 2.3 GiB). */
 static evtc_status split_workspace(cuda_ctx *c, size_t bytes, evtc_diag *d) {
-  if (bytes <= c->split_ws_bytes) return EVTC_OK;
-  if (c->split_ws) {     /* kernels still queued may be using it */
-    if (evtc_cuda_sync(&c->dev, "growing the split-K workspace", d) != EVTC_OK) return d->status;
-    c->dev.drv->cuMemFree(c->split_ws);
-    c->split_ws = 0;
-    c->split_ws_bytes = 0;
-  }
-  char what[96];
-  snprintf(what, sizeof what, "cuMemAlloc (%zu bytes of split-K workspace)", bytes);
-  if (evtc_cuda_fail(c->dev.drv, c->dev.drv->cuMemAlloc(&c->split_ws, bytes), what, EVTC_ERR_RUNTIME, d))
-    return d->status;
-  c->split_ws_bytes = bytes;
-  return EVTC_OK;
+  return shared_buffer(c, &c->split_ws, &c->split_ws_bytes, bytes, false, "split-K workspace", d);
 }
 
 /* Where h's scratch pointer is read at launch. */

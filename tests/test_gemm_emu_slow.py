@@ -5,7 +5,9 @@ Builds tests/gemm_emu/gemm_emu.c against the build's libevtc.a; `gemm_emu emit`
 writes one CUDA module as the backend would (the CUDA prelude, then its cases'
 kernels): plain GEMMs on cuda_emit_gemm.c's template (persistent grid, TMA
 producer warpgroup, mbarrier ring, wgmma consumers, cooperative and pingpong,
-the built-in store through TMA or direct) and GEMMs with the visitor DAG of a
+the built-in store through TMA or direct) and on the sm_80 one
+(cuda_emit_gemm80.c: cp.async ring, ldmatrix, mma.sync, which
+tests/attention_emu/shim.h emulates), and GEMMs with the visitor DAG of a
 graph in their epilogue (cuda_emit_evt.c: bias, tanh and erf GELU with its
 gradient's coefficient, an aux tile through TMA, dropout, a residual, sums
 over rows and columns with NAME_fin).  This test turns the module into C++:
@@ -100,8 +102,10 @@ def emulated(module):
     text = "\n".join(out)
     subs = [(r'asm volatile\("setmaxnreg\.(?:inc|dec)\.sync\.aligned\.u32 \d+;"\);', "/* setmaxnreg */"),
             (r'asm volatile\("fence\.mbarrier_init\.release\.cluster;" ::: "memory"\);', "/* fence.mbarrier_init */"),
-            (r'extern __shared__ __align__\(1024\) unsigned char evtc_smem\[\];',
-             "unsigned char *evtc_smem = emu_smem_base + 16;")]
+            # the dynamic shared memory: 16 bytes past a boundary where the kernel aligns it itself (1024: the
+            # sm_90a template's ring), at the boundary where it relies on its declared alignment
+            (r'extern __shared__ __align__\((\d+)\) unsigned char evtc_smem\[\];',
+             lambda m: "unsigned char *evtc_smem = emu_smem_base + %d;" % (16 if m.group(1) == "1024" else 0))]
     for pattern, repl in subs:
         text, n = re.subn(pattern, repl, text)
         assert n >= 1, "the GEMM kernel's body changed (%s): update this test" % pattern[:40]

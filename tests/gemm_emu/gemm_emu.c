@@ -3,7 +3,7 @@
  *
  *   gemm_emu emit         one CUDA module on stdout, for the test to turn into C++: the CUDA prelude, every
  *                         plain case's kernel (emu0, emu1, ...: cuda_emit_gemm.c's evtc_cuda_gemm_emit,
- *                         built-in store) and every visitor case's (evt0, ...: the one kernel of a graph,
+ *                         built-in store; sm_80 configs on cuda_emit_gemm80.c's template) and every visitor case's (evt0, ...: the one kernel of a graph,
  *                         planned and emitted as the CUDA backend does, cuda_emit_evt.c)
  *   gemm_emu run LIB.so   each case through that module built into LIB.so (shim_gemm.h, launch.h):
  *                         evtc_cuda_gemm_launch_init fills the launch (grid, shared memory, tensor maps,
@@ -45,6 +45,11 @@ static const gemm_case cases[] = {
      "pingpong, A K x M and B K x N (MN-major), two batches, f32 TMA stores"},
     {"128x128x64 s4 c1 g2", {EVTC_BF16, EVTC_F16, true, false}, 257, 136, 72, 1, 0, 2,
      "one consumer warpgroup of two atoms, B K x N, f16 TMA stores"},
+    /* the sm_80 template (cuda_emit_gemm80.c: cp.async ring, ldmatrix, mma.sync; direct stores) */
+    {"128x128x64 s4 c2 g8 sm80", {EVTC_BF16, EVTC_BF16, true, false}, 200, 136, 136, 1, 0, 2,
+     "sm_80 template, warps of 16 rows, B K x N"},
+    {"256x128x64 s3 c2 g8 sm80", {EVTC_F16, EVTC_F32, false, true}, 300, 264, 200, 2, 8, 2,
+     "sm_80 template, warps of 32 rows, A K x M, two batches, f32"},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 

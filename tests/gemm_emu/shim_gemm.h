@@ -209,6 +209,13 @@ template <typename T> static inline T __shfl_xor_sync(unsigned, T v, int o) {
   return r;
 }
 
+/* ---- the sm_80 template's cp.async of up to 16 bytes (the rest zero-filled); shim.h has its ldmatrix, mma.sync and
+   cp.async groups ---- */
+__device__ __forceinline__ void evtc_cp16(unsigned dst, const void *src, unsigned bytes) {
+  memset(emu_smem_base + dst, 0, 16);
+  memcpy(emu_smem_base + dst, src, bytes);
+}
+
 /* ---- split-K's workspace and counts (cuda_emit_gemm.c: evtc_split_*), the cooperative consumers' barrier ---- */
 struct alignas(16) float4 { float x, y, z, w; };
 static inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }

@@ -173,21 +173,15 @@ __device__ __forceinline__ void evtc_fence_smem_async() {}
 
 /* ---- the CUDA prelude's built-ins (cuda_emit_common.c) and its one-instruction asm, which the test rewrites into
    calls of these: cvt roundings, ex2 / rcp (.approx.ftz: subnormals flushed), tanh (exact here) ---- */
-static inline float __int_as_float(int i) {
-  float f;
-  memcpy(&f, &i, 4);
-  return f;
+template <typename To, typename From> static inline To emu_bits(From v) {
+  static_assert(sizeof(To) == sizeof(From), "a bit cast keeps the size");
+  To r;
+  memcpy(&r, &v, sizeof r);
+  return r;
 }
-static inline float __uint_as_float(unsigned u) {
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static inline unsigned __float_as_uint(float f) {
-  unsigned u;
-  memcpy(&u, &f, 4);
-  return u;
-}
+static inline float __int_as_float(int i) { return emu_bits<float>(i); }
+static inline float __uint_as_float(unsigned u) { return emu_bits<float>(u); }
+static inline unsigned __float_as_uint(float f) { return emu_bits<unsigned>(f); }
 static inline float emu_ftz(float x) { return std::fabs(x) < 1.17549435e-38f ? 0.0f * x : x; }
 static inline float __nvvm_ex2_approx_ftz_f(float x) { return emu_ftz(exp2f(emu_ftz(x))); }
 static inline float emu_rcp_approx_ftz(float x) { return emu_ftz(1.0f / emu_ftz(x)); }

@@ -21,8 +21,10 @@ operand majorness, NAME_pin and the kernel's setmaxnreg and barrier-init
 fence go.  g++ builds that with tests/gemm_emu/launch.h into a shared
 library, and `gemm_emu run` checks every plain case's D against a float64
 product and every visitor case's outputs against the float64 interpreter.
-So a change to the template's layouts, barriers, tile walk, stores or
-epilogues is checked without a GPU (test_gpu_gemm.c and test_gpu_evt.c check
+Driver and kernels run under AddressSanitizer, with operands and outputs
+allocated to their exact sizes, so an access past them or past the shared
+memory stops the run.  So a change to the template's layouts, barriers,
+tile walk, stores or epilogues is checked without a GPU (test_gpu_gemm.c and test_gpu_evt.c check
 them on one).  Skips (77) without g++ or the build's libevtc.a.
 
 usage: test_gemm_emu_slow.py SOURCE_DIR EVTC_BINARY
@@ -123,17 +125,20 @@ def main():
                           check=True).stdout.split()
     with tempfile.TemporaryDirectory() as tmp:
         driver = os.path.join(tmp, "gemm_emu")
-        subprocess.run([cc, "-O1", "-std=gnu11", "-fopenmp", "-I", os.path.join(SRC, "include"), "-I",
+        # both under AddressSanitizer: a kernel's load or store past an operand, an output, the reduction scratch or
+        # its shared memory stops the run with the access
+        subprocess.run([cc, "-O1", "-std=gnu11", "-fopenmp", "-fsanitize=address", "-I", os.path.join(SRC, "include"), "-I",
                         os.path.join(SRC, "src"), "-I", os.path.join(SRC, "tests"), "-o", driver,
                         os.path.join(EMU, "gemm_emu.c"), lib] + libs + ["-lm", "-ldl", "-lpthread"], check=True)
         module = subprocess.run([driver, "emit"], capture_output=True, text=True, check=True).stdout
         with open(os.path.join(tmp, "gemm_lib.cpp"), "w") as f:
             f.write(emulated(module))
         so = os.path.join(tmp, "gemm_lib.so")
-        subprocess.run([cxx, "-O1", "-std=c++17", "-fPIC", "-shared", "-pthread", "-w", "-I", EMU, "-I",
+        subprocess.run([cxx, "-O1", "-std=c++17", "-fPIC", "-shared", "-pthread", "-w", "-fsanitize=address", "-I", EMU, "-I",
                         os.path.join(SRC, "tests", "attention_emu"), "-o", so, os.path.join(tmp, "gemm_lib.cpp")],
                        check=True)
-        return subprocess.run([driver, "run", so]).returncode
+        env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0")
+        return subprocess.run([driver, "run", so], env=env).returncode
 
 
 if __name__ == "__main__":

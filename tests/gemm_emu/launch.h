@@ -21,7 +21,7 @@ static int emu_grid(unsigned grid, unsigned threads, unsigned smem) {
   }
   gridDim = emu_dim3{grid, 1, 1};
   blockDim = emu_dim3{threads, 1, 1};
-  std::vector<unsigned char> mem(smem + 64);
+  std::vector<unsigned char> mem(smem + 16);   /* the module's own starts at most 16 bytes in */
   for (unsigned b = 0; b < grid; b++) {
     memset(mem.data(), 0xAB, mem.size());
     emu_smem_base = mem.data();   /* an offset from here is a shared address; the module's own starts 16 bytes in */

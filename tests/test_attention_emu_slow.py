@@ -7,7 +7,9 @@ the emitters write into every module), replaces their asm (ldmatrix,
 mma.sync, cvt packs, cp.async and its waits, atomic adds; wgmma, stmatrix,
 named barriers, vector reductions, ex2) with the emulations of
 tests/attention_emu/shim.h and shim_wg.h, builds tests/attention_emu/
-harness.cpp and harness_wg.cpp with the system C++ compiler and runs them:
+harness.cpp and harness_wg.cpp with the system C++ compiler, under
+AddressSanitizer (an access past a tensor or the shared memory stops the
+run), and runs them:
 every kernel of the family (forward, log-sum-exp, dq, dk with dv in one
 kernel, dq in its pass) on odd shapes, causal and not, row-major and
 through strided views, against a float64 reference (reference.h); the
@@ -105,9 +107,10 @@ def main():
             with open(os.path.join(tmp, harness, "lib_emu.h"), "w") as f:
                 f.write(lib)
             exe = os.path.join(tmp, harness, harness)
-            subprocess.run([cxx, "-O1", "-std=c++17", "-pthread", "-I", os.path.join(tmp, harness), "-I", emu, "-o", exe,
-                            os.path.join(emu, harness + ".cpp")], check=True)
-            rc |= subprocess.run([exe]).returncode
+            # under AddressSanitizer: a kernel's access past a tensor or its shared memory stops the run
+            subprocess.run([cxx, "-O1", "-std=c++17", "-pthread", "-fsanitize=address", "-I", os.path.join(tmp, harness),
+                            "-I", emu, "-o", exe, os.path.join(emu, harness + ".cpp")], check=True)
+            rc |= subprocess.run([exe], env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0")).returncode
     return rc
 
 

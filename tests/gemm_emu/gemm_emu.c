@@ -26,6 +26,7 @@
 #include "backend/cuda/cuda_gemm.h"
 #include "cpu_oracle.h"
 #include "gemm_emu/emu_tmap.h"
+#include "runtime/elements.h"
 #include "util/diag.h"
 
 typedef struct gemm_case {
@@ -185,29 +186,6 @@ static double uniform(void) {   /* in [-1, 1) */
   rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
   return (double)(rng >> 11) / (double)(1ull << 52) - 1.0;
 }
-static uint16_t to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-}
-static float from_bf16(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static float from_f16(uint16_t h) {
-  _Float16 x;
-  memcpy(&x, &h, 2);
-  return (float)x;
-}
-static uint16_t to_f16(float f) {
-  _Float16 x = (_Float16)f;   /* round to nearest even */
-  uint16_t h;
-  memcpy(&h, &x, 2);
-  return h;
-}
-
 /* A random operand of `rows` x `cols` stored in rows of ld elements, `batch` of them `bstride` apart; its
  * values (the rounded ones) in val. */
 static uint16_t *operand(evtc_dtype t, int64_t rows, int64_t cols, int64_t ld, int64_t batch, int64_t bstride,
@@ -216,39 +194,22 @@ static uint16_t *operand(evtc_dtype t, int64_t rows, int64_t cols, int64_t ld, i
   for (int64_t b = 0; b < batch; b++)
     for (int64_t r = 0; r < rows; r++)
       for (int64_t c = 0; c < cols; c++) {
-        const float x = (float)uniform();
-        const uint16_t h = t == EVTC_BF16 ? to_bf16(x) : to_f16(x);
+        const double x = (float)uniform();
+        const uint16_t h = t == EVTC_BF16 ? evtc_double_to_bf16(x) : evtc_double_to_f16(x);
         s[b * bstride + r * ld + c] = h;
-        val[(b * rows + r) * cols + c] = t == EVTC_BF16 ? from_bf16(h) : from_f16(h);
+        val[(b * rows + r) * cols + c] = t == EVTC_BF16 ? evtc_bf16_to_double(h) : evtc_f16_to_double(h);
       }
   return s;
 }
 
-/* Value e of a kernel argument's buffer of type t as a double, and back (rounded to t). */
+/* Element e of a buffer of type t as a double (runtime/elements.h), and v stored there, rounded to t, as read back. */
 static double load_as_double(const void *buf, evtc_dtype t, int64_t e) {
-  uint16_t h;
-  switch (t) {
-  case EVTC_F32: return ((const float *)buf)[e];
-  case EVTC_F64: return ((const double *)buf)[e];
-  case EVTC_BF16: memcpy(&h, (const uint16_t *)buf + e, 2); return from_bf16(h);
-  case EVTC_F16: memcpy(&h, (const uint16_t *)buf + e, 2); return from_f16(h);
-  case EVTC_I32: return ((const int32_t *)buf)[e];
-  case EVTC_I64: return (double)((const int64_t *)buf)[e];
-  case EVTC_BOOL: return ((const uint8_t *)buf)[e];
-  default: return NAN;
-  }
+  double v;
+  evtc_elements_decode(t, (const unsigned char *)buf + e * (int64_t)evtc_dtype_size(t), 1, &v);
+  return v;
 }
 static double store_double(void *buf, evtc_dtype t, int64_t e, double v) {
-  switch (t) {
-  case EVTC_F32: ((float *)buf)[e] = (float)v; break;
-  case EVTC_F64: ((double *)buf)[e] = v; break;
-  case EVTC_BF16: ((uint16_t *)buf)[e] = to_bf16((float)v); break;
-  case EVTC_F16: ((uint16_t *)buf)[e] = to_f16((float)v); break;
-  case EVTC_I32: ((int32_t *)buf)[e] = (int32_t)v; break;
-  case EVTC_I64: ((int64_t *)buf)[e] = (int64_t)v; break;
-  case EVTC_BOOL: ((uint8_t *)buf)[e] = v != 0; break;
-  default: break;
-  }
+  evtc_elements_encode(t, &v, 1, (unsigned char *)buf + e * (int64_t)evtc_dtype_size(t));
   return load_as_double(buf, t, e);
 }
 

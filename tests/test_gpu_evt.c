@@ -14,8 +14,8 @@
  * with the CUDA backend's acceptance puts every node into the GEMM kernel
  * when evtc's template takes it, reductions included (the test checks
  * that a case with reductions is that one kernel).
- * The tile config is the plan's (pingpong for visitor epilogues) unless
- * EVTC_GEMM_CONFIG names another (bench/gpu_gemm.sh runs both).  Odd sizes (M 2039, N 1 and 17, K 17,
+ * The tile config is the plan's (pingpong for epilogues that reduce, cooperative
+ * 128x256 for the others) unless EVTC_GEMM_CONFIG names another (bench/gpu_gemm.sh runs both).  Odd sizes (M 2039, N 1 and 17, K 17,
  * more tiles than SMs) and batches; cases the template refuses (K = 17
  * gives lda 17, not a multiple of 8 elements; a batch-broadcast B has
  * batch stride 0, which only A's stacked batches fold away) must run correctly through the cuBLASLt fallback, and

@@ -155,20 +155,19 @@ static bool has_vector_reduction(const evtc_kernel *k) {
  * 128x256x64 s4 c2 g8 for bf16-mk-nk-visitor; bench/epilogue/bert_gelu_grad.evt (the GELU gradient with
  * its bias gradient; `evtc explain --profile 200`, one round) took 305 us on those tiles (EVTC_GEMM_CONFIG,
  * which also kept 4 stages, so its aux tile went without TMA) against 258 us on the 4-stage pingpong ones.
- * By the kernel: the cooperative 128x256 default for the built-in store;
- * for a visitor epilogue pingpong 128x128 tiles (that epilogue runs on the CUDA cores while the other
- * warpgroup's main loop keeps the tensor cores busy), with 4 stages where the epilogue also reduces (over a
+ * By the kernel: the cooperative 128x256 default for the built-in store and for a visitor epilogue that
+ * reduces nothing, over any K (on the H200, 2026-12-01, `evtc explain --profile 300`, three rounds, against
+ * the pingpong 128x128 tiles with 6 stages the plan took over a short K before: bench/epilogue/bert_fc.evt
+ * 290.7 against 298.1 us, bias_gelu.evt (erf) 262.6 against 272.1; a bias added over K = 4096: 0.211 ->
+ * 0.185 ms, 2026-11-29); for an epilogue that reduces pingpong 128x128 tiles (that epilogue runs on the CUDA
+ * cores while the other warpgroup's main loop keeps the tensor cores busy), with 4 stages (over a
  * short K: the gradient through GELU with its bias gradient, 0.547 -> 0.428 ms at 16384 x 4096 x 1024 on the
  * H200 against 6 stages; over K = 4096: BERT-Large's gradient into a layernorm with its two column sums,
  * 16384 x 1024 x 4096, 0.255-0.260 -> 0.244 ms) and the default's raster groups of 8 (groups of 16, chosen
  * with those 4 stages, measured slower since: BERT-Large's GELU gradient times its coefficient with the bias
  * gradient 233-237 -> 225-232 us, the layernorm gradient's GEMM above 229-231 -> 224 us; `evtc explain
- * --profile 5`, bench/epilogue/bert_gelu_grad.evt and ln_grad_col_sums.evt, H200, 2026-11-30), and
- * the cooperative 128x256 tiles where it does not reduce
- * over a long K (a bias added over K = 4096: 0.211 -> 0.185 ms; weight gradients with their update: the
- * same).  Measured with `evtc explain --train --profile 5` on the training graph of an MLP block (16384 x
- * 1024 -> 4096 -> 1024, bf16; 2026-11-29).  On the sm_80 template (evtc_cuda_gemm_sm80_template): the
- * tuner's winner for its sm_80 family where `evtc tune --family ...-sm80` has measured it, else its default
+ * --profile 5`, bench/epilogue/bert_gelu_grad.evt and ln_grad_col_sums.evt, H200, 2026-11-30).  On the
+ * sm_80 template (evtc_cuda_gemm_sm80_template): the tuner's winner for its sm_80 family where `evtc tune --family ...-sm80` has measured it, else its default
  * for the device's shared memory, or EVTC_GEMM_CONFIG taken as an sm_80 config. */
 static bool tile_config(const evtc_cuda_device *dev, const evtc_kernel *k, bool builtin_store,
                         const evtc_cuda_gemm_variant *v, evtc_cuda_gemm_config *cfg, bool *fixed, char *why,
@@ -187,12 +186,12 @@ static bool tile_config(const evtc_cuda_device *dev, const evtc_kernel *k, bool 
     if (!dev || !evtc_cuda_gemm_tuned_config(dev, v, !builtin_store, true, cfg))
       *cfg = evtc_cuda_gemm_config_default_sm80(dev ? dev->smem_per_block_optin : 0);
   } else {
-    const bool reduces = has_vector_reduction(k), long_k = k->gemm.K >= 2048;
+    const bool reduces = has_vector_reduction(k);
     if (!dev || reduces || !evtc_cuda_gemm_tuned_config(dev, v, !builtin_store, false, cfg)) {
       *cfg = evtc_cuda_gemm_config_default();
-      if (!builtin_store && !(long_k && !reduces)) {
+      if (!builtin_store && reduces) {
         cfg->tile_n = 128;
-        cfg->stages = reduces ? 4 : 6;
+        cfg->stages = 4;
         cfg->pingpong = true;
       }
     }

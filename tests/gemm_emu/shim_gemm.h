@@ -210,6 +210,11 @@ __device__ __forceinline__ void evtc_cp16(unsigned dst, const void *src, unsigne
   memcpy(emu_smem_base + dst, src, bytes);
 }
 
+/* ---- the visitor epilogue's quad exchange by stmatrix (shim_wg.h emulates it) ---- */
+__device__ __forceinline__ void evtc_stsm_x4(unsigned a, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
+  emu_stmatrix_x4(a, r0, r1, r2, r3);
+}
+
 /* ---- split-K's workspace and counts (cuda_emit_gemm.c: evtc_split_*), the cooperative consumers' barrier ---- */
 struct alignas(16) float4 { float x, y, z, w; };
 static inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }

@@ -72,35 +72,42 @@ static void check_erf_gelu(const evtc_backend *be, const char *what) {
   free(z);
 }
 
+/* The special values of check_erf1p_bf16's inputs: +-0 are in the sweep (1 within the bound). */
+static const double erf1p_bf16_special[] = {INFINITY, -INFINITY, NAN};
+enum { ERF1P_BF16_N_SPECIAL = sizeof erf1p_bf16_special / sizeof erf1p_bf16_special[0] };
+
+/* y = 1 + erf(x) of bf16 inputs x (bf16_sweep_inputs over [-6, 6] after erf1p_bf16_special, `used` of them):
+ * within 2^-17 of it relative for x >= -4 and 2^-15 below (the exp2's rounding of x^2); 2, 0 and NaN for inf,
+ * -inf, NaN.  Also for the CUDA prelude's evtc_erf1p_bf16f on the CPU emulation (tests/gemm_emu). */
+static inline void check_erf1p_bf16_values(const char *what, const double *x, const double *y, int used) {
+  double worst = 0, worst_x = 0;
+  int bad = 0;
+  for (int i = ERF1P_BF16_N_SPECIAL; i < used; i++) {
+    const double want = x[i] < 0 ? erfc(-x[i]) : 1.0 + erf(x[i]);     /* 1 + erf cancels in double too */
+    const double rel = fabs(y[i] - want) / want / (x[i] >= -4 ? 0x1p-17 : 0x1p-15);
+    bad += !(rel <= 1.0);
+    if (rel > worst) worst = rel, worst_x = x[i];
+  }
+  CHECK(bad == 0, "%s: 1 + erf beyond its bound at %d of %d bf16 values (worst %.3g of it at %.9g)", what, bad,
+        used - ERF1P_BF16_N_SPECIAL, worst, worst_x);
+  CHECK(y[0] == 2.0 && y[1] == 0.0 && isnan(y[2]), "%s: 1 + erf of inf, -inf, NaN: %.9g %.9g %.9g", what, y[0], y[1],
+        y[2]);
+  printf("%s: 1 + erf (bf16) at most %.3f of its bound (at %.9g) over %d bf16 values\n", what, worst, worst_x,
+         used - ERF1P_BF16_N_SPECIAL);
+}
+
 /* 1 + erf(x) as a bf16 value (erf and the sum typed bf16, read through a cast to f32 in the same kernel, so
- * unrounded): within 2^-17 of it relative for x >= -4 and 2^-15 below (the exp2's rounding of x^2), over every
- * bf16 value of [-6, 6] and the special values.  For a backend with a polynomial of its own for bf16 (the CUDA
- * prelude's evtc_erf1p_bf16f); the CPU's is its f32 1 + erf, which check_erf_gelu covers. */
+ * unrounded) over every bf16 value of [-6, 6] and the special values, within check_erf1p_bf16_values's bounds.
+ * For a backend with a polynomial of its own for bf16 (the CUDA prelude's evtc_erf1p_bf16f); the CPU's is its f32
+ * 1 + erf, which check_erf_gelu covers. */
 static inline void check_erf1p_bf16(const evtc_backend *be, const char *what) {
   static const char text[] = "graph erf1p_bf16 {\n  %x = input() : f32[65536]\n"
                              "  %xb = cast(%x) {dtype=bf16} : bf16[65536]\n  %e = erf(%xb) : bf16[65536]\n"
                              "  %one = const() {value=1.0} : bf16[]\n  %e1 = add(%e, %one) : bf16[65536]\n"
                              "  %o = cast(%e1) {dtype=f32} : f32[65536]\n  output %o\n}\n";
-  static const double special[] = {INFINITY, -INFINITY, NAN};     /* +-0 are in the sweep: 1 within the bound */
-  enum { N_SPECIAL = sizeof special / sizeof special[0] };
   double *x, *y;
-  const int used = bf16_sweep(be, what, text, special, N_SPECIAL, 6.0f, false, &x, &y);
-  if (used >= 0) {
-    double worst = 0, worst_x = 0;
-    int bad = 0;
-    for (int i = N_SPECIAL; i < used; i++) {
-      const double want = x[i] < 0 ? erfc(-x[i]) : 1.0 + erf(x[i]);     /* 1 + erf cancels in double too */
-      const double rel = fabs(y[i] - want) / want / (x[i] >= -4 ? 0x1p-17 : 0x1p-15);
-      bad += !(rel <= 1.0);
-      if (rel > worst) worst = rel, worst_x = x[i];
-    }
-    CHECK(bad == 0, "%s: 1 + erf beyond its bound at %d of %d bf16 values (worst %.3g of it at %.9g)", what, bad,
-          used - N_SPECIAL, worst, worst_x);
-    CHECK(y[0] == 2.0 && y[1] == 0.0 && isnan(y[2]), "%s: 1 + erf of inf, -inf, NaN: %.9g %.9g %.9g", what, y[0], y[1],
-          y[2]);
-    printf("%s: 1 + erf (bf16) at most %.3f of its bound (at %.9g) over %d bf16 values\n", what, worst, worst_x,
-           used - N_SPECIAL);
-  }
+  const int used = bf16_sweep(be, what, text, erf1p_bf16_special, ERF1P_BF16_N_SPECIAL, 6.0f, false, &x, &y);
+  if (used >= 0) check_erf1p_bf16_values(what, x, y, used);
   free(x);
   free(y);
 }

@@ -32,14 +32,9 @@ static inline bool unary_run(const evtc_backend *be, const char *what, const cha
 
 enum { BF16_SWEEP_N = 1 << 16 };
 
-/* unary_run of `text` (%x and %o both f32[65536]) with x = the n_special special values, then every bf16 of [0, lim]
- * (of (0, lim] without_zero) and its negative, the rest 0.5.  *xo and *yo get the inputs and outputs (free both,
- * also after a failure); returns how many inputs are special or swept, or -1 after a failed check. */
-static inline int bf16_sweep(const evtc_backend *be, const char *what, const char *text, const double *special,
-                             int n_special, float lim, bool without_zero, double **xo, double **yo) {
-  double *x = malloc(sizeof(double) * BF16_SWEEP_N), *y = malloc(sizeof(double) * BF16_SWEEP_N);
-  *xo = x, *yo = y;
-  if (!x || !y) return -1;
+/* x[0 .. BF16_SWEEP_N) = the n_special special values, then every bf16 of [0, lim] (of (0, lim] without_zero) and its
+ * negative, the rest 0.5; returns how many inputs are special or swept. */
+static inline int bf16_sweep_inputs(const double *special, int n_special, float lim, bool without_zero, double *x) {
   int n = 0;
   for (; n < n_special; n++) x[n] = special[n];
   for (uint32_t bits = without_zero ? 1 : 0; bits < 0x8000u && n + 1 < BF16_SWEEP_N; bits++) {
@@ -49,6 +44,17 @@ static inline int bf16_sweep(const evtc_backend *be, const char *what, const cha
     if (f <= lim) x[n++] = f, x[n++] = -f;
   }
   for (int i = n; i < BF16_SWEEP_N; i++) x[i] = 0.5;
+  return n;
+}
+
+/* unary_run of `text` (%x and %o both f32[65536]) on bf16_sweep_inputs.  *xo and *yo get the inputs and outputs
+ * (free both, also after a failure); returns how many inputs are special or swept, or -1 after a failed check. */
+static inline int bf16_sweep(const evtc_backend *be, const char *what, const char *text, const double *special,
+                             int n_special, float lim, bool without_zero, double **xo, double **yo) {
+  double *x = malloc(sizeof(double) * BF16_SWEEP_N), *y = malloc(sizeof(double) * BF16_SWEEP_N);
+  *xo = x, *yo = y;
+  if (!x || !y) return -1;
+  const int n = bf16_sweep_inputs(special, n_special, lim, without_zero, x);
   return unary_run(be, what, text, x, y) ? n : -1;
 }
 

@@ -12,7 +12,9 @@
  *                         library runs the grid (and a visitor's NAME_fin); every element of a plain D is
  *                         checked against a float64 product of the same 16-bit inputs (its padding columns
  *                         must keep their poison), every output of a visitor case against the float64
- *                         interpreter (tests/cpu_oracle.h; outputs and reduction scratch poisoned first).
+ *                         interpreter (tests/cpu_oracle.h; outputs and reduction scratch poisoned first);
+ *                         and the prelude's 1 + erf of bf16 values (the polynomial GELU epilogues compute)
+ *                         over every bf16 of [-6, 6], within erf_check.h's bounds.
  * Prints one line a case and "N checks, F failed"; exits 1 on any failure.
  */
 #include <dlfcn.h>
@@ -25,6 +27,7 @@
 #include "backend/cuda/cuda_emit_gemm.h"
 #include "backend/cuda/cuda_gemm.h"
 #include "cpu_oracle.h"
+#include "erf_check.h"
 #include "gemm_emu/emu_tmap.h"
 #include "runtime/elements.h"
 #include "util/diag.h"
@@ -423,6 +426,16 @@ int main(int argc, char **argv) {
   int checks = 0, failed = 0;
   for (int i = 0; i < N_CASES; i++) failed += run_case(lib, i, &checks);
   for (int i = 0; i < N_EVT * N_EVT_CONFIGS; i++) failed += run_evt(lib, i / N_EVT_CONFIGS, i % N_EVT_CONFIGS, &checks) > 0;
+  float (*erf1p)(float) = (float (*)(float))dlsym(lib, "emu_erf1p_bf16");
+  CHECK(erf1p != NULL, "no emu_erf1p_bf16 in the library");
+  double *x = malloc(sizeof(double) * BF16_SWEEP_N), *y = malloc(sizeof(double) * BF16_SWEEP_N);
+  if (erf1p && x && y) {
+    const int used = bf16_sweep_inputs(erf1p_bf16_special, ERF1P_BF16_N_SPECIAL, 6.0f, false, x);
+    for (int i = 0; i < used; i++) y[i] = erf1p((float)x[i]);
+    check_erf1p_bf16_values("the prelude's evtc_erf1p_bf16f", x, y, used);
+  }
+  free(x);
+  free(y);
   /* with the CHECKs of the visitor cases (check.h) */
   checks += check_passed + check_failed;
   failed += check_failed;

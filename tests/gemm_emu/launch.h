@@ -1,7 +1,8 @@
 /* launch.h -- runs a kernel of the emulated GEMM module (after it in the translation unit that
  * tests/test_gemm_emu_slow.py builds into a shared library): the CTAs of the grid one after another, each
  * `threads` POSIX threads over fresh shared memory, the parameters as cuLaunchKernel's params[] holds them.
- * gemm_emu.c calls these through dlsym. */
+ * gemm_emu.c calls these through dlsym, and the prelude's 1 + erf of a bf16 value (emu_erf1p_bf16) to check its
+ * polynomial. */
 #include <functional>
 #include <vector>
 
@@ -85,3 +86,7 @@ extern "C" int emu_kernel_launch(void *kernel, unsigned grid, unsigned threads, 
   };
   return emu_grid(grid, threads, smem);
 }
+
+/* The CUDA prelude's 1 + erf(x) of a value stored as bf16 (its polynomial, with the exact ex2 and
+ * reciprocal of shim_gemm.h where the GPU's approximations add up to 2^-22 relative). */
+extern "C" float emu_erf1p_bf16(float x) { return evtc_erf1p_bf16f(x); }

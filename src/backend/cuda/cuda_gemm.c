@@ -215,8 +215,9 @@ bool evtc_cuda_gemm_sm80_template(const evtc_cuda_device *dev) {
  * best-filled.  Not the default: on the H200 (2026-12-01, `evtc explain --profile 50`, bench/epilogue/wgrad_sgd_*.evt,
  * a weight gradient with its SGD update) its first version took 247 / 72 / 59 us for BERT-Large's q/k/v (3072 x
  * 1024 over 16384) and output (1024 x 1024) and GPT-2's 768 x 768 over 8192, against 147 / 65 / 34 us on
- * cuBLASLt, and GPT-2's step 21.5 against 15.2 ms: its last units then summed the partial tiles one load after
- * another; they load a whole partial tile at once since, not yet measured.  Without a device (tests that mirror
+ * cuBLASLt, and GPT-2's step 21.5 against 15.2 ms, its last units then summing the partial tiles one load after
+ * another; loading a whole partial tile at once, 208 / 68 / 44 us against 147 / 65 / 35, and GPT-2's step 19.6
+ * against 15.0 ms (it also took the forward fc_proj GEMMs, 192 tiles over K = 3072).  Without a device (tests that mirror
  * the backend's choices) the H200's SMs count. */
 enum { SPLIT_K_MIN_K = 2048, H200_SMS = 132, SPLIT_K_MAX = 16, SPLIT_K_MIN_KBLOCKS = 4 };
 #define SPLIT_K_FILL 0.75

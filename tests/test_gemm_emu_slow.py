@@ -20,7 +20,9 @@ NAME_mma becomes the emulated wgmma of its instruction's shape, types and
 operand majorness, NAME_pin and the kernel's setmaxnreg and barrier-init
 fence go.  g++ builds that with tests/gemm_emu/launch.h into a shared
 library, and `gemm_emu run` checks every plain case's D against a float64
-product and every visitor case's outputs against the float64 interpreter.
+product, every visitor case's outputs against the float64 interpreter, and the
+prelude's 1 + erf of bf16 values (GELU's polynomial) over every bf16 of [-6, 6]
+against erf_check.h's bounds.
 Driver and kernels run under AddressSanitizer, with operands and outputs
 allocated to their exact sizes, so an access past them or past the shared
 memory stops the run.  So a change to the template's layouts, barriers,

@@ -167,8 +167,9 @@ static bool has_vector_reduction(const evtc_kernel *k) {
  * with those 4 stages, measured slower since: BERT-Large's GELU gradient times its coefficient with the bias
  * gradient 233-237 -> 225-232 us, the layernorm gradient's GEMM above 229-231 -> 224 us; `evtc explain
  * --profile 5`, bench/epilogue/bert_gelu_grad.evt and ln_grad_col_sums.evt, H200, 2026-11-30).  On the
- * sm_80 template (evtc_cuda_gemm_sm80_template): the tuner's winner for its sm_80 family where `evtc tune --family ...-sm80` has measured it, else its default
- * for the device's shared memory, or EVTC_GEMM_CONFIG taken as an sm_80 config. */
+ * sm_80 template (evtc_cuda_gemm_sm80_template): the tuner's winner for its sm_80 family where `evtc tune
+ * --family ...-sm80` has measured it, else its default for the device's shared memory, or EVTC_GEMM_CONFIG
+ * taken as an sm_80 config. */
 static bool tile_config(const evtc_cuda_device *dev, const evtc_kernel *k, bool builtin_store,
                         const evtc_cuda_gemm_variant *v, evtc_cuda_gemm_config *cfg, bool *fixed, char *why,
                         size_t cap) {

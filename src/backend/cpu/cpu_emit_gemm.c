@@ -11,7 +11,11 @@
  * prelude (AVX-512: 64-byte vectors, MR 12; AVX: 32 bytes, MR 6; otherwise
  * 16 bytes, MR 4) and NR is two vectors.  After the last KC slice the
  * micro-tile, still in L1, goes through the epilogue: the visitor DAG per
- * element, stores included.  For conv the B packer gathers the im2col
+ * element, stores included.  When every task reads the same B (a matmul
+ * whose B has no batch stride) and its packed copy fits in 256 MiB, B is
+ * packed once, all of it, before the tasks (they split the KC x NC blocks),
+ * and each task reads its blocks from there: packed per task, B was packed
+ * once for every MC row block (22 times for M = 4096).  For conv the B packer gathers the im2col
  * matrix of one image and group on the fly (implicit GEMM: no im2col
  * buffer), with zero padding.  f16 / bf16 operands are widened to float
  * by the packers (LD), so the micro-kernel and the epilogue see f32.
@@ -208,6 +212,8 @@ void evtc_cpu_emit_gemm(evtc_sb *b, const evtc_kernel *k) {
   emit_pack_b(b, k, t, st, half);
   emit_micro(b, k, t);
   int a_arg = k->kind == EVTC_ML_CONV ? k->conv.w_arg : g->a_arg, b_arg = k->kind == EVTC_ML_CONV ? k->conv.x_arg : g->b_arg;
+  bool shared_b = k->kind != EVTC_ML_CONV;    /* every task reads the same B: packed once (the file's comment) */
+  for (int d = 0; d < g->batch_rank && shared_b; d++) shared_b = g->b_bstride[d] == 0 || g->batch_shape[d] == 1;
   evtc_sb_printf(b, "void %s(void *const *args, uint64_t step, int *err) {\n", k->name);
   evtc_cpu_emit_args(b, k);
   evtc_sb_printf(b, "  (void)step; (void)err;\n  const int64_t M = %lldLL, N = %lldLL, K = %lldLL, BATCH = %lldLL, CC = %lldLL;\n",
@@ -218,30 +224,42 @@ void evtc_cpu_emit_gemm(evtc_sb *b, const evtc_kernel *k) {
   evtc_cpu_vctx top = {.k = k, .sb = b, .ind = "  "};
   for (int i = 0; i < k->n_v; i++)
     if (k->v[i].cls == EVTC_VC_SCALAR && k->v[i].kind != EVTC_V_STORE) evtc_cpu_emit_value(&top, i);
-  evtc_sb_printf(b, "  #pragma omp parallel if (ntasks > 1 && M * N * K > 65536)\n  {\n");
   /* buffers sized to the blocks this GEMM uses (small GEMMs allocate little) */
-  evtc_sb_printf(b, "    const int64_t MCu = M < MC ? (M + MR - 1) / MR * MR : MC, NCu = N < NC ? (N + NR - 1) / NR * NR : NC,"
-                    " KCu = K < KC ? (K > 0 ? K : 1) : KC;\n");
+  evtc_sb_printf(b, "  const int64_t MCu = M < MC ? (M + MR - 1) / MR * MR : MC, NCu = N < NC ? (N + NR - 1) / NR * NR : NC,"
+                    " KCu = K < KC ? (K > 0 ? K : 1) : KC, kend = K > 0 ? K : 1;\n");
+  if (shared_b)   /* block (jb, k0) of the packed B at (jb * kend + k0) * NCu: each slice's panels as pack_b lays them */
+    evtc_sb_printf(b, "  const size_t bfull_bytes = (size_t)(nblocks * kend * NCu) * sizeof(%s);\n"
+                      "  %s *const bfull = bfull_bytes <= ((size_t)256 << 20) ? aligned_alloc(64, (bfull_bytes + 127) / 64 * 64) : NULL;\n",
+                   t, t);
+  else
+    evtc_sb_printf(b, "  %s *const bfull = NULL;   /* B differs between tasks (conv's images, batched B): packed per task */\n", t);
+  evtc_sb_printf(b, "  #pragma omp parallel if (ntasks > 1 && M * N * K > 65536)\n  {\n");
+  if (shared_b)
+    evtc_sb_printf(b, "    if (bfull) {\n      const int64_t slices = (kend + KC - 1) / KC;\n"
+                      "      #pragma omp for schedule(dynamic)\n      for (int64_t q = 0; q < nblocks * slices; q++) {\n"
+                      "        const int64_t jb = q / slices, k0 = q %% slices * KC, j0 = jb * NC;\n"
+                      "        %s_pack_b(a%d, 0, k0, K - k0 < KC ? K - k0 : KC, j0, N - j0 < NC ? N - j0 : NC, bfull + (jb * kend + k0) * NCu);\n"
+                      "      }\n    }\n", k->name, b_arg);
   evtc_sb_printf(b, "    %s *apack = aligned_alloc(64, ((size_t)(MCu * KCu) * sizeof(%s) + 127) / 64 * 64);\n", t, t);
-  evtc_sb_printf(b, "    %s *bpack = aligned_alloc(64, ((size_t)(KCu * NCu) * sizeof(%s) + 127) / 64 * 64);\n", t, t);
+  evtc_sb_printf(b, "    %s *bpack = bfull ? NULL : aligned_alloc(64, ((size_t)(KCu * NCu) * sizeof(%s) + 127) / 64 * 64);\n", t, t);
   evtc_sb_printf(b, "    %s *cbuf = aligned_alloc(64, ((size_t)(MCu * NCu) * sizeof(%s) + 127) / 64 * 64);\n", t, t);
   evtc_sb_printf(b, "    #pragma omp for schedule(dynamic)\n    for (int64_t task = 0; task < ntasks; task++) {\n"
                     "      const int64_t bi = task / (mblocks * nblocks), ib = task / nblocks %% mblocks, jb = task %% nblocks;\n"
                     "      const int64_t i0 = ib * MC, j0 = jb * NC, mc = M - i0 < MC ? M - i0 : MC, nc = N - j0 < NC ? N - j0 : NC;\n");
   emit_batch_offsets(b, k);
-  evtc_sb_printf(b, "      const int64_t kend = K > 0 ? K : 1;\n"
-                    "      for (int64_t k0 = 0; k0 < kend; k0 += KC) {\n"
+  evtc_sb_printf(b, "      for (int64_t k0 = 0; k0 < kend; k0 += KC) {\n"
                     "        const int64_t kc = K - k0 < KC ? K - k0 : KC;\n"
-                    "        %s_pack_b(a%d + boff, bi, k0, kc, j0, nc, bpack);\n"
+                    "        const %s *const bp = bfull ? bfull + (jb * kend + k0) * NCu : bpack;\n"
+                    "        if (!bfull) %s_pack_b(a%d + boff, bi, k0, kc, j0, nc, bpack);\n"
                     "        %s_pack_a(a%d + aoff, i0, mc, k0, kc, apack);\n"
                     "        for (int64_t jr = 0; jr < nc; jr += NR)\n          for (int64_t ir = 0; ir < mc; ir += MR) {\n"
                     "          %s *ct = cbuf + ((ir / MR) * (NCu / NR) + jr / NR) * (MR * NR);\n"
-                    "          %s_micro(kc, apack + ir * kc, bpack + jr * kc, ct, k0 == 0);\n"
+                    "          %s_micro(kc, apack + ir * kc, bp + jr * kc, ct, k0 == 0);\n"
                     "          if (k0 + KC < K) continue;\n"
                     "          const int64_t r0 = bi * M + i0 + ir, c0 = j0 + jr;\n"
                     "          const int64_t mr = mc - ir < MR ? mc - ir : MR, nr = nc - jr < NR ? nc - jr : NR;\n",
-                 k->name, b_arg, k->name, a_arg, t, k->name);
+                 t, k->name, b_arg, k->name, a_arg, t, k->name);
   emit_epilogue(b, k);
-  evtc_sb_printf(b, "        }\n      }\n    }\n    free(apack);\n    free(bpack);\n    free(cbuf);\n  }\n}\n");
+  evtc_sb_printf(b, "        }\n      }\n    }\n    free(apack);\n    free(bpack);\n    free(cbuf);\n  }\n  free(bfull);\n}\n");
   evtc_sb_printf(b, "#undef VW\n#undef NR\n#undef MR\n#undef LD\n#undef vT\n\n");
 }

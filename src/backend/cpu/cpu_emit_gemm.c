@@ -6,7 +6,8 @@
  * fixed K order, so results do not depend on the schedule); for each KC
  * slice of K a task packs its A block into MR-row micro-panels and its B
  * block into NR-column micro-panels (zero-padded at the edges), then runs
- * an MR x NR register-tile micro-kernel written with GCC vector extensions.
+ * an MR x NR register-tile micro-kernel (f32 on AVX-512 or AVX2: intrinsics;
+ * otherwise GCC vector extensions).
  * The vector width and MR come from the host's compiler flags through the
  * prelude (AVX-512: 64-byte vectors, MR 12; AVX: 32 bytes, MR 6; otherwise
  * 16 bytes, MR 4) and NR is two vectors.  After the last KC slice the

@@ -8,11 +8,17 @@
 # 1024->4096->1024 + LayerNorm and a transformer encoder layer (d 256, 4
 # heads, batch 8, seq 128); linear + bias + GELU 4096x1024x1024 forward and
 # the bare matmul against sgemm -- all on every core, each figure the median
-# of about a second of runs, and prints a table last: ratio = peer time /
-# evtc-cpu time (> 1: evtc is faster).
+# of about a second of runs.  It does that ROUNDS times (default 3), evtc's
+# bench and PyTorch's in turn, and prints a table last: per workload and
+# implementation the median over the rounds, and ratio = peer time / evtc-cpu
+# time (> 1: evtc is faster) taken within each round, their median and each
+# round's.  Rounds, because on a virtual machine the speed drifts by tens of
+# percent between one minute and the next (RESULTS.md, twenty-fifth session):
+# a ratio of two figures timed minutes apart can be that drift.
 #
 #   bench/cpu.sh            (Debian python3 at /usr/bin; needs libopenblas-dev and python3-torch:
 #                            apt-get install -y libopenblas-dev python3-torch)
+#   ROUNDS=1 bench/cpu.sh   one round
 set -e
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build-bench}
@@ -37,22 +43,28 @@ cc -O2 -std=gnu11 -fopenmp -I"$ROOT/include" -I"$ROOT/src" "$ROOT/bench/cpu_benc
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; OpenBLAS kernels: ${OPENBLAS_CORETYPE:-its own choice}"
 echo "commit: $(git -C "$ROOT" rev-parse --short HEAD)"
-"$BUILD/cpu_bench" "$ROOT" | tee -a "$OUT"
-/usr/bin/python3 "$ROOT/bench/cpu_torch.py" | tee -a "$OUT"
+for round in $(seq 1 "${ROUNDS:-3}"); do
+  echo "round $round"
+  "$BUILD/cpu_bench" "$ROOT" | sed "s/^RESULT /RESULT $round /" | tee -a "$OUT"
+  /usr/bin/python3 "$ROOT/bench/cpu_torch.py" | sed "s/^RESULT /RESULT $round /" | tee -a "$OUT"
+done
 
 /usr/bin/python3 - "$OUT" <<'EOF'
-import sys
-rows = {}
+import statistics, sys
+rows = {}   # work -> impl -> round -> ms
 for line in open(sys.argv[1]):
     if line.startswith("RESULT"):
-        _, work, impl, ms = line.split()
-        rows.setdefault(work, {})[impl] = float(ms)
+        _, rnd, work, impl, ms = line.split()
+        rows.setdefault(work, {}).setdefault(impl, {})[rnd] = float(ms)
 print()
-print(f"| {'workload':36} | {'impl':22} | {'ms/step':>10} | {'ratio (peer/evtc-cpu)':>21} |")
-print(f"|{'-'*38}|{'-'*24}|{'-'*12}|{'-'*23}|")
+print(f"| {'workload':36} | {'impl':22} | {'ms/step':>10} | {'ratio (peer/evtc-cpu)':>21} | {'ratio, each round':>22} |")
+print(f"|{'-'*38}|{'-'*24}|{'-'*12}|{'-'*23}|{'-'*24}|")
 for work, impls in rows.items():
-    base = impls.get("evtc-cpu")
-    for impl, ms in impls.items():
-        ratio = f"{ms / base:.2f}" if base and impl != "evtc-cpu" else ""
-        print(f"| {work:36} | {impl:22} | {ms:10.3f} | {ratio:>21} |")
+    base = impls.get("evtc-cpu", {})
+    for impl, by_round in impls.items():
+        ms = statistics.median(by_round.values())
+        each = [by_round[r] / base[r] for r in by_round if r in base] if impl != "evtc-cpu" else []
+        ratio = f"{statistics.median(each):.2f}" if each else ""
+        rounds = " / ".join(f"{x:.2f}" for x in each)
+        print(f"| {work:36} | {impl:22} | {ms:10.3f} | {ratio:>21} | {rounds:>22} |")
 EOF

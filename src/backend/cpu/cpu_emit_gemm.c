@@ -16,9 +16,9 @@
  * whose B has no batch stride) and its packed copy fits in 256 MiB, B is
  * packed once, all of it, before the tasks (they split the KC x NC blocks),
  * and each task reads its blocks from there: packed per task, B was packed
- * once for every MC row block (22 times for M = 4096).  For conv the B packer gathers the im2col
- * matrix of one image and group on the fly (implicit GEMM: no im2col
- * buffer), with zero padding.  f16 / bf16 operands are widened to float
+ * once for every MC row block (22 times for M = 4096).  For conv the B
+ * packer gathers the im2col matrix of one image and group on the fly
+ * (implicit GEMM: no im2col buffer), with zero padding.  f16 / bf16 operands are widened to float
  * by the packers (LD), so the micro-kernel and the epilogue see f32.
  */
 #include <string.h>

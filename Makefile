@@ -15,7 +15,7 @@ JOBS ?= 2
 # a time on a small machine) slowed training 3-5x in our measurements.
 export OMP_WAIT_POLICY ?= passive
 
-.PHONY: deps build demo test clean fuzz-onnx
+.PHONY: deps build demo test clean fuzz-onnx fuzz-evt
 
 # Installs the Debian packages that are missing (apt-get runs only then).
 deps:
@@ -56,6 +56,18 @@ fuzz-onnx:
 	mkdir -p $(FUZZ_BUILD)/corpus
 	cd $(FUZZ_BUILD) && ./onnx_fuzz -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
 	  -max_len=4096 corpus ../tests/fuzz/corpus
+
+# libFuzzer on the text IR reader and autodiff (tests/fuzz/evt_fuzz.c), the same way, for FUZZ_SECONDS, seeded
+# from examples/ and bench/epilogue/ (the .evt files); new inputs collect in $(FUZZ_BUILD)/corpus-evt.
+fuzz-evt:
+	CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Debug \
+	  -DCMAKE_C_FLAGS="$(FUZZ_FLAGS) -fsanitize=fuzzer-no-link"
+	cmake --build $(FUZZ_BUILD) --target evtc -j$(JOBS)
+	clang $(FUZZ_FLAGS) -fsanitize=fuzzer -fopenmp -Iinclude -Isrc tests/fuzz/evt_fuzz.c \
+	  $(FUZZ_BUILD)/libevtc.a -lprotobuf-c $$(pkg-config --libs cbc) -lm -o $(FUZZ_BUILD)/evt_fuzz
+	mkdir -p $(FUZZ_BUILD)/corpus-evt
+	cd $(FUZZ_BUILD) && ./evt_fuzz -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	  -max_len=8192 corpus-evt ../examples ../bench/epilogue
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

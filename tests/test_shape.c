@@ -211,7 +211,20 @@ static void test_names_and_rebatch(void) {
   evtc_graph_free(g);
 }
 
+/* A type whose element count passes INT64_MAX (the shape of a fuzzed ONNX file): its numel saturates, and its
+ * strides, saturated as evtc_type_make writes them, read as contiguous without a signed overflow (which the
+ * sanitised build stops on). */
+static void test_huge_shapes(void) {
+  const int64_t huge[] = {16911429696, 34359729920, 2};
+  evtc_type t = evtc_type_make(EVTC_F32, 3, huge);
+  CHECK(evtc_type_numel(&t) == INT64_MAX, "numel saturates: %lld", (long long)evtc_type_numel(&t));
+  CHECK(evtc_type_is_contiguous(&t), "the made type reads as contiguous");
+  t.strides[0] = 7;
+  CHECK(!evtc_type_is_contiguous(&t), "an outer stride that differs does not");
+}
+
 int main(void) {
+  test_huge_shapes();
   test_elementwise_and_broadcast();
   test_reduce_and_layout();
   test_mainloops();

@@ -37,7 +37,7 @@ bool evtc_type_is_contiguous(const evtc_type *t) {
   int64_t stride = 1;
   for (int i = t->rank - 1; i >= 0; i--) {
     if (t->shape[i] != 1 && t->strides[i] != stride) return false;
-    stride *= t->shape[i];
+    if (__builtin_mul_overflow(stride, t->shape[i], &stride)) stride = INT64_MAX;   /* saturates as evtc_type_make */
   }
   return true;
 }

@@ -124,37 +124,25 @@ static void emit_pack_a(evtc_sb *b, const evtc_kernel *k, const char *t, const c
                  t, st, (long long)rs, (long long)cs, (long long)rs);
 }
 
-/* The f32 AVX2 + FMA micro-kernel in intrinsics: 6 x 16, twelve ymm
- * accumulators, two B vectors and one broadcast A value per step (15 of the
- * 16 registers); GCC keeps it in registers, where the vector-extension
- * form below gets unrolled and spilled. */
-static void emit_micro_avx2(evtc_sb *b) {
-  evtc_sb_printf(b, "  __m256 c[6][2];\n  for (int i = 0; i < 6; i++)\n    for (int j = 0; j < 2; j++)\n"
-                    "      c[i][j] = first ? _mm256_setzero_ps() : _mm256_load_ps(ct + i * 16 + j * 8);\n"
+/* An f32 micro-kernel in intrinsics for one vector ISA (type vec, intrinsic
+ * prefix pre, vw floats a vector): MR x 2 vectors, 2 MR accumulators, two B
+ * vectors and one broadcast A value per step -- AVX-512: 12 x 32, 27 of the 32
+ * zmm; AVX2 + FMA: 6 x 16, 15 of the 16 ymm.  GCC keeps these in registers;
+ * the vector-extension form below it compiled (GCC 12) with spills: on
+ * AVX-512 B's two vectors went to the stack and every FMA reloaded one (38
+ * loads a k step for 24 FMAs, bound by the load ports, not the FMA units). */
+static void emit_micro_intrinsics(evtc_sb *b, const char *vec, const char *pre, int mr, int vw) {
+  evtc_sb_printf(b, "  %s c[%d][2];\n  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < 2; j++)\n"
+                    "      c[i][j] = first ? %s_setzero_ps() : %s_load_ps(ct + i * %d + j * %d);\n"
                     "  for (int64_t p = 0; p < kc; p++) {\n"
-                    "    const __m256 b0 = _mm256_load_ps(bp + p * 16), b1 = _mm256_load_ps(bp + p * 16 + 8);\n"
-                    "    const float *a = ap + p * 6;\n    _mm_prefetch((const char *)(a + 48), _MM_HINT_T0);\n");
-  for (int i = 0; i < 6; i++)
-    evtc_sb_printf(b, "    { const __m256 av = _mm256_broadcast_ss(a + %d); c[%d][0] = _mm256_fmadd_ps(av, b0, c[%d][0]); "
-                      "c[%d][1] = _mm256_fmadd_ps(av, b1, c[%d][1]); }\n", i, i, i, i, i);
-  evtc_sb_printf(b, "  }\n  for (int i = 0; i < 6; i++)\n    for (int j = 0; j < 2; j++) _mm256_store_ps(ct + i * 16 + j * 8, c[i][j]);\n");
-}
-
-/* The f32 AVX-512 micro-kernel in intrinsics: 12 x 32, twenty-four zmm
- * accumulators, two B vectors and one broadcast A value per step (27 of the
- * 32 registers).  The vector-extension form below compiled (GCC 12) to B's
- * two vectors spilled to the stack and reloaded by every FMA: 38 loads a k
- * step for 24 FMAs, bound by the two load ports instead of the FMA units. */
-static void emit_micro_avx512(evtc_sb *b) {
-  evtc_sb_printf(b, "  __m512 c[12][2];\n  for (int i = 0; i < 12; i++)\n    for (int j = 0; j < 2; j++)\n"
-                    "      c[i][j] = first ? _mm512_setzero_ps() : _mm512_load_ps(ct + i * 32 + j * 16);\n"
-                    "  for (int64_t p = 0; p < kc; p++) {\n"
-                    "    const __m512 b0 = _mm512_load_ps(bp + p * 32), b1 = _mm512_load_ps(bp + p * 32 + 16);\n"
-                    "    const float *a = ap + p * 12;\n    _mm_prefetch((const char *)(a + 96), _MM_HINT_T0);\n");
-  for (int i = 0; i < 12; i++)
-    evtc_sb_printf(b, "    { const __m512 av = _mm512_set1_ps(a[%d]); c[%d][0] = _mm512_fmadd_ps(av, b0, c[%d][0]); "
-                      "c[%d][1] = _mm512_fmadd_ps(av, b1, c[%d][1]); }\n", i, i, i, i, i);
-  evtc_sb_printf(b, "  }\n  for (int i = 0; i < 12; i++)\n    for (int j = 0; j < 2; j++) _mm512_store_ps(ct + i * 32 + j * 16, c[i][j]);\n");
+                    "    const %s b0 = %s_load_ps(bp + p * %d), b1 = %s_load_ps(bp + p * %d + %d);\n"
+                    "    const float *a = ap + p * %d;\n    _mm_prefetch((const char *)(a + %d), _MM_HINT_T0);\n",
+                 vec, mr, mr, pre, pre, 2 * vw, vw, vec, pre, 2 * vw, pre, 2 * vw, vw, mr, 8 * mr);
+  for (int i = 0; i < mr; i++)
+    evtc_sb_printf(b, "    { const %s av = %s_set1_ps(a[%d]); c[%d][0] = %s_fmadd_ps(av, b0, c[%d][0]); "
+                      "c[%d][1] = %s_fmadd_ps(av, b1, c[%d][1]); }\n", vec, pre, i, i, pre, i, i, pre, i);
+  evtc_sb_printf(b, "  }\n  for (int i = 0; i < %d; i++)\n    for (int j = 0; j < 2; j++) %s_store_ps(ct + i * %d + j * %d, c[i][j]);\n",
+                 mr, pre, 2 * vw, vw);
 }
 
 /* The micro-kernel: ct[MR][NR] (+)= ap panel x bp panel, with one named
@@ -166,9 +154,9 @@ static void emit_micro(evtc_sb *b, const evtc_kernel *k, const char *t) {
                     "%s *restrict ct, int first) {\n", k->name, t, t, t);
   if (strcmp(t, "float") == 0) {
     evtc_sb_printf(b, "#if EVTC_AVX512_F32\n");
-    emit_micro_avx512(b);
+    emit_micro_intrinsics(b, "__m512", "_mm512", 12, 16);
     evtc_sb_printf(b, "#elif EVTC_AVX2_F32\n");
-    emit_micro_avx2(b);
+    emit_micro_intrinsics(b, "__m256", "_mm256", 6, 8);
     evtc_sb_printf(b, "#el");
   } else {
     evtc_sb_printf(b, "#");

@@ -173,6 +173,44 @@ static void test_step_constants(void) {
   free(b.s);
 }
 
+/* A row's max and min, and its softmax, computed over vector lanes (cpu_emit_rows.c's simd_pragma), keep NaN
+ * winning wherever the NaN stands in the row (the first column, one in the middle, the last) and otherwise give
+ * the row's exact max and min, a -0 among the values included. */
+static void test_nan_reductions(void) {
+  enum { R = 6, C = 70 };
+  evtc_graph *g = oracle_parse("graph nan_rows {\n  %x = input() : f32[6,70]\n"
+                               "  %mx = reduce_max(%x) {axes=[1]} : f32[6]\n  %mn = reduce_min(%x) {axes=[1]} : f32[6]\n"
+                               "  %sm = softmax(%x) : f32[6,70]\n  output %mx\n  output %mn\n  output %sm\n}\n",
+                               "nan_rows");
+  if (!g) return;
+  static double x[R * C], mx[R], mn[R], sm[R * C];
+  for (int i = 0; i < R * C; i++) x[i] = (double)((i * 37) % 101) / 8.0 - 6.0;
+  x[1 * C + 0] = NAN, x[2 * C + 33] = NAN, x[3 * C + C - 1] = NAN, x[4 * C + 5] = -0.0;
+  evtc_diag d = {0};
+  evtc_program *p = evtc_program_new(g, NULL, 0, evtc_backend_cpu(), NULL, &d);
+  CHECK(p != NULL, "nan_rows: program: %s", d.msg);
+  if (p) {
+    evtc_program_set(p, evtc_graph_find(g, "x"), x);
+    CHECK(evtc_program_run(p, 1, &d) == EVTC_OK, "nan_rows: run: %s", d.msg);
+    CHECK(evtc_program_get(p, evtc_graph_find(g, "mx"), mx) && evtc_program_get(p, evtc_graph_find(g, "mn"), mn) &&
+              evtc_program_get(p, evtc_graph_find(g, "sm"), sm),
+          "nan_rows: outputs");
+    for (int r = 0; r < R; r++) {
+      const bool has_nan = r >= 1 && r <= 3;
+      double want_max = -INFINITY, want_min = INFINITY;
+      for (int c = 0; c < C; c++) {
+        want_max = fmax(want_max, x[r * C + c]);
+        want_min = fmin(want_min, x[r * C + c]);
+      }
+      CHECK(has_nan ? isnan(mx[r]) && isnan(mn[r]) : mx[r] == (double)(float)want_max && mn[r] == (double)(float)want_min,
+            "row %d: max %g min %g (%s)", r, mx[r], mn[r], has_nan ? "NaN wins" : "exact");
+      CHECK(has_nan == (isnan(sm[r * C]) != 0), "row %d: softmax %g", r, sm[r * C]);
+    }
+    evtc_program_free(p);
+  }
+  evtc_graph_free(g);
+}
+
 int main(int argc, char **argv) {
   char dir[] = "/tmp/evtc-cpu-kernels-XXXXXX";
   if (!mkdtemp(dir)) return 1;
@@ -182,6 +220,7 @@ int main(int argc, char **argv) {
   both_plans(rows_text, "rows", 17, 0);
   test_epilogue_fused();
   test_step_constants();
+  test_nan_reductions();
   check_exp(evtc_backend_cpu(), "CPU exp", 2.0, 0.0, false);
   check_exp_shift_bf16(evtc_backend_cpu(), "CPU exp of a shift");
   check_erf_gelu(evtc_backend_cpu(), "CPU erf and gelu");

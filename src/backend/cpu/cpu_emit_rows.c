@@ -10,8 +10,9 @@
  * accumulates the column reductions it finishes.  Reductions over rows
  * (ROW) and over everything (SCALAR) accumulate into per-thread partials,
  * combined in thread order after the parallel loop.  All accumulation is
- * in double; a column loop whose reductions are all sums of its row or
- * column is vectorised over lanes (simd_pragma).
+ * in double; a column loop whose reductions all go into its row's or its
+ * columns' accumulators (sums, maxima, minima) is vectorised over lanes
+ * (simd_pragma).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -54,26 +55,33 @@ static void emit_phase_start(const evtc_cpu_vctx *x, int p) {
   }
 }
 
-/* "#pragma omp simd reduction(+: acc...)" before phase p's column loop when every reduction it finishes is a sum
- * into a row's accumulator or a partial of its own column: the compiler may then split the sums over vector
- * lanes (a fixed order for a build, so still deterministic), which it does not do for a double accumulator of
- * its own accord (no reassociation without the pragma).  A max or min (NaN-propagating, unlike OpenMP's) or a sum
- * of everything (one partial the iterations share) keeps the loop as it is. */
+/* "#pragma omp simd reduction(+: acc...) reduction(evtc_max: ...) reduction(evtc_min: ...)" before phase p's column
+ * loop when every reduction it finishes goes into a row's accumulator or a partial of its own column: the
+ * compiler may then split them over vector lanes (a fixed order for a build, so still deterministic), which it
+ * does not do of its own accord (no reassociation of a double sum without the pragma; EVTC_MAXN's NaN is not
+ * OpenMP's max, hence the prelude's declared evtc_max / evtc_min).  A max or min picks the same value in any
+ * order, a -0 against a +0 aside; a sum of everything (one partial the iterations share) keeps the loop as it
+ * is. */
 static void simd_pragma(const evtc_cpu_vctx *row, int p, evtc_sb *b) {
   const evtc_kernel *k = row->k;
   unsigned wide = 1u << EVTC_VC_FULL | 1u << EVTC_VC_ROW;
-  evtc_sb list = {0};
-  for (int i = 0; i < k->n_v; i++) {
+  evtc_sb lists[3] = {{0}};   /* sums, maxima, minima */
+  bool ok = true;
+  for (int i = 0; i < k->n_v && ok; i++) {
     const evtc_vnode *v = &k->v[i];
     if (v->kind != EVTC_V_REDUCE || v->phase != p + 1 || !((wide >> k->v[v->args[0]].cls) & 1)) continue;
-    if ((v->op != EVTC_OP_REDUCE_SUM && v->op != EVTC_OP_REDUCE_MEAN) || v->cls == EVTC_VC_SCALAR) {
-      free(list.s);
-      return;
-    }
-    if (v->cls == EVTC_VC_COL) evtc_sb_printf(&list, "%sacc%d", list.s ? ", " : "", i);
+    ok = v->cls != EVTC_VC_SCALAR;
+    const int l = v->op == EVTC_OP_REDUCE_MAX ? 1 : v->op == EVTC_OP_REDUCE_MIN ? 2 : 0;
+    if (ok && v->cls == EVTC_VC_COL) evtc_sb_printf(&lists[l], "%sacc%d", lists[l].s ? ", " : "", i);
   }
-  if (list.s) evtc_sb_printf(b, "      #pragma omp simd reduction(+: %s)\n", list.s);
-  free(list.s);
+  static const char *const names[] = {"+", "evtc_max", "evtc_min"};
+  if (ok && (lists[0].s || lists[1].s || lists[2].s)) {
+    evtc_sb_printf(b, "      #pragma omp simd");
+    for (int l = 0; l < 3; l++)
+      if (lists[l].s) evtc_sb_printf(b, " reduction(%s: %s)", names[l], lists[l].s);
+    evtc_sb_printf(b, "\n");
+  }
+  for (int l = 0; l < 3; l++) free(lists[l].s);
 }
 
 /* The column loop of phase p, when it has work. */

@@ -89,6 +89,11 @@ void evtc_cpu_emit_prelude(evtc_sb *b) {
     "}\n"
     "#define EVTC_MAXN(x, y) (((x) != (x) || (x) > (y)) ? (x) : (y))\n"
     "#define EVTC_MINN(x, y) (((x) != (x) || (x) < (y)) ? (x) : (y))\n"
+    /* the rows kernels' max / min over vector lanes (cpu_emit_rows.c's simd_pragma): NaN wins, as above */
+    "#pragma omp declare reduction(evtc_max : double : omp_out = EVTC_MAXN(omp_in, omp_out)) "
+    "initializer(omp_priv = -INFINITY)\n"
+    "#pragma omp declare reduction(evtc_min : double : omp_out = EVTC_MINN(omp_in, omp_out)) "
+    "initializer(omp_priv = INFINITY)\n"
     "#if defined(__AVX512F__)\n#define EVTC_VB 64\n#define EVTC_MR 12\n#include <immintrin.h>\n#define EVTC_AVX512_F32 1\n"
     "#elif defined(__AVX__)\n#define EVTC_VB 32\n#define EVTC_MR 6\n"
     "#if defined(__AVX2__) && defined(__FMA__)\n#include <immintrin.h>\n#define EVTC_AVX2_F32 1\n#endif\n"

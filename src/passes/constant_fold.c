@@ -6,10 +6,14 @@
  * and replaced by a CONST of the same name and type: `value=` when every
  * element is equal, else `data=` with every element.  Folding propagates,
  * since nodes are visited in topological order over already folded inputs.
- * Limits: a result over EVTC_FOLD_MAX_ELEMENTS elements is folded only when
- * it is uniform by construction -- an elementwise op (evaluated once on
- * scalars) or a reshape/permute/expand/slice/concat of uniform CONSTs with
- * one common value; otherwise it stays, so the graph never holds large data.
+ * Limits: a result over EVTC_FOLD_MAX_ELEMENTS elements, or one computed
+ * from inputs of more than EVTC_FOLD_MAX_INPUT_ELEMENTS elements in all, is
+ * folded only when it is uniform by construction -- an elementwise op
+ * (evaluated once on scalars) or a reshape/permute/expand/slice/concat of
+ * uniform CONSTs with one common value; otherwise it stays, so the graph
+ * never holds large data and the pass never evaluates it (a small reduction
+ * of a uniform 8192 x 3072 CONST, as a joint graph's bias gradient can be,
+ * took the interpreter seconds).
  * Dropout is never folded (its mask depends on the step, known at run time);
  * a node whose evaluation fails (an index out of range, an integer division
  * by zero) is left for the run to report.
@@ -21,7 +25,7 @@
 #include "passes/rewrite.h"
 #include "runtime/interp.h"
 
-enum { EVTC_FOLD_MAX_ELEMENTS = 4096 };
+enum { EVTC_FOLD_MAX_ELEMENTS = 4096, EVTC_FOLD_MAX_INPUT_ELEMENTS = 1 << 16 };
 
 static bool const_uniform(const evtc_node *c) { return evtc_node_attr(c, "data")->n == 0; }
 
@@ -90,9 +94,11 @@ static evtc_node *fold_node(evtc_rewrite *rw, const evtc_node *n, evtc_node *con
   for (int k = 0; k < n->n_inputs; k++)
     if (in[k]->op != EVTC_OP_CONST) return NULL;
   evtc_type t = evtc_type_make(n->type.dtype, n->type.rank, n->type.shape);
-  int64_t numel = evtc_type_numel(&t);
+  int64_t numel = evtc_type_numel(&t), in_elements = 0;
+  for (int k = 0; k < n->n_inputs; k++)
+    if (__builtin_add_overflow(in_elements, evtc_type_numel(&in[k]->type), &in_elements)) in_elements = INT64_MAX;
   double v;
-  if (numel > EVTC_FOLD_MAX_ELEMENTS) {
+  if (numel > EVTC_FOLD_MAX_ELEMENTS || in_elements > EVTC_FOLD_MAX_INPUT_ELEMENTS) {
     if (!uniform_result(n, in, &v)) return NULL;
     evtc_attr a = evtc_attr_float("value", v);
     return evtc_leaf_add(rw->dst, EVTC_OP_CONST, t, &a, 1, n->name);

@@ -173,17 +173,19 @@ static void test_step_constants(void) {
   free(b.s);
 }
 
-/* A row's max and min, and its softmax, computed over vector lanes (cpu_emit_rows.c's simd_pragma), keep NaN
- * winning wherever the NaN stands in the row (the first column, one in the middle, the last) and otherwise give
- * the row's exact max and min, a -0 among the values included. */
+/* A row's max and min, its softmax, and the max over everything (each row's share in a local accumulator),
+ * computed over vector lanes (cpu_emit_rows.c's simd_pragma), keep NaN winning wherever the NaN stands in the
+ * row (the first column, one in the middle, the last) and otherwise give the row's exact max and min, a -0 among
+ * the values included. */
 static void test_nan_reductions(void) {
   enum { R = 6, C = 70 };
   evtc_graph *g = oracle_parse("graph nan_rows {\n  %x = input() : f32[6,70]\n"
                                "  %mx = reduce_max(%x) {axes=[1]} : f32[6]\n  %mn = reduce_min(%x) {axes=[1]} : f32[6]\n"
-                               "  %sm = softmax(%x) : f32[6,70]\n  output %mx\n  output %mn\n  output %sm\n}\n",
+                               "  %sm = softmax(%x) : f32[6,70]\n  %all = reduce_max(%x) : f32[]\n"
+                               "  output %mx\n  output %mn\n  output %sm\n  output %all\n}\n",
                                "nan_rows");
   if (!g) return;
-  static double x[R * C], mx[R], mn[R], sm[R * C];
+  static double x[R * C], mx[R], mn[R], sm[R * C], all;
   for (int i = 0; i < R * C; i++) x[i] = (double)((i * 37) % 101) / 8.0 - 6.0;
   x[1 * C + 0] = NAN, x[2 * C + 33] = NAN, x[3 * C + C - 1] = NAN, x[4 * C + 5] = -0.0;
   evtc_diag d = {0};
@@ -193,8 +195,9 @@ static void test_nan_reductions(void) {
     evtc_program_set(p, evtc_graph_find(g, "x"), x);
     CHECK(evtc_program_run(p, 1, &d) == EVTC_OK, "nan_rows: run: %s", d.msg);
     CHECK(evtc_program_get(p, evtc_graph_find(g, "mx"), mx) && evtc_program_get(p, evtc_graph_find(g, "mn"), mn) &&
-              evtc_program_get(p, evtc_graph_find(g, "sm"), sm),
+              evtc_program_get(p, evtc_graph_find(g, "sm"), sm) && evtc_program_get(p, evtc_graph_find(g, "all"), &all),
           "nan_rows: outputs");
+    CHECK(isnan(all), "the max over everything: %g, want NaN", all);
     for (int r = 0; r < R; r++) {
       const bool has_nan = r >= 1 && r <= 3;
       double want_max = -INFINITY, want_min = INFINITY;

@@ -9,10 +9,11 @@
  * recomputing earlier-phase values instead of keeping a scratch row -- and
  * accumulates the column reductions it finishes.  Reductions over rows
  * (ROW) and over everything (SCALAR) accumulate into per-thread partials,
- * combined in thread order after the parallel loop.  All accumulation is
- * in double; a column loop whose reductions all go into its row's or its
- * columns' accumulators (sums, maxima, minima) is vectorised over lanes
- * (simd_pragma).
+ * combined in thread order after the parallel loop; a column loop sums (or
+ * takes the max or min of) its row's share of a SCALAR reduction in a local
+ * accumulator, added to the thread's partial after the loop.  All
+ * accumulation is in double, and every column loop with reductions is
+ * vectorised over lanes (simd_pragma).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -56,26 +57,24 @@ static void emit_phase_start(const evtc_cpu_vctx *x, int p) {
 }
 
 /* "#pragma omp simd reduction(+: acc...) reduction(evtc_max: ...) reduction(evtc_min: ...)" before phase p's column
- * loop when every reduction it finishes goes into a row's accumulator or a partial of its own column: the
- * compiler may then split them over vector lanes (a fixed order for a build, so still deterministic), which it
- * does not do of its own accord (no reassociation of a double sum without the pragma; EVTC_MAXN's NaN is not
- * OpenMP's max, hence the prelude's declared evtc_max / evtc_min).  A max or min picks the same value in any
- * order, a -0 against a +0 aside; a sum of everything (one partial the iterations share) keeps the loop as it
- * is. */
+ * loop: the compiler may then split its reductions over vector lanes (a fixed order for a build, so still
+ * deterministic), which it does not do of its own accord (no reassociation of a double sum without the pragma;
+ * EVTC_MAXN's NaN is not OpenMP's max, hence the prelude's declared evtc_max / evtc_min).  Every reduction the
+ * loop finishes has a local accumulator (acc<i>: a row's, or the row's share of a sum over everything) or a
+ * partial of its own column (pp<i>[c]), so lanes never share one.  A max or min picks the same value in any order,
+ * a -0 against a +0 aside. */
 static void simd_pragma(const evtc_cpu_vctx *row, int p, evtc_sb *b) {
   const evtc_kernel *k = row->k;
   unsigned wide = 1u << EVTC_VC_FULL | 1u << EVTC_VC_ROW;
   evtc_sb lists[3] = {{0}};   /* sums, maxima, minima */
-  bool ok = true;
-  for (int i = 0; i < k->n_v && ok; i++) {
+  for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
     if (v->kind != EVTC_V_REDUCE || v->phase != p + 1 || !((wide >> k->v[v->args[0]].cls) & 1)) continue;
-    ok = v->cls != EVTC_VC_SCALAR;
     const int l = v->op == EVTC_OP_REDUCE_MAX ? 1 : v->op == EVTC_OP_REDUCE_MIN ? 2 : 0;
-    if (ok && v->cls == EVTC_VC_COL) evtc_sb_printf(&lists[l], "%sacc%d", lists[l].s ? ", " : "", i);
+    if (v->cls != EVTC_VC_ROW) evtc_sb_printf(&lists[l], "%sacc%d", lists[l].s ? ", " : "", i);
   }
   static const char *const names[] = {"+", "evtc_max", "evtc_min"};
-  if (ok && (lists[0].s || lists[1].s || lists[2].s)) {
+  if (lists[0].s || lists[1].s || lists[2].s) {
     evtc_sb_printf(b, "      #pragma omp simd");
     for (int l = 0; l < 3; l++)
       if (lists[l].s) evtc_sb_printf(b, " reduction(%s: %s)", names[l], lists[l].s);
@@ -99,7 +98,7 @@ static void emit_pass(const evtc_cpu_vctx *row, int p, bool *need) {
     if (!reduce_here && !store_here) continue;
     any = true;
     evtc_cpu_mark_needed(k, v->args[0], wide, need);
-    if (reduce_here && v->cls == EVTC_VC_COL) evtc_sb_printf(b, "      double acc%d = %s;\n", i, acc_init(v->op));
+    if (reduce_here && v->cls != EVTC_VC_ROW) evtc_sb_printf(b, "      double acc%d = %s;\n", i, acc_init(v->op));
   }
   if (!any) return;
   simd_pragma(row, p, b);
@@ -111,8 +110,8 @@ static void emit_pass(const evtc_cpu_vctx *row, int p, bool *need) {
     if (need[i] && is_value(v)) evtc_cpu_emit_value(&x, i);
     if (v->kind == EVTC_V_REDUCE && v->phase == p + 1 && ((wide >> k->v[v->args[0]].cls) & 1)) {
       char acc[48];
-      if (v->cls == EVTC_VC_COL) snprintf(acc, sizeof acc, "acc%d", i);
-      else snprintf(acc, sizeof acc, "pp%d[%s]", i, v->cls == EVTC_VC_ROW ? "c" : "0");
+      if (v->cls == EVTC_VC_ROW) snprintf(acc, sizeof acc, "pp%d[c]", i);
+      else snprintf(acc, sizeof acc, "acc%d", i);
       emit_accumulate(b, x.ind, v->op, acc, v->args[0]);
     }
     if (v->kind == EVTC_V_STORE && v->phase == p && ((wide >> v->cls) & 1) && k->v[v->args[0]].kind != EVTC_V_REDUCE)
@@ -121,10 +120,15 @@ static void emit_pass(const evtc_cpu_vctx *row, int p, bool *need) {
   evtc_sb_printf(b, "      }\n");
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
-    if (v->kind == EVTC_V_REDUCE && v->cls == EVTC_VC_COL && v->phase == p + 1) {
+    if (v->kind != EVTC_V_REDUCE || v->phase != p + 1 || !((wide >> k->v[v->args[0]].cls) & 1)) continue;
+    if (v->cls == EVTC_VC_COL) {
       char acc[32];
       snprintf(acc, sizeof acc, "acc%d", i);
       emit_finish(b, row->ind, v, i, acc);
+    } else if (v->cls == EVTC_VC_SCALAR) {   /* the row's share into the thread's partial */
+      const char *f = v->op == EVTC_OP_REDUCE_MAX ? "EVTC_MAXN" : v->op == EVTC_OP_REDUCE_MIN ? "EVTC_MINN" : NULL;
+      if (f) evtc_sb_printf(b, "%spp%d[0] = %s(pp%d[0], acc%d);\n", row->ind, i, f, i, i);
+      else evtc_sb_printf(b, "%spp%d[0] += acc%d;\n", row->ind, i, i);
     }
   }
 }

@@ -120,12 +120,12 @@ static void emit_pass(const evtc_cpu_vctx *row, int p, bool *need) {
   evtc_sb_printf(b, "      }\n");
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
-    if (v->kind != EVTC_V_REDUCE || v->phase != p + 1 || !((wide >> k->v[v->args[0]].cls) & 1)) continue;
+    if (v->kind != EVTC_V_REDUCE || v->phase != p + 1) continue;
     if (v->cls == EVTC_VC_COL) {
       char acc[32];
       snprintf(acc, sizeof acc, "acc%d", i);
       emit_finish(b, row->ind, v, i, acc);
-    } else if (v->cls == EVTC_VC_SCALAR) {   /* the row's share into the thread's partial */
+    } else if (v->cls == EVTC_VC_SCALAR && ((wide >> k->v[v->args[0]].cls) & 1)) {   /* the row's share, summed here */
       const char *f = v->op == EVTC_OP_REDUCE_MAX ? "EVTC_MAXN" : v->op == EVTC_OP_REDUCE_MIN ? "EVTC_MINN" : NULL;
       if (f) evtc_sb_printf(b, "%spp%d[0] = %s(pp%d[0], acc%d);\n", row->ind, i, f, i, i);
       else evtc_sb_printf(b, "%spp%d[0] += acc%d;\n", row->ind, i, i);

@@ -192,7 +192,9 @@ void evtc_bcast_init(evtc_bcast *it, int rank, const int64_t *shape, int n_in, c
   }
   it->inner = rank ? shape[rank - 1] : 1;
   it->rows = 1;
-  for (int d = 0; d + 1 < rank; d++) it->rows *= shape[d];
+  for (int d = 0; d < rank; d++)   /* an empty output has no rows: walking its rows of 0 columns each ran for */
+    if (shape[d] == 0) it->rows = 0;   /* minutes on a fuzzed ONNX file's fold (tests/test_interp.c) */
+  for (int d = 0; it->rows && d + 1 < rank; d++) it->rows *= shape[d];
 }
 
 void evtc_bcast_next(evtc_bcast *it) {

@@ -56,6 +56,13 @@ static void emit_phase_start(const evtc_cpu_vctx *x, int p) {
   }
 }
 
+/* Whether phase p's column loop accumulates reduction v: it finishes in phase p + 1 and reads a value that varies
+ * along the columns (FULL or ROW). */
+static bool reduced_in_pass(const evtc_kernel *k, const evtc_vnode *v, int p) {
+  const unsigned wide = 1u << EVTC_VC_FULL | 1u << EVTC_VC_ROW;
+  return v->kind == EVTC_V_REDUCE && v->phase == p + 1 && ((wide >> k->v[v->args[0]].cls) & 1);
+}
+
 /* "#pragma omp simd reduction(+: acc...) reduction(evtc_max: ...) reduction(evtc_min: ...)" before phase p's column
  * loop: the compiler may then split its reductions over vector lanes (a fixed order for a build, so still
  * deterministic), which it does not do of its own accord (no reassociation of a double sum without the pragma;
@@ -65,11 +72,10 @@ static void emit_phase_start(const evtc_cpu_vctx *x, int p) {
  * a -0 against a +0 aside. */
 static void simd_pragma(const evtc_cpu_vctx *row, int p, evtc_sb *b) {
   const evtc_kernel *k = row->k;
-  unsigned wide = 1u << EVTC_VC_FULL | 1u << EVTC_VC_ROW;
   evtc_sb lists[3] = {{0}};   /* sums, maxima, minima */
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
-    if (v->kind != EVTC_V_REDUCE || v->phase != p + 1 || !((wide >> k->v[v->args[0]].cls) & 1)) continue;
+    if (!reduced_in_pass(k, v, p)) continue;
     const int l = v->op == EVTC_OP_REDUCE_MAX ? 1 : v->op == EVTC_OP_REDUCE_MIN ? 2 : 0;
     if (v->cls != EVTC_VC_ROW) evtc_sb_printf(&lists[l], "%sacc%d", lists[l].s ? ", " : "", i);
   }
@@ -92,7 +98,7 @@ static void emit_pass(const evtc_cpu_vctx *row, int p, bool *need) {
   bool any = false;
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
-    bool reduce_here = v->kind == EVTC_V_REDUCE && v->phase == p + 1 && ((wide >> k->v[v->args[0]].cls) & 1);
+    bool reduce_here = reduced_in_pass(k, v, p);
     bool store_here = v->kind == EVTC_V_STORE && v->phase == p && ((wide >> v->cls) & 1) &&
                       k->v[v->args[0]].kind != EVTC_V_REDUCE;
     if (!reduce_here && !store_here) continue;
@@ -108,7 +114,7 @@ static void emit_pass(const evtc_cpu_vctx *row, int p, bool *need) {
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
     if (need[i] && is_value(v)) evtc_cpu_emit_value(&x, i);
-    if (v->kind == EVTC_V_REDUCE && v->phase == p + 1 && ((wide >> k->v[v->args[0]].cls) & 1)) {
+    if (reduced_in_pass(k, v, p)) {
       char acc[48];
       if (v->cls == EVTC_VC_ROW) snprintf(acc, sizeof acc, "pp%d[c]", i);
       else snprintf(acc, sizeof acc, "acc%d", i);
@@ -125,7 +131,7 @@ static void emit_pass(const evtc_cpu_vctx *row, int p, bool *need) {
       char acc[32];
       snprintf(acc, sizeof acc, "acc%d", i);
       emit_finish(b, row->ind, v, i, acc);
-    } else if (v->cls == EVTC_VC_SCALAR && ((wide >> k->v[v->args[0]].cls) & 1)) {   /* the row's share, summed here */
+    } else if (v->cls == EVTC_VC_SCALAR && reduced_in_pass(k, v, p)) {   /* the row's share, summed here */
       const char *f = v->op == EVTC_OP_REDUCE_MAX ? "EVTC_MAXN" : v->op == EVTC_OP_REDUCE_MIN ? "EVTC_MINN" : NULL;
       if (f) evtc_sb_printf(b, "%spp%d[0] = %s(pp%d[0], acc%d);\n", row->ind, i, f, i, i);
       else evtc_sb_printf(b, "%spp%d[0] += acc%d;\n", row->ind, i, i);

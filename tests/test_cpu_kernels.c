@@ -228,6 +228,7 @@ int main(int argc, char **argv) {
   check_exp_shift_bf16(evtc_backend_cpu(), "CPU exp of a shift");
   check_erf_gelu(evtc_backend_cpu(), "CPU erf and gelu");
   check_tanh_bf16(evtc_backend_cpu(), "CPU tanh of bf16");
+  check_gelu_tanh_bf16(evtc_backend_cpu(), "CPU tanh-GELU of bf16");
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

@@ -844,6 +844,7 @@ int main(int argc, char **argv) {
   check_erf_gelu(oracle_be, "CUDA erf and gelu");
   check_erf1p_bf16(oracle_be, "CUDA 1 + erf of bf16");
   check_tanh_bf16(oracle_be, "CUDA tanh of bf16");
+  check_gelu_tanh_bf16(oracle_be, "CUDA tanh-GELU of bf16");
   check_exp(oracle_be, "CUDA exp", 2.0, 1.25, true);
   check_exp_shift_bf16(oracle_be, "CUDA exp of a shift");
   test_error_flag();

@@ -138,8 +138,8 @@ void evtc_cpu_emit_prelude(evtc_sb *b) {
     "  union { int32_t i; float f; } s1 = {.i = (n1 + 127) << 23}, s2 = {.i = (n2 + 127) << 23};\n"
     "  return x != x ? x : p * s1.f * s2.f;\n"
     "}\n"
-    /* f32 tanh (and bf16 tanh: on the CPU the same), sigmoid and tanh-GELU: each backend's prelude has its own
-       (CUDA's: one reciprocal, no division; the hardware's tanh for bf16) */
+    /* f32 tanh (and bf16 tanh: on the CPU the same), sigmoid and tanh-GELU (bf16's the same too): each backend's
+       prelude has its own (CUDA's: one reciprocal, no division; the hardware's tanh for bf16) */
     "static inline float evtc_tanhf(float x) { return tanhf(x); }\n"
     "static inline float evtc_tanh_bf16f(float x) { return tanhf(x); }\n"
     "static inline float evtc_sigmoidf(float x) {\n"
@@ -148,6 +148,7 @@ void evtc_cpu_emit_prelude(evtc_sb *b) {
     "static inline float evtc_gelu_tanhf(float x) {\n"
     "  return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));\n"
     "}\n"
+    "static inline float evtc_gelu_tanh_bf16f(float x) { return evtc_gelu_tanhf(x); }\n"
     "static inline int64_t evtc_f2i(double x, double lo, double hi) {\n"
     "  return x != x ? 0 : x <= lo ? (int64_t)lo : x >= hi ? (int64_t)hi : (int64_t)x;\n"
     "}\n"
@@ -389,7 +390,9 @@ void evtc_cpu_emit_value(const evtc_cpu_vctx *x, int i) {
       break;
     case EVTC_V_COMPUTE: {
       int a = v->args[0], b = v->n_args > 1 ? v->args[1] : -1;
-      const char *u = v->op == EVTC_OP_TANH && v->dtype == EVTC_BF16 ? "evtc_tanh_bf16f(@)" : unary_expr(v->op, f32),
+      const char *u = v->dtype == EVTC_BF16 && v->op == EVTC_OP_TANH        ? "evtc_tanh_bf16f(@)"
+                      : v->dtype == EVTC_BF16 && v->op == EVTC_OP_GELU_TANH && f32 ? "evtc_gelu_tanh_bf16f(@)"
+                                                                                  : unary_expr(v->op, f32),
                  *bin = binary_expr(v->op, f32);
       if (v->op == EVTC_OP_CAST) emit_cast(sb, v->dtype, k->v[a].dtype, a);
       else if (v->op == EVTC_OP_WHERE) evtc_sb_printf(sb, "v%d ? v%d : v%d", a, b, v->args[2]);

@@ -333,7 +333,7 @@ static int run_evt(void *lib, int i, int config, int *checks) {
   drv.cuTensorMapEncodeTiled = encode_tiled;
   evtc_cuda_gemm_launch L;
   evtc_diag d = {0};
-  void *out = pl.builtin_store ? args[pl.out_arg] : NULL;
+  void *out = pl.builtin_store || pl.staged_store ? args[pl.out_arg] : NULL;
   int failed = 0;
   if (evtc_cuda_gemm_launch_init(&L, &drv, &pl.cfg, &pl.var, &pl.prob, (CUdeviceptr)(uintptr_t)args[k->gemm.a_arg],
                                  (CUdeviceptr)(uintptr_t)args[k->gemm.b_arg], (CUdeviceptr)(uintptr_t)out, c->sms,
@@ -342,6 +342,7 @@ static int run_evt(void *lib, int i, int config, int *checks) {
     failed = 1;
     goto done;
   }
+  CHECK(!pl.staged_store || L.dims.tma_store, "%s: the staged store's output does not suit TMA", c->name);
   if (pl.tma_load) {
     const CUdeviceptr base = (CUdeviceptr)(uintptr_t)args[pl.tma_arg] + (CUdeviceptr)(pl.tma_offset * (int64_t)evtc_dtype_size(pl.tma_dtype));
     CHECK(evtc_cuda_gemm_tile_map(&drv, &L.map_x, pl.tma_dtype, base, pl.tma_cols, pl.tma_rows, pl.tma_ld,

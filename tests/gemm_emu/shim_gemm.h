@@ -168,6 +168,7 @@ __device__ __forceinline__ void evtc_tma_store(const void *map, unsigned src, in
   emu_tma_box(false, src, map, c0, c1, c2);
 }
 __device__ __forceinline__ void evtc_bulk_wait_read1() {}
+__device__ __forceinline__ void evtc_bulk_wait_read0() {}
 __device__ __forceinline__ void evtc_bulk_wait_all() {}
 __device__ __forceinline__ void evtc_fence_smem_async() {}
 

@@ -481,7 +481,7 @@ static evtc_status launch_fin(cuda_ctx *c, cuda_handle *h, launch_args *la, evtc
  * and, with reductions, NAME_fin. */
 static evtc_status run_evt(cuda_ctx *c, cuda_handle *h, void *const *args, evtc_diag *d) {
   const evtc_cuda_evt_plan *pl = &h->evt_plan;
-  void *a = args[h->a_arg], *b = args[h->b_arg], *out = pl->builtin_store ? args[pl->out_arg] : NULL;
+  void *a = args[h->a_arg], *b = args[h->b_arg], *out = pl->builtin_store || pl->staged_store ? args[pl->out_arg] : NULL;
   void *x = pl->tma_load ? args[pl->tma_arg] : NULL;   /* the epilogue's TMA tile (cuda_emit_evt.c) */
   if (!h->L || h->L_a != a || h->L_b != b || h->L_out != out || h->L_x != x) {
     if (!h->L && !(h->L = aligned_alloc(128, sizeof *h->L)))
@@ -498,6 +498,9 @@ static evtc_status run_evt(cuda_ctx *c, cuda_handle *h, void *const *args, evtc_
       }
       return d->status;
     }
+    if (pl->staged_store && !h->L->dims.tma_store)
+      return evtc_diag_set(d, EVTC_ERR_RUNTIME, "kernel %s: its output (argument %d) does not suit TMA stores (16-byte "
+                           "aligned base and rows)", h->name, pl->out_arg);
     if (x) {
       const CUdeviceptr base = (CUdeviceptr)(uintptr_t)x + (CUdeviceptr)(pl->tma_offset * (int64_t)evtc_dtype_size(pl->tma_dtype));
       if (base % 16)

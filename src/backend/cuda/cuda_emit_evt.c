@@ -244,6 +244,46 @@ static void choose_tma_load(const evtc_kernel *k, evtc_cuda_evt_plan *pl, bool f
   }
 }
 
+/* Stores of per-element values go through sv<i>[e], written as a pair after the thread's two columns. */
+static bool is_pair_store(const evtc_kernel *k, const evtc_vnode *v) {
+  return v->kind == EVTC_V_STORE && k->v[v->args[0]].kind != EVTC_V_REDUCE;
+}
+
+/* A pair store of 2-byte values into rows of CC % 8 == 0 elements: on a full tile, the lanes of a quad trade
+ * their pairs of four 8-column blocks (after every fourth block) so that each lane stores one block's 16
+ * bytes, a quad 64 contiguous bytes of its row (whole sectors instead of 16 bytes per row).  They trade through
+ * shared memory (QUAD_SMEM): four stores and a 16-byte load a lane, where three shuffles needed 24 selects of
+ * which word to send and where to put it (the fc GEMM with GELU and its coefficient: 16888 -> 15424 SASS
+ * instructions). */
+static bool is_quad_store(const evtc_kernel *k, const evtc_vnode *v) {
+  return is_pair_store(k, v) && (v->dtype == EVTC_BF16 || v->dtype == EVTC_F16) && k->cols % 8 == 0;
+}
+
+/* The one pair store of 2-byte values (a bf16 / f16 FULL result) of an sm_90a epilogue with no sums over rows
+ * (whose partials hold the hook's shared memory): its full tiles are staged as the built-in store stages D.  Per
+ * 64-column group the warpgroup writes its pairs into 64-row x 128-byte subtile buffers in the 128B-swizzled
+ * layout of a TMA box (the hook's 16 KiB: two buffers, one per atom or, with one atom, the group's parity) and
+ * one thread hands each to a TMA store, which runs while the warpgroup goes on.  The quad exchange it replaces
+ * paid a shared load and a 16-byte global store a lane every fourth block, the load's wait holding the store
+ * (a third of a GEMM epilogue's stall samples, RESULTS tenth session); cuBLASLt's GELU_BIAS kernel stores
+ * through stmatrix and TMA too.  Edge tiles store directly.  The arena's 64-byte bases and N % 8 == 0 suit TMA;
+ * the backend refuses a launch whose D does not (dims.tma_store 0). */
+static void choose_staged_store(const evtc_kernel *k, evtc_cuda_evt_plan *pl) {
+  if (pl->builtin_store || pl->cfg.sm80 || pl->cfg.tile_n % 64 || evtc_cuda_gemm_atoms(&pl->cfg) > 2 ||
+      row_smem_offset(k, pl, k->n_v) > 0)
+    return;
+  int store = -1;
+  for (int i = 0; i < k->n_v; i++)
+    if (is_pair_store(k, &k->v[i])) {
+      if (store >= 0) return;
+      store = i;
+    }
+  if (store < 0 || !is_quad_store(k, &k->v[store])) return;
+  pl->staged_store = store + 1;
+  pl->out_arg = k->v[store].arg;
+  pl->var.out = k->v[store].dtype;
+}
+
 bool evtc_cuda_evt_plan_of(const evtc_kernel *k, const struct evtc_cuda_device *dev, evtc_cuda_evt_plan *pl, char *why,
                            size_t cap) {
   memset(pl, 0, sizeof *pl);
@@ -308,6 +348,7 @@ bool evtc_cuda_evt_plan_of(const evtc_kernel *k, const struct evtc_cuda_device *
   if (row_smem_offset(k, pl, k->n_v) + QUAD_SMEM > EVTC_CUDA_GEMM_HOOK_SMEM)
     return fail(why, cap, "more sums over rows than the epilogue's shared memory holds (4 warps x tile_n partials each, "
                           "beside the quad stores' exchange)");
+  choose_staged_store(k, pl);
   return true;
 }
 
@@ -394,21 +435,10 @@ static void evt_setup(evtc_sb *b, const char *ind, void *ctx) {
   evtc_sb_printf(b, "%sconst int64_t CC = %lldLL;\n%s(void)CC;\n%sdouble *const red = (double *)scratch;\n%s(void)red;\n",
                  ind, (long long)e->k->cols, ind, ind, ind);
   if (e->pl->tma_load) evtc_sb_printf(b, "%sunsigned aux_ph = 0;   /* the parity of this warpgroup's next TMA tile */\n", ind);
-}
-
-/* Stores of per-element values go through sv<i>[e], written as a pair after the thread's two columns. */
-static bool is_pair_store(const evtc_kernel *k, const evtc_vnode *v) {
-  return v->kind == EVTC_V_STORE && k->v[v->args[0]].kind != EVTC_V_REDUCE;
-}
-
-/* A pair store of 2-byte values into rows of CC % 8 == 0 elements: on a full tile, the lanes of a quad trade
- * their pairs of four 8-column blocks (after every fourth block) so that each lane stores one block's 16
- * bytes, a quad 64 contiguous bytes of its row (whole sectors instead of 16 bytes per row).  They trade through
- * shared memory (QUAD_SMEM): four stores and a 16-byte load a lane, where three shuffles needed 24 selects of
- * which word to send and where to put it (the fc GEMM with GELU and its coefficient: 16888 -> 15424 SASS
- * instructions). */
-static bool is_quad_store(const evtc_kernel *k, const evtc_vnode *v) {
-  return is_pair_store(k, v) && (v->dtype == EVTC_BF16 || v->dtype == EVTC_F16) && k->cols % 8 == 0;
+  if (e->pl->staged_store)
+    evtc_sb_printf(b, "%sconst bool leader = (threadIdx.x & 127) == 0;   /* issues the staged store's TMA stores */\n"
+                      "%sunsigned sgc = 0;   /* 64-column groups staged so far: their buffers' parity */\n",
+                   ind, ind);
 }
 
 /* A split-K unit that leaves the tile's epilogue to another: its TMA tile's copy is waited for all the same, so
@@ -425,7 +455,7 @@ static void evt_tile_begin(evtc_sb *b, const char *ind, void *ctx) {
   if (e->pl->tma_load) evtc_sb_printf(b, "%sevtc_mbar_wait(aux_bar, aux_ph);   /* the tile's TMA copy is in */\n%saux_ph ^= 1u;\n", ind, ind);
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
-    if (is_quad_store(k, v)) evtc_sb_printf(b, "%suint32_t sq%d[%d][2][4];\n", ind, i, wm);
+    if (is_quad_store(k, v) && e->pl->staged_store != i + 1) evtc_sb_printf(b, "%suint32_t sq%d[%d][2][4];\n", ind, i, wm);
     if (v->kind != EVTC_V_REDUCE) continue;
     if (v->cls == EVTC_VC_COL)
       evtc_sb_printf(b, "%s%s rp%d[%d][2];\n#pragma unroll\n%sfor (int q = 0; q < %d; q++) rp%d[q / 2][q %% 2] = %s;\n",
@@ -588,6 +618,35 @@ static void emit_keep(evtc_sb *b, const char *x, double p) {
   else evtc_sb_printf(b, "(%s >> 8) >= %.0fu", x, thr);
 }
 
+/* The staged store's subtile buffer of atom i (a C expression) in the current group: with one atom a tile, the
+ * group's parity picks one of the two, so a group's writes overlap the previous group's store. */
+static void staged_buffer(evtc_sb *b, const evtc_cuda_evt_plan *pl, const char *i) {
+  const int wm = evtc_cuda_gemm_atoms(&pl->cfg);
+  if (wm == 1) evtc_sb_printf(b, "(sgc & 1u) * %uu", (unsigned)(64 * 128));
+  else evtc_sb_printf(b, "(unsigned)(%s) * %uu", i, (unsigned)(64 * 128));
+}
+
+/* Before the first block of a 64-column group: the buffers it writes are free once the stores that read them
+ * have (the previous group's with two atoms, the one before it with one); the warpgroup then meets. */
+static void staged_group_begin(evtc_sb *b, const char *ind, const evtc_cuda_evt_plan *pl) {
+  evtc_sb_printf(b, "%sif (EVTC_FULL_TILE && (j & 7) == 0) {\n"
+                    "%s  if (leader) evtc_bulk_wait_read%d();\n%s  evtc_wg_sync(1 + wg);\n%s}\n",
+                 ind, ind, evtc_cuda_gemm_atoms(&pl->cfg) == 1 ? 1 : 0, ind, ind);
+}
+
+/* After the last block of a group: the writes fenced for the async proxy, the warpgroup met, one TMA store per
+ * atom's subtile (64 rows x 64 columns at n0 + 64 g). */
+static void staged_group_end(evtc_sb *b, const char *ind, const evtc_cuda_evt_plan *pl) {
+  const int wm = evtc_cuda_gemm_atoms(&pl->cfg);
+  evtc_sb_printf(b, "%sif (EVTC_FULL_TILE && (j & 7) == 7) {\n"
+                    "%s  evtc_fence_smem_async();\n%s  evtc_wg_sync(1 + wg);\n"
+                    "%s  if (leader)\n#pragma unroll\n%s    for (int i = 0; i < %d; i++)\n"
+                    "%s      evtc_tma_store(&tma_d, evtc_smem_u32(hook_smem) + ",
+                 ind, ind, ind, ind, ind, wm, ind);
+  staged_buffer(b, pl, "i");
+  evtc_sb_printf(b, ", n0 + (j >> 3) * 64, m0 + (cw * %d + i) * 64, bat);\n%s  sgc++;\n%s}\n", wm, ind, ind);
+}
+
 /* Per 8-column block: ROW partials of the thread's two columns; the pair loads of row-invariant views (row
  * broadcasts such as a bias), once for all the thread's rows; the dropout masks kp<i>[atom][h][e] of the
  * thread's elements.  A lane holds columns c0, c0 + 1 (words 2 (lane & 1) + e of their Philox block) in rows
@@ -598,6 +657,7 @@ static void evt_col_begin(evtc_sb *b, const char *ind, void *ctx) {
   const evt_ctx *e = ctx;
   const evtc_kernel *k = e->k;
   evtc_sb_printf(b, "%sconst long long cj = n0 + j * 8 + (lane & 3) * 2;\n%s(void)cj;\n", ind, ind);
+  if (e->pl->staged_store) staged_group_begin(b, ind, e->pl);
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
     int64_t sr;
@@ -640,7 +700,17 @@ static void evt_pair_end(evtc_sb *b, const char *ind, void *ctx) {
     if (!is_pair_store(k, v)) continue;
     const char *st = evtc_cpu_storage_ctype(v->dtype);
     const bool half = v->dtype == EVTC_BF16 || v->dtype == EVTC_F16, f32 = v->dtype == EVTC_F32;
-    if (is_quad_store(k, v)) {
+    if (e->pl->staged_store == i + 1) {
+      /* row r of the atom's subtile at 128 r, 16-byte chunk j % 8 at (j % 8) ^ (r % 8): a store instruction's
+       * 8 rows x 4 lanes hit 32 different banks */
+      evtc_sb_printf(b, "%sif (EVTC_FULL_TILE) {\n"
+                        "%s  const unsigned row = warp * 16 + h * 8 + (lane >> 2);\n"
+                        "%s  *(uint32_t *)(hook_smem + ", ind, ind, ind);
+      staged_buffer(b, e->pl, "i");
+      evtc_sb_printf(b, " + row * 128u + ((((unsigned)j ^ row) & 7u) << 4) + (lane & 3) * 4) =\n"
+                        "%s      (uint32_t)sv%d[0] | (uint32_t)sv%d[1] << 16;\n%s} else ",
+                     ind, i, i, ind);
+    } else if (is_quad_store(k, v)) {
       /* after every fourth block the quad trades its words through shared memory: lane q writes its word of
        * block b at [quad][b][q], then reads [quad][q][0..3] -- the four lanes' words of block q, in column
        * order -- and stores them as one 16-byte unit; the warp syncs before the read and after it (the next
@@ -723,6 +793,7 @@ static void evt_col_end(evtc_sb *b, const char *ind, void *ctx) {
   const evt_ctx *e = ctx;
   const evtc_kernel *k = e->k;
   static const int column_lanes[] = {4, 8, 16, 0};
+  if (e->pl->staged_store) staged_group_end(b, ind, e->pl);
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
     if (v->kind != EVTC_V_REDUCE || v->cls != EVTC_VC_ROW) continue;
@@ -857,7 +928,8 @@ void evtc_cuda_emit_evt(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_evt_pl
                                  .emit_prefetch_begin = evt_prefetch_begin, .emit_prefetch = evt_prefetch,
                                  .prefetch_blocks = prefetch_distance(k, pl, pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&pl->cfg))),
                                  .aux_smem = pl->tma_load ? pl->aux_bytes : 0,
-                                 .emit_tile_loads = pl->tma_load ? evt_tile_loads : NULL, .emit_tile_skip = evt_tile_skip};
+                                 .emit_tile_loads = pl->tma_load ? evt_tile_loads : NULL, .emit_tile_skip = evt_tile_skip,
+                                 .bulk_stores = pl->staged_store > 0};
   evtc_cuda_gemm_emit(b, k->name, &pl->cfg, &pl->var, &epi);
   if (pl->has_fin) emit_fin(b, k, pl);
 }

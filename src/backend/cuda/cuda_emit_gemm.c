@@ -303,8 +303,9 @@ void evtc_cuda_emit_sm90_helpers(evtc_sb *b) {
     "               :: \"l\"(map), \"r\"(src), \"r\"(c0), \"r\"(c1), \"r\"(c2) : \"memory\");\n"
     "  asm volatile(\"cp.async.bulk.commit_group;\" ::: \"memory\");\n"
     "}\n"
-    "/* Until at most one bulk store group still reads shared memory; until all are done. */\n"
+    "/* Until at most one bulk store group still reads shared memory; none; until all are done. */\n"
     "__device__ __forceinline__ void evtc_bulk_wait_read1() { asm volatile(\"cp.async.bulk.wait_group.read 1;\" ::: \"memory\"); }\n"
+    "__device__ __forceinline__ void evtc_bulk_wait_read0() { asm volatile(\"cp.async.bulk.wait_group.read 0;\" ::: \"memory\"); }\n"
     "__device__ __forceinline__ void evtc_bulk_wait_all() { asm volatile(\"cp.async.bulk.wait_group 0;\" ::: \"memory\"); }\n"
     "/* Generic-proxy shared-memory writes visible to the async proxy (TMA), then a warpgroup barrier. */\n"
     "__device__ __forceinline__ void evtc_fence_smem_async() { asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\"); }\n"
@@ -715,6 +716,7 @@ static void emit_consumer(evtc_sb *b, const char *name, const evtc_cuda_gemm_con
     emit_split_k(b, c, epi);
     evtc_cuda_gemm_emit_hook_tile(b, c, epi);
     evtc_sb_printf(b, "    }\n");
+    if (epi->bulk_stores) evtc_sb_printf(b, "    if ((threadIdx.x & 127) == 0) evtc_bulk_wait_all();   /* the hook's TMA stores */\n");
   } else {
     emit_epilogue_store(b, c, v);
     evtc_sb_printf(b, "    }\n    if (leader) evtc_bulk_wait_all();   /* shared memory must outlive the last store */\n");

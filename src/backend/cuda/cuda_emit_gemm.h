@@ -156,6 +156,9 @@ typedef struct evtc_cuda_gemm_epilogue {
   /* Split-K (evtc_cuda_gemm_problem.splits): a unit of a tile that leaves the epilogue to the tile's last unit
    * consumes here what emit_tile_loads started (its TMA tile's barrier phase). */
   void (*emit_tile_skip)(evtc_sb *b, const char *ind, void *ctx);
+  /* The hook issues TMA stores (evtc_tma_store of tma_d, dims.tma_store set): each consumer warpgroup's first
+   * thread waits for them after its last tile, before the shared memory they read goes away. */
+  bool bulk_stores;
 } evtc_cuda_gemm_epilogue;
 /* Bytes of shared memory per consumer warpgroup that an epilogue hook may use (the built-in store's two
  * staged-output subtiles, which a hook's kernel does not otherwise use). */
@@ -206,6 +209,8 @@ void evtc_cuda_gemm_config_name(const evtc_cuda_gemm_config *cfg, char *buf, siz
 bool evtc_cuda_gemm_config_parse(const char *s, evtc_cuda_gemm_config *cfg);
 /* Warpgroups that split one tile's rows: consumers when cooperative, 1 with pingpong. */
 int evtc_cuda_gemm_row_groups(const evtc_cuda_gemm_config *cfg);
+/* 64-row atoms per warpgroup and tile (tile_m / (64 x the warpgroups sharing a tile)). */
+int evtc_cuda_gemm_atoms(const evtc_cuda_gemm_config *c);
 
 /* Whether cfg is buildable for variant v: false with the reason in why.
  * Checks tile shapes against wgmma (m64, n <= 256) and TMA (boxes <= 256),
@@ -281,6 +286,9 @@ evtc_status evtc_cuda_gemm_tile_map(const evtc_cuda_driver *drv, evtc_cuda_tenso
  * has the five fixed parameters only, D = that argument. */
 typedef struct evtc_cuda_evt_plan {
   bool builtin_store;
+  /* The visitor store whose full tiles go through TMA stores like the built-in store's (cuda_emit_evt.c:
+   * choose_staged_store): its node + 1 (0: none); out_arg is then its argument and var.out its type. */
+  int staged_store;
   int out_arg;
   evtc_cuda_gemm_config cfg;
   evtc_cuda_gemm_variant var;

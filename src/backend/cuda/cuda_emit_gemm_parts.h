@@ -12,8 +12,6 @@
 
 #include "backend/cuda/cuda_emit_gemm.h"
 
-/* 64-row atoms per warpgroup and tile (tile_m / (64 x the warpgroups sharing a tile)). */
-int evtc_cuda_gemm_atoms(const evtc_cuda_gemm_config *c);
 /* Bytes of one ring stage: a 64-wide k-block of A's tile_m rows and B's tile_n rows. */
 unsigned evtc_cuda_gemm_stage_bytes(const evtc_cuda_gemm_config *c);
 

@@ -260,14 +260,14 @@ static bool is_quad_store(const evtc_kernel *k, const evtc_vnode *v) {
 }
 
 /* The one pair store of 2-byte values (a bf16 / f16 FULL result) of an sm_90a epilogue with no sums over rows
- * (whose partials hold the hook's shared memory): its full tiles are staged as the built-in store stages D.  Per
- * 64-column group the warpgroup writes its pairs into 64-row x 128-byte subtile buffers in the 128B-swizzled
- * layout of a TMA box (the hook's 16 KiB: two buffers, one per atom or, with one atom, the group's parity) and
- * one thread hands each to a TMA store, which runs while the warpgroup goes on.  The quad exchange it replaces
- * paid a shared load and a 16-byte global store a lane every fourth block, the load's wait holding the store
- * (a third of a GEMM epilogue's stall samples, RESULTS tenth session); cuBLASLt's GELU_BIAS kernel stores
- * through stmatrix and TMA too.  Edge tiles store directly.  The arena's 64-byte bases and N % 8 == 0 suit TMA;
- * the backend refuses a launch whose D does not (dims.tma_store 0). */
+ * (whose partials hold the hook's shared memory): its full tiles go through TMA stores.  Per 64-column group each
+ * warp writes its pairs into 16-row x 128-byte buffers in the 128B-swizzled layout of a TMA box (2 KiB of the
+ * hook's shared memory per atom and buffer: two buffers in turn with one atom a tile, one per atom with two) and
+ * its first lane hands each to a TMA store, which runs while the warp goes on; no barrier beyond the warp's own.
+ * The quad exchange it replaces paid a shared load and a 16-byte global store a lane every fourth block, the
+ * load's wait holding the store (a third of a GEMM epilogue's stall samples, RESULTS tenth session); cuBLASLt's
+ * GELU_BIAS kernel stores through stmatrix and TMA too.  Edge tiles store directly.  The arena's 64-byte bases
+ * and N % 8 == 0 suit TMA; the backend refuses a launch whose D does not (dims.tma_store 0). */
 static void choose_staged_store(const evtc_kernel *k, evtc_cuda_evt_plan *pl) {
   if (pl->builtin_store || pl->cfg.sm80 || pl->cfg.tile_n % 64 || evtc_cuda_gemm_atoms(&pl->cfg) > 2 ||
       row_smem_offset(k, pl, k->n_v) > 0)
@@ -282,6 +282,7 @@ static void choose_staged_store(const evtc_kernel *k, evtc_cuda_evt_plan *pl) {
   pl->staged_store = store + 1;
   pl->out_arg = k->v[store].arg;
   pl->var.out = k->v[store].dtype;
+  pl->prob.d_box_rows = 16;
 }
 
 bool evtc_cuda_evt_plan_of(const evtc_kernel *k, const struct evtc_cuda_device *dev, evtc_cuda_evt_plan *pl, char *why,
@@ -436,9 +437,7 @@ static void evt_setup(evtc_sb *b, const char *ind, void *ctx) {
                  ind, (long long)e->k->cols, ind, ind, ind);
   if (e->pl->tma_load) evtc_sb_printf(b, "%sunsigned aux_ph = 0;   /* the parity of this warpgroup's next TMA tile */\n", ind);
   if (e->pl->staged_store)
-    evtc_sb_printf(b, "%sconst bool leader = (threadIdx.x & 127) == 0;   /* issues the staged store's TMA stores */\n"
-                      "%sunsigned sgc = 0;   /* 64-column groups staged so far: their buffers' parity */\n",
-                   ind, ind);
+    evtc_sb_printf(b, "%sunsigned sgc = 0;   /* 64-column groups staged so far: their buffers' parity */\n", ind);
 }
 
 /* A split-K unit that leaves the tile's epilogue to another: its TMA tile's copy is waited for all the same, so
@@ -618,33 +617,33 @@ static void emit_keep(evtc_sb *b, const char *x, double p) {
   else evtc_sb_printf(b, "(%s >> 8) >= %.0fu", x, thr);
 }
 
-/* The staged store's subtile buffer of atom i (a C expression) in the current group: with one atom a tile, the
- * group's parity picks one of the two, so a group's writes overlap the previous group's store. */
+/* The warp's staged buffer of atom i (a C expression) in the current group, an offset in the hook's shared
+ * memory: with one atom a tile, the group's parity picks one of two, so a group's writes overlap the previous
+ * group's store. */
 static void staged_buffer(evtc_sb *b, const evtc_cuda_evt_plan *pl, const char *i) {
-  const int wm = evtc_cuda_gemm_atoms(&pl->cfg);
-  if (wm == 1) evtc_sb_printf(b, "(sgc & 1u) * %uu", (unsigned)(64 * 128));
-  else evtc_sb_printf(b, "(unsigned)(%s) * %uu", i, (unsigned)(64 * 128));
+  if (evtc_cuda_gemm_atoms(&pl->cfg) == 1) evtc_sb_printf(b, "warp * 4096u + (sgc & 1u) * 2048u");
+  else evtc_sb_printf(b, "warp * 4096u + (unsigned)(%s) * 2048u", i);
 }
 
 /* Before the first block of a 64-column group: the buffers it writes are free once the stores that read them
- * have (the previous group's with two atoms, the one before it with one); the warpgroup then meets. */
+ * have (the previous group's with two atoms, the one before it with one). */
 static void staged_group_begin(evtc_sb *b, const char *ind, const evtc_cuda_evt_plan *pl) {
-  evtc_sb_printf(b, "%sif (EVTC_FULL_TILE && (j & 7) == 0) {\n"
-                    "%s  if (leader) evtc_bulk_wait_read%d();\n%s  evtc_wg_sync(1 + wg);\n%s}\n",
+  evtc_sb_printf(b, "%sif (EVTC_FULL_TILE && (j & 7) == 0) {\n%s  if (lane == 0) evtc_bulk_wait_read%d();\n"
+                    "%s  __syncwarp();\n%s}\n",
                  ind, ind, evtc_cuda_gemm_atoms(&pl->cfg) == 1 ? 1 : 0, ind, ind);
 }
 
-/* After the last block of a group: the writes fenced for the async proxy, the warpgroup met, one TMA store per
- * atom's subtile (64 rows x 64 columns at n0 + 64 g). */
+/* After the last block of a group: the writes fenced for the async proxy, the warp met, one TMA store per atom
+ * (the warp's 16 rows x 64 columns at n0 + 64 g). */
 static void staged_group_end(evtc_sb *b, const char *ind, const evtc_cuda_evt_plan *pl) {
   const int wm = evtc_cuda_gemm_atoms(&pl->cfg);
-  evtc_sb_printf(b, "%sif (EVTC_FULL_TILE && (j & 7) == 7) {\n"
-                    "%s  evtc_fence_smem_async();\n%s  evtc_wg_sync(1 + wg);\n"
-                    "%s  if (leader)\n#pragma unroll\n%s    for (int i = 0; i < %d; i++)\n"
+  evtc_sb_printf(b, "%sif (EVTC_FULL_TILE && (j & 7) == 7) {\n%s  evtc_fence_smem_async();\n%s  __syncwarp();\n"
+                    "%s  if (lane == 0)\n#pragma unroll\n%s    for (int i = 0; i < %d; i++)\n"
                     "%s      evtc_tma_store(&tma_d, evtc_smem_u32(hook_smem) + ",
                  ind, ind, ind, ind, ind, wm, ind);
   staged_buffer(b, pl, "i");
-  evtc_sb_printf(b, ", n0 + (j >> 3) * 64, m0 + (cw * %d + i) * 64, bat);\n%s  sgc++;\n%s}\n", wm, ind, ind);
+  evtc_sb_printf(b, ", n0 + (j >> 3) * 64, m0 + (cw * %d + i) * 64 + warp * 16, bat);\n%s  sgc++;\n%s}\n", wm, ind,
+                 ind);
 }
 
 /* Per 8-column block: ROW partials of the thread's two columns; the pair loads of row-invariant views (row
@@ -701,10 +700,10 @@ static void evt_pair_end(evtc_sb *b, const char *ind, void *ctx) {
     const char *st = evtc_cpu_storage_ctype(v->dtype);
     const bool half = v->dtype == EVTC_BF16 || v->dtype == EVTC_F16, f32 = v->dtype == EVTC_F32;
     if (e->pl->staged_store == i + 1) {
-      /* row r of the atom's subtile at 128 r, 16-byte chunk j % 8 at (j % 8) ^ (r % 8): a store instruction's
-       * 8 rows x 4 lanes hit 32 different banks */
+      /* row r of the warp's box at 128 r, 16-byte chunk j % 8 at (j % 8) ^ (r % 8) (the buffer is 1024-byte
+       * aligned): a store instruction's 8 rows x 4 lanes hit 32 different banks */
       evtc_sb_printf(b, "%sif (EVTC_FULL_TILE) {\n"
-                        "%s  const unsigned row = warp * 16 + h * 8 + (lane >> 2);\n"
+                        "%s  const unsigned row = h * 8 + (lane >> 2);\n"
                         "%s  *(uint32_t *)(hook_smem + ", ind, ind, ind);
       staged_buffer(b, e->pl, "i");
       evtc_sb_printf(b, " + row * 128u + ((((unsigned)j ^ row) & 7u) << 4) + (lane & 3) * 4) =\n"

@@ -716,7 +716,7 @@ static void emit_consumer(evtc_sb *b, const char *name, const evtc_cuda_gemm_con
     emit_split_k(b, c, epi);
     evtc_cuda_gemm_emit_hook_tile(b, c, epi);
     evtc_sb_printf(b, "    }\n");
-    if (epi->bulk_stores) evtc_sb_printf(b, "    if ((threadIdx.x & 127) == 0) evtc_bulk_wait_all();   /* the hook's TMA stores */\n");
+    if (epi->bulk_stores) evtc_sb_printf(b, "    if ((threadIdx.x & 31) == 0) evtc_bulk_wait_all();   /* the hook's TMA stores */\n");
   } else {
     emit_epilogue_store(b, c, v);
     evtc_sb_printf(b, "    }\n    if (leader) evtc_bulk_wait_all();   /* shared memory must outlive the last store */\n");
@@ -915,7 +915,8 @@ evtc_status evtc_cuda_gemm_launch_init(evtc_cuda_gemm_launch *L, const evtc_cuda
   const int64_t es = (int64_t)evtc_dtype_size(v->out);
   bool tma_store = out != 0 && out % 16 == 0 && p->ldc * es % 16 == 0 && (p->batch == 1 || p->c_bstride * es % 16 == 0) &&
                    p->c_bstride * es < ((int64_t)1 << 40);
-  if (tma_store && encode(drv, &L->map_d, v->out, out, p->N, p->M, p->ldc, p->c_bstride, p->batch, 64, "D", d))
+  if (tma_store && encode(drv, &L->map_d, v->out, out, p->N, p->M, p->ldc, p->c_bstride, p->batch,
+                          p->d_box_rows ? (unsigned)p->d_box_rows : 64u, "D", d))
     return d->status;
   L->dims.tma_store = tma_store;
   return EVTC_OK;

@@ -91,6 +91,9 @@ typedef struct evtc_cuda_gemm_problem {
    * a workspace of evtc_cuda_gemm_split_floats floats and tiles int counts, zero before the first launch (each
    * launch leaves them zero): dims.split_ws and dims.split_cnt, which the caller sets. */
   int splits;
+  /* Rows of D's TMA box (0: 64, a warpgroup's atom; 16: a warp's rows, for an epilogue hook whose warps each
+   * store their own, cuda_emit_evt.c). */
+  int d_box_rows;
 } evtc_cuda_gemm_problem;
 
 /* The epilogue hook (where the visitor DAG goes).  emit_element writes
@@ -156,8 +159,8 @@ typedef struct evtc_cuda_gemm_epilogue {
   /* Split-K (evtc_cuda_gemm_problem.splits): a unit of a tile that leaves the epilogue to the tile's last unit
    * consumes here what emit_tile_loads started (its TMA tile's barrier phase). */
   void (*emit_tile_skip)(evtc_sb *b, const char *ind, void *ctx);
-  /* The hook issues TMA stores (evtc_tma_store of tma_d, dims.tma_store set): each consumer warpgroup's first
-   * thread waits for them after its last tile, before the shared memory they read goes away. */
+  /* The hook issues TMA stores (evtc_tma_store of tma_d, dims.tma_store set) from each warp's first lane: those
+   * lanes wait for them after the last tile, before the shared memory they read goes away. */
   bool bulk_stores;
 } evtc_cuda_gemm_epilogue;
 /* Bytes of shared memory per consumer warpgroup that an epilogue hook may use (the built-in store's two

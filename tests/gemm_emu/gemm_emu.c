@@ -114,9 +114,10 @@ static const evt_case evt_cases[] = {
      8},
 };
 enum { N_EVT = sizeof evt_cases / sizeof evt_cases[0] };
-/* Each visitor case on the plan's tile config (pingpong for these epilogues) and, through EVTC_GEMM_CONFIG, on
- * the cooperative tiles of the built-in store (two warpgroups splitting each tile's rows). */
-static const char *const evt_configs[] = {NULL, "128x256x64 s4 c2 g8"};
+/* Each visitor case on the plan's tile config and, through EVTC_GEMM_CONFIG, on the cooperative tiles of the
+ * built-in store (two warpgroups splitting each tile's rows) and on pingpong tiles of two 64-row atoms a
+ * warpgroup (the staged store's two buffers per warp, one per atom). */
+static const char *const evt_configs[] = {NULL, "128x256x64 s4 c2 g8", "128x128x64 s4 c2 g8 pp"};
 enum { N_EVT_CONFIGS = sizeof evt_configs / sizeof evt_configs[0] };
 
 /* Case i's kernel on config c (named evtI_C) and its plan on evtc's GEMM; NULL (a failed check) when it is not

@@ -267,17 +267,22 @@ static bool is_quad_store(const evtc_kernel *k, const evtc_vnode *v) {
  * The quad exchange it replaces paid a shared load and a 16-byte global store a lane every fourth block, the
  * load's wait holding the store (a third of a GEMM epilogue's stall samples, RESULTS tenth session); cuBLASLt's
  * GELU_BIAS kernel stores through stmatrix and TMA too.  Edge tiles store directly.  The arena's 64-byte bases
- * and N % 8 == 0 suit TMA; the backend refuses a launch whose D does not (dims.tma_store 0). */
+ * and N % 8 == 0 suit TMA; the backend refuses a launch whose D does not (dims.tma_store 0).
+ * Only for epilogues of elementwise math on the accumulator and register loads (a bias): measured on an H200
+ * (RESULTS, twenty-sixth session) a bias + tanh GELU 0.956x and a bias 0.953x over 2000 runs, but a bias + GELU
+ * + dropout + residual (the TMA aux tile) + row sums epilogue 1.04-1.06x slower; which of the three cost it is
+ * not known, so none of them takes this path. */
 static void choose_staged_store(const evtc_kernel *k, evtc_cuda_evt_plan *pl) {
-  if (pl->builtin_store || pl->cfg.sm80 || pl->cfg.tile_n % 64 || evtc_cuda_gemm_atoms(&pl->cfg) > 2 ||
-      row_smem_offset(k, pl, k->n_v) > 0)
+  if (pl->builtin_store || pl->cfg.sm80 || pl->cfg.tile_n % 64 || evtc_cuda_gemm_atoms(&pl->cfg) > 2 || pl->tma_load)
     return;
   int store = -1;
-  for (int i = 0; i < k->n_v; i++)
+  for (int i = 0; i < k->n_v; i++) {
+    if (k->v[i].kind == EVTC_V_REDUCE || k->v[i].kind == EVTC_V_RNG) return;
     if (is_pair_store(k, &k->v[i])) {
       if (store >= 0) return;
       store = i;
     }
+  }
   if (store < 0 || !is_quad_store(k, &k->v[store])) return;
   pl->staged_store = store + 1;
   pl->out_arg = k->v[store].arg;

@@ -4,7 +4,7 @@
 # 20 %).  Three steps, logs in $OUT (default /tmp):
 #   1. gpu_evt_bench bias_gelu under ncu, every kernel's duration: the names in launch order (ncu_list.txt).
 #      cuBLASLt's GELU_BIAS kernel is the last library kernel launched (the bench calls it after its variants);
-#      evtc's kernels are the ones named kN_...
+#      evtc's kernels are the ones named k_... or kN_... (a plan kernel named after its first node: k_matmul)
 #   2. bench/ncu_kernel.sh on the last launch of that kernel (tag lt), and on evtc's kernel of
 #      bench/epilogue/bias_gelu_tanh.evt run by `evtc explain --profile` (tag ev): sections and stall hot spots.
 #   3. For both, the executed warp-instructions by opcode (MUFU by function) from ncu's source page, and the
@@ -35,7 +35,7 @@ for name, ns in launches:
 for name in order:
     t = times[name]
     print("%5d launches  %9.1f us mean  %s" % (len(t), sum(t) / len(t) / 1000, name[:160]))
-library = [name for name, _ in launches if not re.match(r"k\d+_", name)]
+library = [name for name, _ in launches if not re.match(r"k\d*_", name)]
 if library:
     print("LT %d %s" % (len(times[library[-1]]) - 1, re.escape(library[-1])))
 PY

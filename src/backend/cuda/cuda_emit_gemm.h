@@ -118,8 +118,8 @@ typedef struct evtc_cuda_gemm_problem {
  * tile, with EVTC_FULL_TILE 0 and the real tests: the hooks test bounds
  * through these macros), so col_end and
  * emit_tile_end (after the tile; emit_tile_begin before) may use warp
- * shuffles.  Its stores are direct (the staged TMA store is the built-in
- * epilogue's only).  emit_params appends kernel parameters (", T name,
+ * shuffles.  Its stores are its own: direct, or TMA stores of tma_d from
+ * shared memory the hook stages (bulk_stores).  emit_params appends kernel parameters (", T name,
  * ...") after the fixed ones, emit_setup declares what every element
  * needs, once per consumer thread.
  * Loads ahead of their use: with prefetch_blocks P > 0, emit_prefetch_begin

@@ -259,19 +259,24 @@ static bool is_quad_store(const evtc_kernel *k, const evtc_vnode *v) {
   return is_pair_store(k, v) && (v->dtype == EVTC_BF16 || v->dtype == EVTC_F16) && k->cols % 8 == 0;
 }
 
-/* The one pair store of 2-byte values (a bf16 / f16 FULL result) of an sm_90a epilogue with no sums over rows
- * (whose partials hold the hook's shared memory): its full tiles go through TMA stores.  Per 64-column group each
- * warp writes its pairs into 16-row x 128-byte buffers in the 128B-swizzled layout of a TMA box (2 KiB of the
- * hook's shared memory per atom and buffer: two buffers in turn with one atom a tile, one per atom with two) and
+/* A warp's staged box: 16 rows x 128 bytes (64 columns of 2-byte values); a warp's share of the hook's shared
+ * memory: two boxes. */
+enum { STAGED_BOX = 16 * 128, STAGED_WARP = 2 * STAGED_BOX };
+_Static_assert(4 * STAGED_WARP <= EVTC_CUDA_GEMM_HOOK_SMEM, "a warpgroup's staged boxes fit the hook's shared memory");
+
+/* The one pair store of 2-byte values (a bf16 / f16 FULL result) of an sm_90a epilogue without reductions,
+ * dropout or the TMA aux tile: its full tiles go through TMA stores.  Per 64-column group each
+ * warp writes its pairs into STAGED_BOX buffers in the 128B-swizzled layout of a TMA box (two buffers in turn
+ * with one atom a tile, one per atom with two) and
  * its first lane hands each to a TMA store, which runs while the warp goes on; no barrier beyond the warp's own.
  * The quad exchange it replaces paid a shared load and a 16-byte global store a lane every fourth block, the
  * load's wait holding the store (a third of a GEMM epilogue's stall samples, RESULTS tenth session); cuBLASLt's
  * GELU_BIAS kernel stores through stmatrix and TMA too.  Edge tiles store directly.  The arena's 64-byte bases
  * and N % 8 == 0 suit TMA; the backend refuses a launch whose D does not (dims.tma_store 0).
  * Only for epilogues of elementwise math on the accumulator and register loads (a bias): measured on an H200
- * (RESULTS, twenty-sixth session) a bias + tanh GELU 0.956x and a bias 0.953x over 2000 runs, but a bias + GELU
- * + dropout + residual (the TMA aux tile) + row sums epilogue 1.04-1.06x slower; which of the three cost it is
- * not known, so none of them takes this path. */
+ * (RESULTS, twenty-sixth session) a bias + tanh GELU and the accumulator times one 0.956x each over 2000 runs,
+ * but a bias + GELU + dropout + residual (the TMA aux tile) + row sums epilogue 1.04-1.06x slower; which of the
+ * three cost it is not known, so none of them takes this path. */
 static void choose_staged_store(const evtc_kernel *k, evtc_cuda_evt_plan *pl) {
   if (pl->builtin_store || pl->cfg.sm80 || pl->cfg.tile_n % 64 || evtc_cuda_gemm_atoms(&pl->cfg) > 2 || pl->tma_load)
     return;
@@ -626,8 +631,8 @@ static void emit_keep(evtc_sb *b, const char *x, double p) {
  * memory: with one atom a tile, the group's parity picks one of two, so a group's writes overlap the previous
  * group's store. */
 static void staged_buffer(evtc_sb *b, const evtc_cuda_evt_plan *pl, const char *i) {
-  if (evtc_cuda_gemm_atoms(&pl->cfg) == 1) evtc_sb_printf(b, "warp * 4096u + (sgc & 1u) * 2048u");
-  else evtc_sb_printf(b, "warp * 4096u + (unsigned)(%s) * 2048u", i);
+  if (evtc_cuda_gemm_atoms(&pl->cfg) == 1) evtc_sb_printf(b, "warp * %uu + (sgc & 1u) * %uu", (unsigned)STAGED_WARP, (unsigned)STAGED_BOX);
+  else evtc_sb_printf(b, "warp * %uu + (unsigned)(%s) * %uu", (unsigned)STAGED_WARP, i, (unsigned)STAGED_BOX);
 }
 
 /* Before the first block of a 64-column group: the buffers it writes are free once the stores that read them

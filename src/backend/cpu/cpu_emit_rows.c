@@ -6,8 +6,10 @@
  * became available (reductions finished in phase p-1 and what depends on
  * them), then, when anything needs it, one loop over the row's columns
  * computes the FULL values that the phase's reductions and stores need --
- * recomputing earlier-phase values instead of keeping a scratch row -- and
- * accumulates the column reductions it finishes.  Reductions over rows
+ * recomputing earlier-phase values, except a transcendental one (a
+ * softmax's exponentials) that a later loop needs again, which the first
+ * loop keeps in a scratch row of the thread's -- and accumulates the column
+ * reductions it finishes.  Reductions over rows
  * (ROW) and over everything (SCALAR) accumulate into per-thread partials,
  * combined in thread order after the parallel loop; a column loop sums (or
  * takes the max or min of) its row's share of a SCALAR reduction in a local
@@ -16,7 +18,6 @@
  * vectorised over lanes (simd_pragma).
  */
 #include <stdlib.h>
-#include <string.h>
 
 #include "backend/cpu/cpu_emit.h"
 
@@ -89,39 +90,81 @@ static void simd_pragma(const evtc_cpu_vctx *row, int p, evtc_sb *b) {
   for (int l = 0; l < 3; l++) free(lists[l].s);
 }
 
-/* The column loop of phase p, when it has work. */
-static void emit_pass(const evtc_cpu_vctx *row, int p, bool *need) {
-  const evtc_kernel *k = row->k;
-  evtc_sb *b = row->sb;
-  unsigned wide = 1u << EVTC_VC_FULL | 1u << EVTC_VC_ROW;
-  memset(need, 0, sizeof(bool) * (size_t)k->n_v);
+static bool stored_in_pass(const evtc_kernel *k, const evtc_vnode *v, int p) {
+  const unsigned wide = 1u << EVTC_VC_FULL | 1u << EVTC_VC_ROW;
+  return v->kind == EVTC_V_STORE && v->phase == p && ((wide >> v->cls) & 1) && k->v[v->args[0]].kind != EVTC_V_REDUCE;
+}
+
+/* need[i]: whether phase p's column loop computes value i (first[i] < p: a kept value, loaded instead, its inputs
+ * not needed for it); false when the phase has no column loop. */
+static bool pass_needs(const evtc_kernel *k, int p, const int *first, bool *need) {
+  const unsigned wide = 1u << EVTC_VC_FULL | 1u << EVTC_VC_ROW;
+  for (int i = 0; i < k->n_v; i++) need[i] = first && first[i] >= 0 && first[i] < p;
   bool any = false;
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
-    bool reduce_here = reduced_in_pass(k, v, p);
-    bool store_here = v->kind == EVTC_V_STORE && v->phase == p && ((wide >> v->cls) & 1) &&
-                      k->v[v->args[0]].kind != EVTC_V_REDUCE;
-    if (!reduce_here && !store_here) continue;
+    if (!reduced_in_pass(k, v, p) && !stored_in_pass(k, v, p)) continue;
     any = true;
     evtc_cpu_mark_needed(k, v->args[0], wide, need);
-    if (reduce_here && v->cls != EVTC_VC_ROW) evtc_sb_printf(b, "      double acc%d = %s;\n", i, acc_init(v->op));
   }
-  if (!any) return;
+  return any;
+}
+
+/* A transcendental function of the IR (exp, log, tanh, erf, ...: dozens of instructions an element). */
+static bool transcendental(const evtc_vnode *v) {
+  switch (v->op) {
+    case EVTC_OP_EXP: case EVTC_OP_LOG: case EVTC_OP_TANH: case EVTC_OP_SIGMOID: case EVTC_OP_ERF:
+    case EVTC_OP_GELU: case EVTC_OP_GELU_TANH: case EVTC_OP_POW: case EVTC_OP_SIN: case EVTC_OP_COS: return true;
+    default: return false;
+  }
+}
+
+/* first[i]: the phase whose column loop computes and keeps FULL value i for later loops that need it again (a
+ * transcendental compute node needed by two or more loops), else -1.  A kept value is bit for bit what
+ * recomputing it gives. */
+static void choose_kept(const evtc_kernel *k, int *first, bool *need) {
+  int *uses = calloc((size_t)k->n_v + 1, sizeof(int));
+  for (int i = 0; i < k->n_v; i++) first[i] = -1;
+  for (int p = 0; p < k->n_phases; p++) {
+    if (!pass_needs(k, p, NULL, need)) continue;
+    for (int i = 0; i < k->n_v; i++)
+      if (need[i] && uses[i]++ == 0) first[i] = p;
+  }
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    if (uses[i] < 2 || v->kind != EVTC_V_COMPUTE || v->cls != EVTC_VC_FULL || !transcendental(v)) first[i] = -1;
+  }
+  free(uses);
+}
+
+/* The column loop of phase p, when it has work; kept values (first) stored into or loaded from kr<i>. */
+static void emit_pass(const evtc_cpu_vctx *row, int p, const int *first, bool *need) {
+  const evtc_kernel *k = row->k;
+  evtc_sb *b = row->sb;
+  if (!pass_needs(k, p, first, need)) return;
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    if (reduced_in_pass(k, v, p) && v->cls != EVTC_VC_ROW) evtc_sb_printf(b, "      double acc%d = %s;\n", i, acc_init(v->op));
+  }
   simd_pragma(row, p, b);
   evtc_sb_printf(b, "      for (int64_t c = 0; c < CC; c++) {\n");
   evtc_cpu_vctx x = *row;
   x.ind = "        ";
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
-    if (need[i] && is_value(v)) evtc_cpu_emit_value(&x, i);
+    if (need[i] && first[i] >= 0 && first[i] < p) {
+      evtc_sb_printf(b, "%s%s v%d = kr%d[c];\n", x.ind, evtc_cpu_ctype(v->dtype), i, i);
+    } else if (need[i] && is_value(v)) {
+      evtc_cpu_emit_value(&x, i);
+      if (first[i] == p) evtc_sb_printf(b, "%skr%d[c] = v%d;\n", x.ind, i, i);
+    }
     if (reduced_in_pass(k, v, p)) {
       char acc[48];
       if (v->cls == EVTC_VC_ROW) snprintf(acc, sizeof acc, "pp%d[c]", i);
       else snprintf(acc, sizeof acc, "acc%d", i);
       emit_accumulate(b, x.ind, v->op, acc, v->args[0]);
     }
-    if (v->kind == EVTC_V_STORE && v->phase == p && ((wide >> v->cls) & 1) && k->v[v->args[0]].kind != EVTC_V_REDUCE)
-      evtc_cpu_emit_store(&x, i);
+    if (stored_in_pass(k, v, p)) evtc_cpu_emit_store(&x, i);
   }
   evtc_sb_printf(b, "      }\n");
   for (int i = 0; i < k->n_v; i++) {
@@ -166,15 +209,25 @@ void evtc_cpu_emit_rows(evtc_sb *b, const evtc_kernel *k) {
       evtc_sb_printf(b, "    double *pp%d = part%d + (size_t)omp_get_thread_num() * %s;\n", i, i,
                      v->cls == EVTC_VC_ROW ? "(size_t)CC" : "1");
   }
+  bool *need = calloc((size_t)k->n_v + 1, sizeof(bool));
+  int *first = calloc((size_t)k->n_v + 1, sizeof(int));
+  choose_kept(k, first, need);
+  for (int i = 0; i < k->n_v; i++)
+    if (first[i] >= 0)
+      evtc_sb_printf(b, "    %s *const kr%d = malloc(sizeof(%s) * (size_t)CC);   /* kept for a later column loop */\n",
+                     evtc_cpu_ctype(k->v[i].dtype), i, evtc_cpu_ctype(k->v[i].dtype));
   evtc_sb_printf(b, "    #pragma omp for schedule(static)\n    for (int64_t r = 0; r < RR; r++) {\n");
   evtc_cpu_vctx row = {.k = k, .sb = b, .ind = "      "};
-  bool *need = calloc((size_t)k->n_v + 1, sizeof(bool));
   for (int p = 0; p <= k->n_phases; p++) {
     emit_phase_start(&row, p);
-    if (p < k->n_phases) emit_pass(&row, p, need);
+    if (p < k->n_phases) emit_pass(&row, p, first, need);
   }
+  evtc_sb_printf(b, "    }\n");
+  for (int i = 0; i < k->n_v; i++)
+    if (first[i] >= 0) evtc_sb_printf(b, "    free(kr%d);\n", i);
+  evtc_sb_printf(b, "  }\n");
+  free(first);
   free(need);
-  evtc_sb_printf(b, "    }\n  }\n");
   for (int i = 0; i < k->n_v; i++) {            /* combine partials in thread order, then store */
     const evtc_vnode *v = &k->v[i];
     if (v->kind != EVTC_V_REDUCE || v->cls == EVTC_VC_COL) continue;

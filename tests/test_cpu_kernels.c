@@ -214,6 +214,16 @@ static void test_nan_reductions(void) {
   evtc_graph_free(g);
 }
 
+/* Rows kernels that keep a row's erf for a later column loop (cpu_emit_rows.c: choose_kept): normalised by its
+ * row sum, it is computed once; as 1 + erf normalised the same way, the sum reads x through the erf
+ * (evtc_cpu_erf_plus_one), so x must still be computed in both loops. */
+static const char erf_rows_text[] =
+    "graph erf_rows {\n  %x = input() : f32[17,67]\n  %e = erf(%x) : f32[17,67]\n"
+    "  %s = reduce_sum(%e) {axes=[1], keepdims=1} : f32[17,1]\n  %y = div(%e, %s) : f32[17,67]\n"
+    "  %x2 = input() : f32[17,67]\n  %e2 = erf(%x2) : f32[17,67]\n  %one = const() {value=1.0} : f32[]\n"
+    "  %e21 = add(%e2, %one) : f32[17,67]\n  %s2 = reduce_sum(%e21) {axes=[1], keepdims=1} : f32[17,1]\n"
+    "  %y2 = div(%e21, %s2) : f32[17,67]\n  output %y\n  output %y2\n}\n";
+
 int main(int argc, char **argv) {
   char dir[] = "/tmp/evtc-cpu-kernels-XXXXXX";
   if (!mkdtemp(dir)) return 1;
@@ -221,6 +231,7 @@ int main(int argc, char **argv) {
   both_plans(gemm_text, "gemm", 3, 0);
   both_plans(conv_text, "conv", 3, 0);
   both_plans(rows_text, "rows", 17, 0);
+  both_plans(erf_rows_text, "erf rows", 17, 0);
   test_epilogue_fused();
   test_step_constants();
   test_nan_reductions();

@@ -110,19 +110,19 @@ static bool pass_needs(const evtc_kernel *k, int p, const int *first, bool *need
   return any;
 }
 
-/* A transcendental function of the IR (exp, log, tanh, ...: dozens of instructions an element).  Not erf: an
- * add(erf(x), 1) reads x through it (evtc_cpu_erf_plus_one), which a kept erf would leave uncomputed. */
+/* A transcendental function of the IR (exp, log, tanh, erf, ...: dozens of instructions an element). */
 static bool transcendental(const evtc_vnode *v) {
   switch (v->op) {
-    case EVTC_OP_EXP: case EVTC_OP_LOG: case EVTC_OP_TANH: case EVTC_OP_SIGMOID: case EVTC_OP_GELU:
-    case EVTC_OP_GELU_TANH: case EVTC_OP_POW: case EVTC_OP_SIN: case EVTC_OP_COS: return true;
+    case EVTC_OP_EXP: case EVTC_OP_LOG: case EVTC_OP_TANH: case EVTC_OP_SIGMOID: case EVTC_OP_ERF:
+    case EVTC_OP_GELU: case EVTC_OP_GELU_TANH: case EVTC_OP_POW: case EVTC_OP_SIN: case EVTC_OP_COS: return true;
     default: return false;
   }
 }
 
 /* first[i]: the phase whose column loop computes and keeps FULL value i for later loops that need it again (a
- * transcendental compute node needed by two or more loops), else -1.  A kept value is bit for bit what
- * recomputing it gives. */
+ * transcendental compute node needed by two or more loops), else -1.  Not an erf that an add(erf(x), 1) reads
+ * through (evtc_cpu_erf_plus_one: the add computes from x, which a kept erf would leave uncomputed).  A kept value
+ * is bit for bit what recomputing it gives. */
 static void choose_kept(const evtc_kernel *k, int *first, bool *need) {
   int *uses = calloc((size_t)k->n_v + 1, sizeof(int));
   for (int i = 0; i < k->n_v; i++) first[i] = -1;
@@ -134,6 +134,9 @@ static void choose_kept(const evtc_kernel *k, int *first, bool *need) {
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
     if (uses[i] < 2 || v->kind != EVTC_V_COMPUTE || v->cls != EVTC_VC_FULL || !transcendental(v)) first[i] = -1;
+    if (evtc_cpu_erf_plus_one(k, v) >= 0)   /* the erf among its two arguments is read through */
+      for (int j = 0; j < v->n_args; j++)
+        if (k->v[v->args[j]].kind == EVTC_V_COMPUTE && k->v[v->args[j]].op == EVTC_OP_ERF) first[v->args[j]] = -1;
   }
   free(uses);
 }

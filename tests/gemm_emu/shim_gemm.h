@@ -193,16 +193,19 @@ static inline float __double2float_rz(double d) {
 }
 static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((uint64_t)a * b) >> 32); }
 static inline void __syncwarp(unsigned = 0xffffffffu) { emu_wbar(); }
-/* shim.h's float shuffle, for any other 4- or 8-byte value */
-template <typename T> static inline T __shfl_xor_sync(unsigned, T v, int o) {
+/* Lane src's v (each lane's source lane a function of its own), and shim.h's float xor shuffle for any other
+ * 4- or 8-byte value */
+template <typename T> static inline T emu_shfl_from(T v, unsigned src) {
   static_assert(sizeof(T) <= 8, "a shuffle of at most 8 bytes");
   memcpy(&emu_slots[emu_warp()][emu_lane()].u[0], &v, sizeof v);
   emu_wbar();
   T r;
-  memcpy(&r, &emu_slots[emu_warp()][emu_lane() ^ o].u[0], sizeof r);
+  memcpy(&r, &emu_slots[emu_warp()][src & 31].u[0], sizeof r);
   emu_wbar();
   return r;
 }
+template <typename T> static inline T __shfl_xor_sync(unsigned, T v, int o) { return emu_shfl_from(v, emu_lane() ^ o); }
+template <typename T> static inline T __shfl_sync(unsigned, T v, int src) { return emu_shfl_from(v, (unsigned)src); }
 
 /* ---- the sm_80 template's cp.async of up to 16 bytes (the rest zero-filled); shim.h has its ldmatrix, mma.sync and
    cp.async groups ---- */

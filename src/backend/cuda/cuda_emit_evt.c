@@ -17,14 +17,16 @@
  * arithmetic among them carries its constant factors instead of
  * multiplying them in (cuda_evt_factors.c).
  *
- * Loads ahead of use.  Aux (M x N) loads and row broadcasts (a bias) are
- * read as pairs of columns into registers a few 8-column blocks before the
- * block that uses them (the hook's prefetch, cuda_emit_gemm.h): the first
- * blocks while the tile's main loop runs, block j + P at the start of
- * block j, P from a budget of 24 registers.  Loaded at their use instead,
- * every block of a long epilogue waited for a memory latency with one warp
- * per scheduler to hide it (SASS: each block's loads issued right before
- * their first use).
+ * Loads ahead of use.  Aux (M x N) loads are read as pairs of columns
+ * into registers a few 8-column blocks before the block that uses them
+ * (the hook's prefetch, cuda_emit_gemm.h): the first blocks while the
+ * tile's main loop runs, block j + P at the start of block j, P from a
+ * budget of 24 registers.  Loaded at their use instead, every block of a
+ * long epilogue waited for a memory latency with one warp per scheduler to
+ * hide it (SASS: each block's loads issued right before their first use).
+ * Row broadcasts (a bias) are read whole while the main loop runs, spread
+ * over the warp's lanes, and shuffled to the lanes that need them
+ * (lane_vector).
  *
  * Reductions (each REDUCE node's only consumers are stores).  A thread
  * folds its elements into f32 partials (f64 for f64 values): COL (over the
@@ -490,9 +492,14 @@ static bool evt_storage(const evtc_cpu_vctx *x, int i, char *buf, size_t cap) {
   return true;
 }
 
-/* Pair loads go through registers pf<i> filled ahead of use (cuda_emit_gemm.h: prefetch): per 8-column block j,
- * pf<i>[j][atom][row half] for a view that moves along rows, pf<i>[j] for a row-invariant one (a bias); a pair of
- * 2-byte values as one 32-bit word, a pair of floats as two. */
+/* Pair loads go through registers pf<i>.  A view that moves along rows (an aux tile not copied by TMA) is
+ * prefetched per 8-column block j (cuda_emit_gemm.h: prefetch): pf<i>[j][atom][row half].  A row-invariant one
+ * (a bias: lane_vector) is read whole before the tile's main loop, spread over the warp's lanes: lane l holds
+ * the pair at columns n0 + 64 g + 2 l, + 1 of each 64-column group g in pf<i>[g], and block j takes its pair
+ * from lane 4 (j % 8) + (l % 4) by a shuffle.  So no global load of it is in flight during the epilogue (its
+ * latency stalled the block that used it, and the staged store's fence waits for every load in flight), at
+ * tile_n / 64 registers instead of a prefetch window.  A pair of 2-byte values is one 32-bit word, a pair of
+ * floats two. */
 static bool pair_f32(const evtc_vnode *v) { return v->dtype == EVTC_F32; }
 
 /* Whether node i is a pair load through registers (not the plan's TMA tile). */
@@ -500,36 +507,33 @@ static bool register_pair(const evtc_kernel *k, const evtc_cuda_evt_plan *pl, in
   return is_pair_load(k, &k->v[i], row_stride) && pl->tma_load != i + 1;
 }
 
-/* Registers per 8-column block that the pair loads take (the prefetch distance's budget). */
+/* Whether node i is a row-invariant pair load spread over the lanes (above). */
+static bool lane_vector(const evtc_kernel *k, const evtc_cuda_evt_plan *pl, int i) {
+  int64_t sr;
+  return register_pair(k, pl, i, &sr) && sr == 0;
+}
+
+/* Whether node i is a pair load prefetched block by block (a view that moves along rows). */
+static bool block_pair(const evtc_kernel *k, const evtc_cuda_evt_plan *pl, int i) {
+  int64_t sr;
+  return register_pair(k, pl, i, &sr) && sr != 0;
+}
+
+/* Registers per 8-column block that the block-prefetched loads take (the prefetch distance's budget). */
 static int prefetch_regs(const evtc_kernel *k, const evtc_cuda_evt_plan *pl, int wm) {
   int regs = 0;
-  for (int i = 0; i < k->n_v; i++) {
-    int64_t sr;
-    if (register_pair(k, pl, i, &sr)) regs += (sr ? 2 * wm : 1) * (pair_f32(&k->v[i]) ? 2 : 1);
-  }
+  for (int i = 0; i < k->n_v; i++)
+    if (block_pair(k, pl, i)) regs += 2 * wm * (pair_f32(&k->v[i]) ? 2 : 1);
   return regs;
 }
 
 /* Blocks of loads in flight: as many as 24 registers hold, 1 to 3 (3 blocks of a long epilogue cover a
- * memory latency); 0 without pair loads. */
+ * memory latency); 0 without block-prefetched loads. */
 static int prefetch_distance(const evtc_kernel *k, const evtc_cuda_evt_plan *pl, int wm) {
   const int regs = prefetch_regs(k, pl, wm);
   if (regs == 0) return 0;
   const int d = 24 / regs;
   return d < 1 ? 1 : d > 3 ? 3 : d;
-}
-
-static void evt_prefetch_begin(evtc_sb *b, const char *ind, void *ctx) {
-  const evt_ctx *e = ctx;
-  const evtc_kernel *k = e->k;
-  const int wm = e->pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&e->pl->cfg)), nj = e->pl->cfg.tile_n / 8;
-  for (int i = 0; i < k->n_v; i++) {
-    int64_t sr;
-    if (!register_pair(k, e->pl, i, &sr)) continue;
-    const char *t = pair_f32(&k->v[i]) ? "float" : "uint32_t", *pair = pair_f32(&k->v[i]) ? "[2]" : "";
-    if (sr) evtc_sb_printf(b, "%s%s pf%d[%d][%d][2]%s;\n", ind, t, i, nj, wm, pair);
-    else evtc_sb_printf(b, "%s%s pf%d[%d]%s;\n", ind, t, i, nj, pair);
-  }
 }
 
 /* The load of one pair into dst (a uint32_t word, or float[2]): columns pc, pc + 1 at p; zeros past N (bounds
@@ -544,7 +548,35 @@ static void emit_pair_fetch(evtc_sb *b, const char *ind, const evtc_vnode *v, co
                    ind, dst);
 }
 
-/* The loads of block j (offset and row stride are even (load_vectorizes), pc is even: each pair is aligned). */
+/* Before the tile's main loop: the block-prefetched registers' declarations, and each lane vector read whole
+ * (pair offsets are even (load_vectorizes) and so is pc: each pair is aligned). */
+static void evt_prefetch_begin(evtc_sb *b, const char *ind, void *ctx) {
+  const evt_ctx *e = ctx;
+  const evtc_kernel *k = e->k;
+  const int wm = e->pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&e->pl->cfg)), nj = e->pl->cfg.tile_n / 8;
+  const int groups = e->pl->cfg.tile_n / 64;
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    const char *t = pair_f32(v) ? "float" : "uint32_t", *pair = pair_f32(v) ? "[2]" : "";
+    if (block_pair(k, e->pl, i)) evtc_sb_printf(b, "%s%s pf%d[%d][%d][2]%s;\n", ind, t, i, nj, wm, pair);
+    if (!lane_vector(k, e->pl, i)) continue;
+    char dst[32];
+    snprintf(dst, sizeof dst, "pf%d[g]", i);
+    evtc_sb_printf(b, "%s%s pf%d[%d]%s;\n#pragma unroll\n%sfor (int g = 0; g < %d; g++) {\n"
+                      "%s  const long long pc = n0 + g * 64 + lane * 2;\n"
+                      "%s  const %s *const p = a%d + (%lldLL + pc);\n",
+                   ind, t, i, groups, pair, ind, groups, ind, ind, evtc_cpu_storage_ctype(v->dtype), v->arg,
+                   (long long)v->offset);
+    if (pair_f32(v)) evtc_sb_printf(b, "%s  %s[0] = %s[1] = 0;\n", ind, dst, dst);
+    else evtc_sb_printf(b, "%s  %s = 0;\n", ind, dst);
+    char in[64];
+    snprintf(in, sizeof in, "%s  ", ind);
+    emit_pair_fetch(b, in, v, dst);
+    evtc_sb_printf(b, "%s}\n", ind);
+  }
+}
+
+/* The block-prefetched loads of block j. */
 static void evt_prefetch(evtc_sb *b, const char *ind, const char *j, void *ctx) {
   const evt_ctx *e = ctx;
   const evtc_kernel *k = e->k;
@@ -553,20 +585,9 @@ static void evt_prefetch(evtc_sb *b, const char *ind, const char *j, void *ctx) 
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
     int64_t sr;
-    if (!register_pair(k, e->pl, i, &sr)) continue;
+    if (!register_pair(k, e->pl, i, &sr) || sr == 0) continue;   /* block_pair */
     const char *st = evtc_cpu_storage_ctype(v->dtype);
     char dst[64];
-    if (!sr) {
-      snprintf(dst, sizeof dst, "pf%d[%s]", i, j);
-      if (pair_f32(v)) evtc_sb_printf(b, "%s  %s[0] = %s[1] = 0;\n", ind, dst, dst);
-      else evtc_sb_printf(b, "%s  %s = 0;\n", ind, dst);
-      evtc_sb_printf(b, "%s  {\n%s    const %s *const p = a%d + (%lldLL + pc);\n", ind, ind, st, v->arg, (long long)v->offset);
-      char in[64];
-      snprintf(in, sizeof in, "%s    ", ind);
-      emit_pair_fetch(b, in, v, dst);
-      evtc_sb_printf(b, "%s  }\n", ind);
-      continue;
-    }
     snprintf(dst, sizeof dst, "pf%d[%s][pi][ph]", i, j);
     evtc_sb_printf(b, "%s#pragma unroll\n%s  for (int pi = 0; pi < %d; pi++)\n#pragma unroll\n%s    for (int ph = 0; ph < 2; ph++) {\n"
                       "%s      const long long pr = m0 + (cw * %d + pi) * 64 + warp * 16 + ph * 8 + (lane >> 2);\n",
@@ -584,13 +605,27 @@ static void evt_prefetch(evtc_sb *b, const char *ind, const char *j, void *ctx) 
   evtc_sb_printf(b, "%s}\n", ind);
 }
 
-/* lv<i>[2], the pair of values the element code reads, from the prefetched registers pf (indexed by idx). */
-static void emit_pair_take(evtc_sb *b, const char *ind, const evtc_vnode *v, int i, const char *idx) {
+/* lv<i>[2], the pair of values the element code reads, from the block-prefetched registers (atom i, row half h of
+ * block j). */
+static void emit_pair_take(evtc_sb *b, const char *ind, const evtc_vnode *v, int i) {
   const char *st = evtc_cpu_storage_ctype(v->dtype);
   if (pair_f32(v))
-    evtc_sb_printf(b, "%s%s lv%d[2] = {pf%d%s[0], pf%d%s[1]};\n", ind, st, i, i, idx, i, idx);
+    evtc_sb_printf(b, "%s%s lv%d[2] = {pf%d[j][i][h][0], pf%d[j][i][h][1]};\n", ind, st, i, i, i);
   else
-    evtc_sb_printf(b, "%s%s lv%d[2] = {(%s)pf%d%s, (%s)(pf%d%s >> 16)};\n", ind, st, i, st, i, idx, st, i, idx);
+    evtc_sb_printf(b, "%s%s lv%d[2] = {(%s)pf%d[j][i][h], (%s)(pf%d[j][i][h] >> 16)};\n", ind, st, i, st, i, st, i);
+}
+
+/* lv<i>[2] of a lane vector for block j, from the lane that holds it (every lane runs every block). */
+static void emit_lane_take(evtc_sb *b, const char *ind, const evtc_vnode *v, int i) {
+  const char *st = evtc_cpu_storage_ctype(v->dtype);
+  const char *src = "((j & 7) << 2) | (lane & 3)";
+  if (pair_f32(v))
+    evtc_sb_printf(b, "%s%s lv%d[2] = {__shfl_sync(0xffffffffu, pf%d[j >> 3][0], %s), __shfl_sync(0xffffffffu, pf%d[j >> 3][1], %s)};\n",
+                   ind, st, i, i, src, i, src);
+  else
+    evtc_sb_printf(b, "%sconst uint32_t lw%d = __shfl_sync(0xffffffffu, pf%d[j >> 3], %s);\n"
+                      "%s%s lv%d[2] = {(%s)lw%d, (%s)(lw%d >> 16)};\n",
+                   ind, i, i, src, ind, st, i, st, i, st, i);
 }
 
 static void evt_pair_begin(evtc_sb *b, const char *ind, void *ctx) {
@@ -598,9 +633,8 @@ static void evt_pair_begin(evtc_sb *b, const char *ind, void *ctx) {
   const evtc_kernel *k = e->k;
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
-    int64_t sr;
     if (is_pair_store(k, v)) evtc_sb_printf(b, "%s%s sv%d[2] = {0, 0};\n", ind, evtc_cpu_storage_ctype(v->dtype), i);
-    if (register_pair(k, e->pl, i, &sr) && sr != 0) emit_pair_take(b, ind, v, i, "[j][i][h]");
+    if (block_pair(k, e->pl, i)) emit_pair_take(b, ind, v, i);
     if (e->pl->tma_load == i + 1) {
       /* the TMA tile: box j / 8 of 64 columns, the row's 128 bytes, 16-byte chunk j % 8 at (j % 8) ^ (row % 8) */
       const char *st = evtc_cpu_storage_ctype(v->dtype);
@@ -656,8 +690,8 @@ static void staged_group_end(evtc_sb *b, const char *ind, const evtc_cuda_evt_pl
                  ind);
 }
 
-/* Per 8-column block: ROW partials of the thread's two columns; the pair loads of row-invariant views (row
- * broadcasts such as a bias), once for all the thread's rows; the dropout masks kp<i>[atom][h][e] of the
+/* Per 8-column block: ROW partials of the thread's two columns; the pairs of the lane vectors (row broadcasts such
+ * as a bias), once for all the thread's rows; the dropout masks kp<i>[atom][h][e] of the
  * thread's elements.  A lane holds columns c0, c0 + 1 (words 2 (lane & 1) + e of their Philox block) in rows
  * h = 0, 1; its partner lane ^ 1 holds the other two words of the same two blocks.  So each lane evaluates
  * the block of row half lane & 1 only and trades two words with its partner: one Philox evaluation per four
@@ -669,10 +703,9 @@ static void evt_col_begin(evtc_sb *b, const char *ind, void *ctx) {
   if (e->pl->staged_store) staged_group_begin(b, ind, e->pl);
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
-    int64_t sr;
     if (v->kind == EVTC_V_REDUCE && v->cls == EVTC_VC_ROW)
       evtc_sb_printf(b, "%s%s rp%d[2] = {%s, %s};\n", ind, part_type(k, v), i, part_init(v), part_init(v));
-    if (register_pair(k, e->pl, i, &sr) && sr == 0) emit_pair_take(b, ind, v, i, "[j]");
+    if (lane_vector(k, e->pl, i)) emit_lane_take(b, ind, v, i);
     if (!rng_shared(k, v)) continue;
     const int wm = e->pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&e->pl->cfg));
     evtc_sb_printf(b, "%suint8_t kp%d[%d][2][2];\n#pragma unroll\n%sfor (int ii = 0; ii < %d; ii++) {\n", ind, i, wm, ind,

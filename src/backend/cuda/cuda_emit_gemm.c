@@ -422,10 +422,10 @@ bool evtc_cuda_gemm_prefetches(const evtc_cuda_gemm_epilogue *epi) {
 }
 
 void evtc_cuda_gemm_emit_prefetch_first(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_epilogue *epi) {
-  if (!evtc_cuda_gemm_prefetches(epi)) return;
-  epi->emit_prefetch_begin(b, "      ", epi->ctx);
+  if (!epi || !epi->emit_element || !epi->emit_prefetch_begin) return;
   evtc_sb_printf(b, "#define EVTC_IN_M(x) ((x) < dims.M)\n#define EVTC_IN_N(x) ((x) < dims.N)\n");
-  for (int j = 0; j < epi->prefetch_blocks && j < c->tile_n / 8; j++) {
+  epi->emit_prefetch_begin(b, "      ", epi->ctx);
+  for (int j = 0; evtc_cuda_gemm_prefetches(epi) && j < epi->prefetch_blocks && j < c->tile_n / 8; j++) {
     char jx[16];
     snprintf(jx, sizeof jx, "%d", j);
     epi->emit_prefetch(b, "      ", jx, epi->ctx);

@@ -122,9 +122,11 @@ typedef struct evtc_cuda_gemm_problem {
  * shared memory the hook stages (bulk_stores).  emit_params appends kernel parameters (", T name,
  * ...") after the fixed ones, emit_setup declares what every element
  * needs, once per consumer thread.
- * Loads ahead of their use: with prefetch_blocks P > 0, emit_prefetch_begin
- * declares (per tile, after bat, m0, n0 are known, before the tile's main
- * loop) the registers that emit_prefetch(b, ind, J, ctx) fills with the
+ * Loads ahead of their use: emit_prefetch_begin runs per tile, after bat,
+ * m0, n0 are known, before the tile's main loop (the real bounds tests
+ * defined), so the loads it issues land while the main loop runs; with
+ * prefetch_blocks P > 0 it also declares
+ * the registers that emit_prefetch(b, ind, J, ctx) fills with the
  * loads of 8-column block J (J a C expression, constant once the loops are
  * unrolled; the loads test bounds through EVTC_IN_M / EVTC_IN_N, defined
  * around every call, the real tests before the main loop): blocks

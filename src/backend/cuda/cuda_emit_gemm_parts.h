@@ -25,8 +25,8 @@ void evtc_cuda_gemm_emit_signature(evtc_sb *b, const char *name, const evtc_cuda
 
 /* Whether hook epi loads ahead of use (cuda_emit_gemm.h: prefetch_blocks). */
 bool evtc_cuda_gemm_prefetches(const evtc_cuda_gemm_epilogue *epi);
-/* The hook's first prefetched blocks, issued per tile before its main loop (nothing when it does not
- * prefetch). */
+/* The hook's loads issued per tile before its main loop: emit_prefetch_begin, then the first prefetched
+ * blocks (nothing without emit_prefetch_begin). */
 void evtc_cuda_gemm_emit_prefetch_first(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_epilogue *epi);
 /* The hook on one finished tile: tile_begin, the element loops (full and edge tile), tile_end. */
 void evtc_cuda_gemm_emit_hook_tile(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_epilogue *epi);

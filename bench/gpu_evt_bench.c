@@ -4,6 +4,8 @@
  * A linear layer's forward on 16384 x 4096 x 1024 (M x N x K; x bf16
  * [M, K], W bf16 [N, K] with trans_b, as torch.nn.Linear stores it):
  *   gemm        h = x W^T, bf16                        (the GEMM alone)
+ *   gemm_one    h times 1 through the visitor epilogue (its store's cost)
+ *   bias        h + b, bf16
  *   bias_gelu   gelu_tanh(h + b), bf16                 (cuBLASLt offers GELU_BIAS)
  *   ln_stats    z = dropout(gelu_tanh(h + b)) + res (bf16), and the row sums
  *               of z and z^2 in f32 for the following layernorm (no
@@ -93,6 +95,18 @@ static char *graph_text(const char *name) {
                    name, (long long)M, (long long)K, (long long)N, (long long)K, (long long)M, (long long)N);
   if (strcmp(name, "gemm") == 0) {
     snprintf(s + n, 4096 - (size_t)n, "  output %%h\n}\n");
+    return s;
+  }
+  if (strcmp(name, "gemm_one") == 0) {   /* the visitor epilogue with nothing to compute: its store's own cost */
+    snprintf(s + n, 4096 - (size_t)n,
+             "  %%one = const() {value=1.0} : bf16[]\n  %%y = mul(%%h, %%one) : bf16[%lld,%lld]\n  output %%y\n}\n",
+             (long long)M, (long long)N);
+    return s;
+  }
+  if (strcmp(name, "bias") == 0) {
+    snprintf(s + n, 4096 - (size_t)n,
+             "  %%b = input() : bf16[%lld]\n  %%y = add(%%h, %%b) : bf16[%lld,%lld]\n  output %%y\n}\n", (long long)N,
+             (long long)M, (long long)N);
     return s;
   }
   if (strncmp(name, "bert_", 5) == 0) {   /* as in a bf16 BERT step: every node bf16, the autodiff's dGELU */
@@ -375,7 +389,14 @@ typedef struct variant {
 
 static const variant variants[] = {
     {"gemm", "evtc", NULL},
+    {"gemm", "evtc", "64x256x64 s4 c2 g8 pp"},
     {"gemm", "cublaslt", NULL},
+    {"gemm_one", "evtc", NULL},
+    {"gemm_one", "evtc", "64x256x64 s4 c2 g8 pp"},
+    {"gemm_one", "cublaslt", NULL},
+    {"bias", "evtc", NULL},
+    {"bias", "evtc", "64x256x64 s4 c2 g8 pp"},
+    {"bias", "cublaslt", NULL},
     {"bias_gelu", "evtc", NULL},
     {"bias_gelu", "evtc", "64x256x64 s4 c2 g8 pp"},
     {"bias_gelu", "evtc", "128x256x64 s4 c2 g8"},

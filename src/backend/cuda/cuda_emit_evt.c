@@ -266,6 +266,18 @@ static bool is_quad_store(const evtc_kernel *k, const evtc_vnode *v) {
 enum { STAGED_BOX = 16 * 128, STAGED_WARP = 2 * STAGED_BOX };
 _Static_assert(4 * STAGED_WARP <= EVTC_CUDA_GEMM_HOOK_SMEM, "a warpgroup's staged boxes fit the hook's shared memory");
 
+/* Whether the epilogue is elementwise math on the accumulator and register loads: it reduces nothing, draws no
+ * dropout masks and reads no TMA aux tile.  The staged store and the lane vectors are for these only: each made
+ * a bias + GELU + dropout + residual (the TMA aux tile) + row sums epilogue 1.04-1.07x slower on an H200
+ * (RESULTS, twenty-sixth and twenty-seventh sessions), while they sped up bias + GELU; with the lane vectors
+ * that kernel's hot loop spilled 46 registers where it spilled 7 (SASS), its 128 accumulators leaving no room. */
+static bool light_epilogue(const evtc_kernel *k, const evtc_cuda_evt_plan *pl) {
+  if (pl->tma_load) return false;
+  for (int i = 0; i < k->n_v; i++)
+    if (k->v[i].kind == EVTC_V_REDUCE || k->v[i].kind == EVTC_V_RNG) return false;
+  return true;
+}
+
 /* The one pair store of 2-byte values (a bf16 / f16 FULL result) of an sm_90a epilogue without reductions,
  * dropout or the TMA aux tile: its full tiles go through TMA stores.  Per 64-column group each
  * warp writes its pairs into STAGED_BOX buffers in the 128B-swizzled layout of a TMA box (two buffers in turn
@@ -275,16 +287,14 @@ _Static_assert(4 * STAGED_WARP <= EVTC_CUDA_GEMM_HOOK_SMEM, "a warpgroup's stage
  * load's wait holding the store (a third of a GEMM epilogue's stall samples, RESULTS tenth session); cuBLASLt's
  * GELU_BIAS kernel stores through stmatrix and TMA too.  Edge tiles store directly.  The arena's 64-byte bases
  * and N % 8 == 0 suit TMA; the backend refuses a launch whose D does not (dims.tma_store 0).
- * Only for epilogues of elementwise math on the accumulator and register loads (a bias): measured on an H200
- * (RESULTS, twenty-sixth session) a bias + tanh GELU and the accumulator times one 0.956x each over 2000 runs,
- * but a bias + GELU + dropout + residual (the TMA aux tile) + row sums epilogue 1.04-1.06x slower; which of the
- * three cost it is not known, so none of them takes this path. */
+ * Only for a light epilogue: measured on an H200 (RESULTS, twenty-sixth session) a bias + tanh GELU and the
+ * accumulator times one 0.956x each over 2000 runs. */
 static void choose_staged_store(const evtc_kernel *k, evtc_cuda_evt_plan *pl) {
-  if (pl->builtin_store || pl->cfg.sm80 || pl->cfg.tile_n % 64 || evtc_cuda_gemm_atoms(&pl->cfg) > 2 || pl->tma_load)
+  if (pl->builtin_store || pl->cfg.sm80 || pl->cfg.tile_n % 64 || evtc_cuda_gemm_atoms(&pl->cfg) > 2 ||
+      !light_epilogue(k, pl))
     return;
   int store = -1;
   for (int i = 0; i < k->n_v; i++) {
-    if (k->v[i].kind == EVTC_V_REDUCE || k->v[i].kind == EVTC_V_RNG) return;
     if (is_pair_store(k, &k->v[i])) {
       if (store >= 0) return;
       store = i;
@@ -494,7 +504,8 @@ static bool evt_storage(const evtc_cpu_vctx *x, int i, char *buf, size_t cap) {
 
 /* Pair loads go through registers pf<i>.  A view that moves along rows (an aux tile not copied by TMA) is
  * prefetched per 8-column block j (cuda_emit_gemm.h: prefetch): pf<i>[j][atom][row half].  A row-invariant one
- * (a bias: lane_vector) is read whole before the tile's main loop, spread over the warp's lanes: lane l holds
+ * (a bias) is too, as pf<i>[j], except in a light epilogue (lane_vector): there it is read whole before the
+ * tile's main loop, spread over the warp's lanes: lane l holds
  * the pair at columns n0 + 64 g + 2 l, + 1 of each 64-column group g in pf<i>[g], and block j takes its pair
  * from lane 4 (j % 8) + (l % 4) by a shuffle.  So no global load of it is in flight during the epilogue (its
  * latency stalled the block that used it, and the staged store's fence waits for every load in flight), at
@@ -507,23 +518,31 @@ static bool register_pair(const evtc_kernel *k, const evtc_cuda_evt_plan *pl, in
   return is_pair_load(k, &k->v[i], row_stride) && pl->tma_load != i + 1;
 }
 
-/* Whether node i is a row-invariant pair load spread over the lanes (above). */
-static bool lane_vector(const evtc_kernel *k, const evtc_cuda_evt_plan *pl, int i) {
-  int64_t sr;
-  return register_pair(k, pl, i, &sr) && sr == 0;
+/* The row stride of pair load i's view (0: row-invariant). */
+static int64_t pair_stride(const evtc_kernel *k, int i) {
+  int64_t sr = 0;
+  is_pair_load(k, &k->v[i], &sr);
+  return sr;
 }
 
-/* Whether node i is a pair load prefetched block by block (a view that moves along rows). */
+/* Whether node i is a row-invariant pair load spread over the lanes (above), in a light epilogue. */
+static bool lane_vector(const evtc_kernel *k, const evtc_cuda_evt_plan *pl, int i) {
+  int64_t sr;
+  return register_pair(k, pl, i, &sr) && sr == 0 && light_epilogue(k, pl);
+}
+
+/* Whether node i is a pair load prefetched block by block: a view that moves along rows, or a row-invariant one
+ * outside a light epilogue (pf<i>[j] then). */
 static bool block_pair(const evtc_kernel *k, const evtc_cuda_evt_plan *pl, int i) {
   int64_t sr;
-  return register_pair(k, pl, i, &sr) && sr != 0;
+  return register_pair(k, pl, i, &sr) && !lane_vector(k, pl, i);
 }
 
 /* Registers per 8-column block that the block-prefetched loads take (the prefetch distance's budget). */
 static int prefetch_regs(const evtc_kernel *k, const evtc_cuda_evt_plan *pl, int wm) {
   int regs = 0;
   for (int i = 0; i < k->n_v; i++)
-    if (block_pair(k, pl, i)) regs += 2 * wm * (pair_f32(&k->v[i]) ? 2 : 1);
+    if (block_pair(k, pl, i)) regs += (pair_stride(k, i) ? 2 * wm : 1) * (pair_f32(&k->v[i]) ? 2 : 1);
   return regs;
 }
 
@@ -558,7 +577,10 @@ static void evt_prefetch_begin(evtc_sb *b, const char *ind, void *ctx) {
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
     const char *t = pair_f32(v) ? "float" : "uint32_t", *pair = pair_f32(v) ? "[2]" : "";
-    if (block_pair(k, e->pl, i)) evtc_sb_printf(b, "%s%s pf%d[%d][%d][2]%s;\n", ind, t, i, nj, wm, pair);
+    if (block_pair(k, e->pl, i) && pair_stride(k, i))
+      evtc_sb_printf(b, "%s%s pf%d[%d][%d][2]%s;\n", ind, t, i, nj, wm, pair);
+    else if (block_pair(k, e->pl, i))
+      evtc_sb_printf(b, "%s%s pf%d[%d]%s;\n", ind, t, i, nj, pair);
     if (!lane_vector(k, e->pl, i)) continue;
     char dst[32];
     snprintf(dst, sizeof dst, "pf%d[g]", i);
@@ -584,10 +606,21 @@ static void evt_prefetch(evtc_sb *b, const char *ind, const char *j, void *ctx) 
   evtc_sb_printf(b, "%s{\n%s  const long long pc = n0 + (%s) * 8 + (lane & 3) * 2;\n", ind, ind, j);
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
-    int64_t sr;
-    if (!register_pair(k, e->pl, i, &sr) || sr == 0) continue;   /* block_pair */
+    if (!block_pair(k, e->pl, i)) continue;
+    const int64_t sr = pair_stride(k, i);
     const char *st = evtc_cpu_storage_ctype(v->dtype);
     char dst[64];
+    if (!sr) {
+      snprintf(dst, sizeof dst, "pf%d[%s]", i, j);
+      if (pair_f32(v)) evtc_sb_printf(b, "%s  %s[0] = %s[1] = 0;\n", ind, dst, dst);
+      else evtc_sb_printf(b, "%s  %s = 0;\n", ind, dst);
+      evtc_sb_printf(b, "%s  {\n%s    const %s *const p = a%d + (%lldLL + pc);\n", ind, ind, st, v->arg, (long long)v->offset);
+      char in[64];
+      snprintf(in, sizeof in, "%s    ", ind);
+      emit_pair_fetch(b, in, v, dst);
+      evtc_sb_printf(b, "%s  }\n", ind);
+      continue;
+    }
     snprintf(dst, sizeof dst, "pf%d[%s][pi][ph]", i, j);
     evtc_sb_printf(b, "%s#pragma unroll\n%s  for (int pi = 0; pi < %d; pi++)\n#pragma unroll\n%s    for (int ph = 0; ph < 2; ph++) {\n"
                       "%s      const long long pr = m0 + (cw * %d + pi) * 64 + warp * 16 + ph * 8 + (lane >> 2);\n",
@@ -605,14 +638,13 @@ static void evt_prefetch(evtc_sb *b, const char *ind, const char *j, void *ctx) 
   evtc_sb_printf(b, "%s}\n", ind);
 }
 
-/* lv<i>[2], the pair of values the element code reads, from the block-prefetched registers (atom i, row half h of
- * block j). */
-static void emit_pair_take(evtc_sb *b, const char *ind, const evtc_vnode *v, int i) {
+/* lv<i>[2], the pair of values the element code reads, from the block-prefetched registers (indexed by idx). */
+static void emit_pair_take(evtc_sb *b, const char *ind, const evtc_vnode *v, int i, const char *idx) {
   const char *st = evtc_cpu_storage_ctype(v->dtype);
   if (pair_f32(v))
-    evtc_sb_printf(b, "%s%s lv%d[2] = {pf%d[j][i][h][0], pf%d[j][i][h][1]};\n", ind, st, i, i, i);
+    evtc_sb_printf(b, "%s%s lv%d[2] = {pf%d%s[0], pf%d%s[1]};\n", ind, st, i, i, idx, i, idx);
   else
-    evtc_sb_printf(b, "%s%s lv%d[2] = {(%s)pf%d[j][i][h], (%s)(pf%d[j][i][h] >> 16)};\n", ind, st, i, st, i, st, i);
+    evtc_sb_printf(b, "%s%s lv%d[2] = {(%s)pf%d%s, (%s)(pf%d%s >> 16)};\n", ind, st, i, st, i, idx, st, i, idx);
 }
 
 /* lv<i>[2] of a lane vector for block j, from the lane that holds it (every lane runs every block). */
@@ -634,7 +666,7 @@ static void evt_pair_begin(evtc_sb *b, const char *ind, void *ctx) {
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
     if (is_pair_store(k, v)) evtc_sb_printf(b, "%s%s sv%d[2] = {0, 0};\n", ind, evtc_cpu_storage_ctype(v->dtype), i);
-    if (block_pair(k, e->pl, i)) emit_pair_take(b, ind, v, i);
+    if (block_pair(k, e->pl, i) && pair_stride(k, i)) emit_pair_take(b, ind, v, i, "[j][i][h]");
     if (e->pl->tma_load == i + 1) {
       /* the TMA tile: box j / 8 of 64 columns, the row's 128 bytes, 16-byte chunk j % 8 at (j % 8) ^ (row % 8) */
       const char *st = evtc_cpu_storage_ctype(v->dtype);
@@ -706,6 +738,7 @@ static void evt_col_begin(evtc_sb *b, const char *ind, void *ctx) {
     if (v->kind == EVTC_V_REDUCE && v->cls == EVTC_VC_ROW)
       evtc_sb_printf(b, "%s%s rp%d[2] = {%s, %s};\n", ind, part_type(k, v), i, part_init(v), part_init(v));
     if (lane_vector(k, e->pl, i)) emit_lane_take(b, ind, v, i);
+    else if (block_pair(k, e->pl, i) && !pair_stride(k, i)) emit_pair_take(b, ind, v, i, "[j]");
     if (!rng_shared(k, v)) continue;
     const int wm = e->pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&e->pl->cfg));
     evtc_sb_printf(b, "%suint8_t kp%d[%d][2][2];\n#pragma unroll\n%sfor (int ii = 0; ii < %d; ii++) {\n", ind, i, wm, ind,

@@ -5,8 +5,9 @@
 IN.cu is a cached kernel source of cuda_emit_gemm.c's pingpong template with a visitor epilogue and a bf16 /
 f16 output (the first it stores gets the stamps).  OUT.cu stamps, for CTA 0's two consumer warpgroups and each
 of their first 20 tiles, clock64() minus the clock as the CTA's threads leave its setup barrier (no shared
-memory: the ring takes it all), at: the turn wait's start (t0), its end (t1), the main loop's last
-wgmma_wait<0> (t2) and the epilogue's end (t3).  At the kernel's end each warpgroup leader writes its stamps
+memory: the ring takes it all), at: the turn wait's start (t0), its end (t1), the turn's pass once the main
+loop has issued its last k-block (tp), the main loop's last wgmma_wait<0> (t2: the drain done) and the
+epilogue's end (t3).  At the kernel's end each warpgroup leader writes its stamps
 into CTA 0's own first output tile (rows 20 wg + q, columns 4 s .. 4 s + 4 for stamp s): 28 bits a stamp as
 four 7-bit chunks, each stored as the bf16 / f16 bits of 1 + chunk / 128 (a normal number, exact in both
 types), so a harness reads them back through the program's output.  No calls in the kernel (a printf made
@@ -14,8 +15,12 @@ ptxas serialise every wgmma: WARPGROUP.DEPBAR after each HGMMA).
 
     python3 tile_stamps.py decode VALUES.txt
 
-reads what tile_stamps_run prints (per output "# NAME", then its first 40 rows x 16 columns, one value a line),
-takes the output that holds stamps and prints the timeline, then the steady state's means (tiles 4-29).
+reads what tile_stamps_run prints (per output "# NAME", then its first 40 rows x 20 columns, one value a line),
+takes the output that holds stamps and prints the timeline, then the steady state's means (tiles 4-29): the
+turn wait, the main loop (issue + drain), the epilogue, the period a tile, then the issue and the drain.
+The turn wait reads about 60 cycles whatever the wait: the clock read after the barrier (SASS
+BAR.SYNC.DEFER_BLOCKING, CS2R SR_CLOCKLO) runs before the barrier resolves, so the wait lands in the issue
+phase (bench/RESULTS.md, twenty-seventh session: with strict turns a warpgroup's issue phase is the period).
 """
 import sys
 
@@ -28,7 +33,7 @@ def instrument(src_path, out_path):
         if k == skip:
             continue
         if state == 0 and line.startswith('extern "C" __global__ void __launch_bounds__(384'):
-            out.append('__device__ unsigned long long evtc_stamp[2][20][4];')
+            out.append('__device__ unsigned long long evtc_stamp[2][20][5];')
             out.append(line)
             state = 1
             continue
@@ -41,12 +46,15 @@ def instrument(src_path, out_path):
             store = line.split('*restrict ')[1].split(' ')[0]
         if state == 2 and line == '    unsigned s = 0, ph = 0;':
             out.append(line)
-            out.append('    unsigned long long st0 = 0, st1 = 0, st2 = 0;')
+            out.append('    unsigned long long st0 = 0, st1 = 0, stp = 0, st2 = 0;')
             state = 3
             continue
         if state == 3 and 'evtc_turn_wait(3 + wg);' in line:
             out += ['      st0 = clock64() - stamp_base;', line, '      st1 = clock64() - stamp_base;']
             state = 4
+            continue
+        if state == 4 and 'evtc_turn_pass(3 + (wg ^ 1));' in line:
+            out += [line, '      stp = clock64() - stamp_base;']
             continue
         if state == 4 and 'evtc_wgmma_wait<0>();' in line:
             out += [line, '      st2 = clock64() - stamp_base;']
@@ -56,7 +64,7 @@ def instrument(src_path, out_path):
             out += [line, src[k + 1],
                     '      if (blockIdx.x == 0 && (threadIdx.x & 127) == 0 && it / 2 < 20) {',
                     '        unsigned long long *d = evtc_stamp[wg][it / 2];',
-                    '        d[0] = st0; d[1] = st1; d[2] = st2; d[3] = clock64() - stamp_base;',
+                    '        d[0] = st0; d[1] = st1; d[2] = stp; d[3] = st2; d[4] = clock64() - stamp_base;',
                     '      }']
             state, skip = 6, k + 1
             continue
@@ -64,7 +72,7 @@ def instrument(src_path, out_path):
             out.append(line)
             out += ['    if (blockIdx.x == 0 && (threadIdx.x & 127) == 0 && %s) {' % ('true' if store else 'false'),
                     '      for (int q = 0; q < 20; q++)',
-                    '        for (int s4 = 0; s4 < 4; s4++)',
+                    '        for (int s4 = 0; s4 < 5; s4++)',
                     '          for (int c = 0; c < 4; c++)',
                     '            %s[(long long)(20 * wg + q) * CC + 4 * s4 + c] = (uint16_t)(STAMP_ONE | ((evtc_stamp[wg][q][s4] >> (7 * c)) & 127u));' % store,
                     '    }']
@@ -79,15 +87,18 @@ def instrument(src_path, out_path):
     open(out_path, 'w').write(text)
 
 
+STAMPS, COLS = 5, 20   # stamps a tile (t0, t1, tp, t2, t3), output columns they take (4 chunks each)
+
+
 def stamps_of(vals, f16):
-    """The 40 rows of 4 stamps in one output's 640 values, or None when they are no stamps."""
+    """The 40 rows of STAMPS stamps in one output's 40 x COLS values, or None when they are no stamps."""
     rows = []
     for r in range(40):
         stamps = []
-        for s4 in range(4):
+        for s4 in range(STAMPS):
             v = 0
             for c in range(4):
-                chunk = round((vals[r * 16 + 4 * s4 + c] - 1.0) * (1024 if f16 else 128))
+                chunk = round((vals[r * COLS + 4 * s4 + c] - 1.0) * (1024 if f16 else 128))
                 if not 0 <= chunk < (1024 if f16 else 128):
                     return None
                 v |= (chunk & 127) << (7 * c)
@@ -110,23 +121,23 @@ def decode(path, f16=False):
         sys.exit('no output of %s holds stamps (outputs: %s)' % (path, ', '.join(blocks) or 'none'))
     name, rows = found[0]
     print('stamps in output %s' % name)
-    print('%4s %3s %9s %7s %7s %7s' % ('tile', 'wg', 'start', 'wait', 'main', 'epi'))
+    print('%4s %3s %9s %7s %7s %7s %7s %7s' % ('tile', 'wg', 'start', 'wait', 'main', 'epi', 'issue', 'drain'))
     tl = []
     for wg in range(2):
         for q in range(20):
-            t0, t1, t2, t3 = rows[20 * wg + q]
+            t0, t1, tp, t2, t3 = rows[20 * wg + q]
             if t3 == 0:
                 continue
-            tl.append((t0, 2 * q + wg, wg, t1 - t0, t2 - t1, t3 - t2))
-    for t0, tile, wg, w, m, e in sorted(tl):
-        print('%4d %3d %9d %7d %7d %7d' % (tile, wg, t0, w, m, e))
+            tl.append((t0, 2 * q + wg, wg, t1 - t0, t2 - t1, t3 - t2, tp - t1, t2 - tp))
+    for t0, tile, wg, w, m, e, i, d in sorted(tl):
+        print('%4d %3d %9d %7d %7d %7d %7d %7d' % (tile, wg, t0, w, m, e, i, d))
     # the steady state: tiles 4-29 (the first ones fill the pipeline), period = a tile's share of warpgroup 0's cycle
     steady = [x for x in tl if 4 <= x[1] < 30]
     start = {x[1]: x[0] for x in tl}
     if len(steady) == 26 and 4 in start and 28 in start:
-        mean = [sum(x[k] for x in steady) / len(steady) for k in (3, 4, 5)]
-        print('MEAN tiles 4-29: wait %.0f main %.0f epi %.0f period/tile %.0f'
-              % (mean[0], mean[1], mean[2], (start[28] - start[4]) / 24))
+        mean = [sum(x[k] for x in steady) / len(steady) for k in (3, 4, 5, 6, 7)]
+        print('MEAN tiles 4-29: wait %.0f main %.0f epi %.0f period/tile %.0f issue %.0f drain %.0f'
+              % (mean[0], mean[1], mean[2], (start[28] - start[4]) / 24, mean[3], mean[4]))
 
 
 if __name__ == '__main__':

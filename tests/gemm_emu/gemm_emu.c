@@ -69,6 +69,14 @@ static const evt_case evt_cases[] = {
      "  %h = matmul(%x, %w) {trans_b=1} : bf16[200,296]\n  %b = input() : bf16[296]\n"
      "  %hb = add(%h, %b) : bf16[200,296]\n  %y = gelu_tanh(%hb) : bf16[200,296]\n  output %y\n}\n",
      2},
+    /* an f32 bias (a lane vector of float pairs, 296 columns: the last tile's group partly past N) and tanh, stored
+       as bf16 */
+    {"bias_f32_tanh",
+     "graph bias_f32_tanh {\n  %x = input() : bf16[200,136]\n  %w = input() : bf16[296,136]\n"
+     "  %h = matmul(%x, %w) {trans_b=1} : bf16[200,296]\n  %hf = cast(%h) {dtype=f32} : f32[200,296]\n"
+     "  %b = input() : f32[296]\n  %hb = add(%hf, %b) : f32[200,296]\n  %t = tanh(%hb) : f32[200,296]\n"
+     "  %y = cast(%t) {dtype=bf16} : bf16[200,296]\n  output %y\n}\n",
+     2},
     /* BERT-Large's fc: the erf GELU and its gradient's coefficient, both stored (bench/epilogue/bert_fc.evt) */
     {"bert_fc",
      "graph bert_fc {\n  %x = input() : bf16[200,136]\n  %w1 = param() : bf16[296,136]\n  %b1 = param() : bf16[296]\n"

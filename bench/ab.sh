@@ -39,7 +39,8 @@
 #                              B's per-tile clock stamps of each graph file's
 #                              pingpong GEMM kernel (bench/tile_stamps.sh, N
 #                              rounds: main loop (its issue and drain),
-#                              epilogue and period a tile,
+#                              epilogue, period, wait until the first
+#                              stage a tile,
 #                              cycles; needs nvcc), with --families A's and
 #                              B's step profile of each model (`explain
 #                              --train --profile 3`, A first: B's kernels run
@@ -226,7 +227,7 @@ run)
   [ -n "$evt" ] && paired gpu_evt_bench evt gpu_evt_bench "dev ms" '^RESULT evt' '{ print $3, $4 }' $(echo "$evt" | tr , ' ')
   # shellcheck disable=SC2046
   [ -n "$stamps" ] && paired tile_stamps stamps "tile stamps" cycles '^MEAN ' \
-    '{ print $2 "_main", $8; print $2 "_epilogue", $10; print $2 "_period", $12; print $2 "_issue", $14; print $2 "_drain", $16 }' \
+    '{ print $2 "_main", $8; print $2 "_epilogue", $10; print $2 "_period", $12; print $2 "_issue", $14; print $2 "_drain", $16; print $2 "_first", $18 }' \
     $(echo "$stamps" | tr , ' ')
   echo "== A / B table (B / A < 1: B is faster)"
   printf '%-52s %12s %12s %8s\n' "what" "A" "B" "B / A"

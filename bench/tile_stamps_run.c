@@ -1,6 +1,6 @@
 /* tile_stamps_run.c -- runs a one-GEMM-kernel graph (a bench/epilogue graph) on the CUDA backend 50 times
- * ($STAMP_RUNS) with random inputs, then prints, for each output of at least 40 rows x 20 columns, "# NAME"
- * and those rows' first 20 columns, one value a line: where a kernel instrumented by tile_stamps.py leaves its
+ * ($STAMP_RUNS) with random inputs, then prints, for each output of at least 40 rows x 24 columns, "# NAME"
+ * and those rows' first 24 columns, one value a line: where a kernel instrumented by tile_stamps.py leaves its
  * clock stamps, in the output it stores first (a measuring tool).
  *
  *   tile_stamps_run GRAPH.evt > values.txt
@@ -52,13 +52,13 @@ int main(int argc, char **argv) {
   for (int i = 0; i < g->n_outputs; i++) {
     const evtc_node *o = g->outputs[i].node;
     const int rank = o->type.rank;
-    if (rank < 2 || o->type.shape[rank - 1] < 20 || evtc_type_numel(&o->type) / o->type.shape[rank - 1] < 40) continue;
+    if (rank < 2 || o->type.shape[rank - 1] < 24 || evtc_type_numel(&o->type) / o->type.shape[rank - 1] < 40) continue;
     double *out = malloc(sizeof(double) * (size_t)evtc_type_numel(&o->type));
     if (!out || !evtc_program_get(p, o, out)) return 1;
     const int64_t cols = o->type.shape[rank - 1];
     printf("# %s\n", o->name);
     for (int r = 0; r < 40; r++)
-      for (int c = 0; c < 20; c++) printf("%.9g\n", out[r * cols + c]);
+      for (int c = 0; c < 24; c++) printf("%.9g\n", out[r * cols + c]);
     free(out);
   }
   return 0;

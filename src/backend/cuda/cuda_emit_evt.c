@@ -472,7 +472,7 @@ static void evt_tile_skip(evtc_sb *b, const char *ind, void *ctx) {
 static void evt_tile_begin(evtc_sb *b, const char *ind, void *ctx) {
   const evt_ctx *e = ctx;
   const evtc_kernel *k = e->k;
-  const int wm = e->pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&e->pl->cfg));
+  const int wm = evtc_cuda_gemm_atoms(&e->pl->cfg);
   if (e->pl->tma_load) evtc_sb_printf(b, "%sevtc_mbar_wait(aux_bar, aux_ph);   /* the tile's TMA copy is in */\n%saux_ph ^= 1u;\n", ind, ind);
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
@@ -555,8 +555,14 @@ static int prefetch_distance(const evtc_kernel *k, const evtc_cuda_evt_plan *pl,
   return d < 1 ? 1 : d > 3 ? 3 : d;
 }
 
-/* The load of one pair into dst (a uint32_t word, or float[2]): columns pc, pc + 1 at p; zeros past N (bounds
- * through EVTC_IN_M / EVTC_IN_N, as everywhere in the hook: no tests on a full tile). */
+/* Zeros into pair register dst (a uint32_t word, or float[2]): what a pair past M or N reads. */
+static void emit_pair_zero(evtc_sb *b, const char *ind, const evtc_vnode *v, const char *dst) {
+  if (pair_f32(v)) evtc_sb_printf(b, "%s%s[0] = %s[1] = 0;\n", ind, dst, dst);
+  else evtc_sb_printf(b, "%s%s = 0;\n", ind, dst);
+}
+
+/* The load of one pair into dst (a uint32_t word, or float[2]): columns pc, pc + 1 at p, leaving dst's zeros
+ * past N (bounds through EVTC_IN_M / EVTC_IN_N, as everywhere in the hook: no tests on a full tile). */
 static void emit_pair_fetch(evtc_sb *b, const char *ind, const evtc_vnode *v, const char *dst) {
   if (pair_f32(v))
     evtc_sb_printf(b, "%sif (EVTC_IN_N(pc + 1)) { const evtc_f32x2 q = *(const evtc_f32x2 *)p; %s[0] = q.x; %s[1] = q.y; }\n"
@@ -572,7 +578,7 @@ static void emit_pair_fetch(evtc_sb *b, const char *ind, const evtc_vnode *v, co
 static void evt_prefetch_begin(evtc_sb *b, const char *ind, void *ctx) {
   const evt_ctx *e = ctx;
   const evtc_kernel *k = e->k;
-  const int wm = e->pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&e->pl->cfg)), nj = e->pl->cfg.tile_n / 8;
+  const int wm = evtc_cuda_gemm_atoms(&e->pl->cfg), nj = e->pl->cfg.tile_n / 8;
   const int groups = e->pl->cfg.tile_n / 64;
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
@@ -589,10 +595,9 @@ static void evt_prefetch_begin(evtc_sb *b, const char *ind, void *ctx) {
                       "%s  const %s *const p = a%d + (%lldLL + pc);\n",
                    ind, t, i, groups, pair, ind, groups, ind, ind, evtc_cpu_storage_ctype(v->dtype), v->arg,
                    (long long)v->offset);
-    if (pair_f32(v)) evtc_sb_printf(b, "%s  %s[0] = %s[1] = 0;\n", ind, dst, dst);
-    else evtc_sb_printf(b, "%s  %s = 0;\n", ind, dst);
     char in[64];
     snprintf(in, sizeof in, "%s  ", ind);
+    emit_pair_zero(b, in, v, dst);
     emit_pair_fetch(b, in, v, dst);
     evtc_sb_printf(b, "%s}\n", ind);
   }
@@ -602,7 +607,7 @@ static void evt_prefetch_begin(evtc_sb *b, const char *ind, void *ctx) {
 static void evt_prefetch(evtc_sb *b, const char *ind, const char *j, void *ctx) {
   const evt_ctx *e = ctx;
   const evtc_kernel *k = e->k;
-  const int wm = e->pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&e->pl->cfg));
+  const int wm = evtc_cuda_gemm_atoms(&e->pl->cfg);
   evtc_sb_printf(b, "%s{\n%s  const long long pc = n0 + (%s) * 8 + (lane & 3) * 2;\n", ind, ind, j);
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
@@ -612,10 +617,10 @@ static void evt_prefetch(evtc_sb *b, const char *ind, const char *j, void *ctx) 
     char dst[64];
     if (!sr) {
       snprintf(dst, sizeof dst, "pf%d[%s]", i, j);
-      if (pair_f32(v)) evtc_sb_printf(b, "%s  %s[0] = %s[1] = 0;\n", ind, dst, dst);
-      else evtc_sb_printf(b, "%s  %s = 0;\n", ind, dst);
-      evtc_sb_printf(b, "%s  {\n%s    const %s *const p = a%d + (%lldLL + pc);\n", ind, ind, st, v->arg, (long long)v->offset);
       char in[64];
+      snprintf(in, sizeof in, "%s  ", ind);
+      emit_pair_zero(b, in, v, dst);
+      evtc_sb_printf(b, "%s  {\n%s    const %s *const p = a%d + (%lldLL + pc);\n", ind, ind, st, v->arg, (long long)v->offset);
       snprintf(in, sizeof in, "%s    ", ind);
       emit_pair_fetch(b, in, v, dst);
       evtc_sb_printf(b, "%s  }\n", ind);
@@ -625,12 +630,12 @@ static void evt_prefetch(evtc_sb *b, const char *ind, const char *j, void *ctx) 
     evtc_sb_printf(b, "%s#pragma unroll\n%s  for (int pi = 0; pi < %d; pi++)\n#pragma unroll\n%s    for (int ph = 0; ph < 2; ph++) {\n"
                       "%s      const long long pr = m0 + (cw * %d + pi) * 64 + warp * 16 + ph * 8 + (lane >> 2);\n",
                    ind, ind, wm, ind, ind, wm);
-    if (pair_f32(v)) evtc_sb_printf(b, "%s      %s[0] = %s[1] = 0;\n", ind, dst, dst);
-    else evtc_sb_printf(b, "%s      %s = 0;\n", ind, dst);
+    char in[64];
+    snprintf(in, sizeof in, "%s      ", ind);
+    emit_pair_zero(b, in, v, dst);
     evtc_sb_printf(b, "%s      if (EVTC_IN_M(pr)) {\n"
                       "%s        const %s *const p = a%d + (%lldLL + ((long long)bat * dims.M + pr) * %lldLL + pc);\n",
                    ind, ind, st, v->arg, (long long)v->offset, (long long)sr);
-    char in[64];
     snprintf(in, sizeof in, "%s        ", ind);
     emit_pair_fetch(b, in, v, dst);
     evtc_sb_printf(b, "%s      }\n%s    }\n", ind, ind);
@@ -740,7 +745,7 @@ static void evt_col_begin(evtc_sb *b, const char *ind, void *ctx) {
     if (lane_vector(k, e->pl, i)) emit_lane_take(b, ind, v, i);
     else if (block_pair(k, e->pl, i) && !pair_stride(k, i)) emit_pair_take(b, ind, v, i, "[j]");
     if (!rng_shared(k, v)) continue;
-    const int wm = e->pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&e->pl->cfg));
+    const int wm = evtc_cuda_gemm_atoms(&e->pl->cfg);
     evtc_sb_printf(b, "%suint8_t kp%d[%d][2][2];\n#pragma unroll\n%sfor (int ii = 0; ii < %d; ii++) {\n", ind, i, wm, ind,
                    wm);
     evtc_sb_printf(b, "%s  const int hl = lane & 1;\n"
@@ -885,7 +890,7 @@ static void evt_col_end(evtc_sb *b, const char *ind, void *ctx) {
 static void evt_tile_end(evtc_sb *b, const char *ind, void *ctx) {
   const evt_ctx *e = ctx;
   const evtc_kernel *k = e->k;
-  const int wm = e->pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&e->pl->cfg));
+  const int wm = evtc_cuda_gemm_atoms(&e->pl->cfg);
   static const int row_lanes[] = {1, 2, 0}, all_lanes[] = {16, 8, 4, 2, 1, 0};
   if (evtc_kernel_has_reduce(k, EVTC_VC_ROW)) {
     /* the 4 warps' partials of each column, combined in warp order: one slot per (batch, tile row, warpgroup) */
@@ -1001,7 +1006,7 @@ void evtc_cuda_emit_evt(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_evt_pl
                                  .emit_pair_begin = evt_pair_begin, .emit_pair_end = evt_pair_end,
                                  .emit_col_end = evt_col_end, .emit_tile_end = evt_tile_end,
                                  .emit_prefetch_begin = evt_prefetch_begin, .emit_prefetch = evt_prefetch,
-                                 .prefetch_blocks = prefetch_distance(k, pl, pl->cfg.tile_m / (64 * evtc_cuda_gemm_row_groups(&pl->cfg))),
+                                 .prefetch_blocks = prefetch_distance(k, pl, evtc_cuda_gemm_atoms(&pl->cfg)),
                                  .aux_smem = pl->tma_load ? pl->aux_bytes : 0,
                                  .emit_tile_loads = pl->tma_load ? evt_tile_loads : NULL, .emit_tile_skip = evt_tile_skip,
                                  .bulk_stores = pl->staged_store > 0};

@@ -166,8 +166,12 @@ bool evtc_cuda_load_vectorizes(const evtc_kernel *k, const evtc_vnode *v, int ve
 /* The elementwise template's launch: blocks of EVTC_CUDA_EW_THREADS threads. */
 unsigned evtc_cuda_ew_grid(const evtc_kernel *k);
 /* Defines (once per module, behind a preprocessor guard) the vector type
- * evtc_vec<T, V> and the cluster helpers the templates use. */
+ * evtc_vec<T, V>. */
 void evtc_cuda_emit_vec_helpers(evtc_sb *b);
+/* Defines (once per module, behind a preprocessor guard) evtc_cluster_rank
+ * and evtc_cluster_sync: the block's rank in its cluster, and the barrier of
+ * every thread of the cluster (release / acquire). */
+void evtc_cuda_emit_cluster_helpers(evtc_sb *b);
 
 /* evtc_cpu_emit_value with a cheaper one-hot (see cuda_emit_common.c).  In
  * a rows kernel (x->flat false) a checked one-hot of a label per row (COL)

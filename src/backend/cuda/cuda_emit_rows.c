@@ -415,14 +415,9 @@ static bool rows_storage(const evtc_cpu_vctx *x, int i, char *buf, size_t cap) {
 
 static void emit_helpers(evtc_sb *b) {
   evtc_cuda_emit_vec_helpers(b);
+  evtc_cuda_emit_cluster_helpers(b);
   evtc_sb_printf(b, "%s",
     "#ifndef EVTC_ROWS_HELPERS\n#define EVTC_ROWS_HELPERS\n"
-    "__device__ __forceinline__ unsigned evtc_cluster_rank() {\n"
-    "  unsigned r;\n  asm volatile(\"mov.u32 %0, %%cluster_ctarank;\" : \"=r\"(r));\n  return r;\n}\n"
-    "/* every thread of the cluster: release what it wrote to shared memory, acquire the others' */\n"
-    "__device__ __forceinline__ void evtc_cluster_sync() {\n"
-    "  asm volatile(\"barrier.cluster.arrive.release.aligned;\\n\\tbarrier.cluster.wait.acquire.aligned;\" ::: \"memory\");\n"
-    "}\n"
     "/* *p in the shared memory of block `rank` of the cluster */\n"
     "__device__ __forceinline__ double evtc_dsmem_ld(const double *p, unsigned rank) {\n"
     "  unsigned a = (unsigned)__cvta_generic_to_shared(p), m;\n  double v;\n"

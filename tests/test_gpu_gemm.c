@@ -10,7 +10,7 @@
  * and the output's padding must stay poisoned), both stores of D (staged
  * through shared memory and TMA when D's row stride is a multiple of 16
  * bytes, direct when it is odd, and both when only the column-edge tile
- * cannot use TMA), and six sm_90a tile configs and four sm_80 ones
+ * cannot use TMA), and eight sm_90a tile configs (two on 2x1 clusters) and four sm_80 ones
  * (including more tiles than SMs, so the persistent scheduler wraps),
  * and the epilogue hook (a kernel parameter, D = alpha acc + r - 2c).  The
  * sm_80 template runs the same kinds of cases (its stores are direct).
@@ -44,12 +44,14 @@ static const evtc_cuda_gemm_config cfgs[] = {
     {128, 128, 64, 5, 1, 1, 1, 2, false, false},   /* one consumer warpgroup (no register reallocation) */
     {128, 128, 64, 5, 2, 1, 1, 8, true, false},    /* pingpong: consumers take alternate 128x128 tiles */
     {64, 256, 64, 4, 2, 1, 1, 8, true, false},     /* pingpong: alternate 64x256 tiles */
+    {128, 256, 64, 4, 2, 2, 1, 8, false, false},   /* CLUSTER: 2x1 clusters sharing B by TMA multicast */
+    {64, 256, 64, 4, 2, 2, 1, 4, true, false},     /* 2x1 clusters of pingpong tiles */
     {128, 128, 64, 4, 2, 1, 1, 8, false, true},    /* SM80: the sm_80 default, 8 warps of 16 x 128 */
     {128, 128, 64, 2, 1, 1, 1, 2, false, true},    /* sm_80, one warpgroup: two atoms, warps of 32 x 128, 2 stages */
     {64, 64, 64, 3, 1, 1, 1, 1, false, true},      /* sm_80, small tiles: many of them, the scheduler wraps */
     {256, 128, 64, 3, 2, 1, 1, 8, false, true},    /* sm_80, the H200's default: warps of 32 x 128 */
 };
-enum { N_CFG = sizeof cfgs / sizeof cfgs[0], SM80 = 6 };
+enum { N_CFG = sizeof cfgs / sizeof cfgs[0], CLUSTER = 6, SM80 = 8 };
 /* (input, output) types: 0 bf16->f32, 1 bf16->bf16, 2 f16->f16, 3 f16->f32 */
 static const evtc_dtype in_of[4] = {EVTC_BF16, EVTC_BF16, EVTC_F16, EVTC_F16};
 static const evtc_dtype out_of[4] = {EVTC_F32, EVTC_BF16, EVTC_F16, EVTC_F32};
@@ -96,6 +98,14 @@ static void make_cases(void) {
   add_case(129, 257, 65, 2, 0, 0, 0, 1, 1);
   add_case(200, 100, 300, 1, 3, 3, 3, 0, 1);
   add_case(300, 520, 130, 3, 1, 0, 4, 0, 1);   /* the hook on pingpong tiles */
+  /* 2x1 clusters: every layout (an N-major B's panels split by k-rows, a K-major one's rows), odd tile rows (the
+     last pair's lower tile a ghost), a column-edge tile whose lower half of B lies past N, the hook */
+  for (int l = 0; l < 4; l++) {
+    add(300, 300, 200, 1, l, l, CLUSTER + (l & 1), l & 1);
+    add(129, 257, 65, 2, l, l + 1, CLUSTER + ((l >> 1) & 1), 0);
+  }
+  add_case(300, 520, 130, 3, 1, 0, CLUSTER, 0, 1);
+  add_case(200, 100, 300, 1, 3, 3, CLUSTER + 1, 0, 1);
   /* the sm_80 template: every layout and type, odd sizes, K not a multiple of 8 (chunks cut at K) */
   for (int l = 0; l < 4; l++)
     for (int t = 0; t < 4; t++) add(129, 257, 65, 1, l, t, SM80, (l + t) & 1);
@@ -361,10 +371,19 @@ static void check_host_side(void) {
     evtc_cuda_gemm_config back;
     evtc_cuda_gemm_config_name(&cfgs[c], name, sizeof name);
     if (evtc_cuda_gemm_config_parse(name, &back)) evtc_cuda_gemm_config_name(&back, again, sizeof again);
-    CHECK(strcmp(name, again) == 0 && back.pingpong == cfgs[c].pingpong && back.sm80 == cfgs[c].sm80,
+    CHECK(strcmp(name, again) == 0 && back.pingpong == cfgs[c].pingpong && back.sm80 == cfgs[c].sm80 &&
+              back.cluster_m == cfgs[c].cluster_m,
           "config name '%s' parses back ('%s')", name,
           again);
   }
+  bad = cfgs[CLUSTER];
+  bad.sm80 = true;
+  CHECK(!evtc_cuda_gemm_config_check(&bad, &v, why, sizeof why) && strstr(why, "cluster"), "sm_80 cluster refused: %s",
+        why);
+  bad = cfgs[CLUSTER];
+  bad.cluster_m = 4;
+  CHECK(!evtc_cuda_gemm_config_check(&bad, &v, why, sizeof why) && strstr(why, "cluster"), "4x1 cluster refused: %s",
+        why);
   evtc_cuda_gemm_config junk;
   CHECK(!evtc_cuda_gemm_config_parse("128x256x64 s4 c2", &junk) && !evtc_cuda_gemm_config_parse("128x256x64 s4 c2 g8 px", &junk),
         "malformed config names refused");

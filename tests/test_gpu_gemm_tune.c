@@ -67,8 +67,8 @@ static void test_families(void) {
         "an sm_80 family by name");
 }
 
-/* The sm_80 template's space: sm_80 configs only, none pingpong, both warpgroup counts, within the shared memory
- * given (an A100's 163 KiB keeps fewer than an H200's 227), the reduced space three. */
+/* The sm_80 template's space: sm_80 configs only, none pingpong or on a cluster, both warpgroup counts, within the
+ * shared memory given (an A100's 163 KiB keeps fewer than an H200's 227), the reduced space three. */
 static void test_space_sm80(void) {
   evtc_cuda_gemm_family f = {.in = EVTC_F16, .a_kmajor = true, .b_kmajor = false, .visitor = true, .sm80 = true};
   evtc_cuda_gemm_variant v = {.in = EVTC_F16, .out = EVTC_F16, .a_kmajor = true, .b_kmajor = false};
@@ -79,7 +79,9 @@ static void test_space_sm80(void) {
   int bad = 0, dup = 0, one = 0, over = 0;
   for (int i = 0; i < n && i < 512; i++) {
     char why[160];
-    if (!evtc_cuda_gemm_config_check(&cs[i], &v, why, sizeof why) || !cs[i].sm80 || cs[i].pingpong) bad++;
+    if (!evtc_cuda_gemm_config_check(&cs[i], &v, why, sizeof why) || !cs[i].sm80 || cs[i].pingpong ||
+        cs[i].cluster_m != 1)
+      bad++;
     for (int j = 0; j < i; j++) dup += same_cfg(&cs[i], &cs[j]);
     one += cs[i].consumers == 1;
     n_a100 += evtc_cuda_gemm_smem_bytes(&cs[i]) <= (unsigned)a100;
@@ -102,19 +104,22 @@ static void test_space(void) {
   int n = evtc_cuda_gemm_tune_space(&f, 8, false, 0, cs, 512);
   CHECK(n >= 40 && n <= 512, "%d candidates", n);
   evtc_cuda_gemm_variant v = {.in = EVTC_BF16, .out = EVTC_BF16, .a_kmajor = true, .b_kmajor = true};
-  int pp = 0, one = 0, bad = 0, dup = 0;
+  int pp = 0, one = 0, cl2 = 0, bad = 0, dup = 0;
   for (int i = 0; i < n && i < 512; i++) {
     char why[160];
     if (!evtc_cuda_gemm_config_check(&cs[i], &v, why, sizeof why)) bad++;
     for (int j = 0; j < i; j++) dup += same_cfg(&cs[i], &cs[j]);
     pp += cs[i].pingpong;
     one += cs[i].consumers == 1;
+    cl2 += cs[i].cluster_m == 2;
     if (cs[i].group_m != 8) bad++;
   }
   CHECK(bad == 0 && dup == 0, "%d refused, %d duplicates", bad, dup);
   CHECK(pp > 0 && one > 0 && pp + one < n, "%d pingpong, %d one-consumer of %d", pp, one, n);
+  CHECK(2 * cl2 == n, "%d of %d candidates on 2x1 clusters (each tile shape with and without)", cl2, n);
   CHECK(evtc_cuda_gemm_tune_space(&f, 4, true, 0, cs, 512) == 3, "reduced space");
-  printf("search space: %d candidates per group_m (%d pingpong, %d with one consumer)\n", n, pp, one);
+  printf("search space: %d candidates per group_m (%d pingpong, %d with one consumer, %d on 2x1 clusters)\n", n, pp,
+         one, cl2);
 }
 
 static evtc_cuda_device fake_device(void) {

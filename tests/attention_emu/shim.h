@@ -28,13 +28,19 @@ using std::min;
 struct emu_idx { unsigned x; };
 struct uint4 { uint32_t x, y, z, w; };
 thread_local emu_idx threadIdx, blockIdx;
-static unsigned char *emu_smem_base;
-static pthread_barrier_t emu_block_bar, emu_warp_bar[12];   /* up to 384 threads: the GEMM's three warpgroups */
+/* The thread's block's rank in its cluster (0 outside one; the GEMM's 2x1 clusters run their two blocks at once),
+ * which picks its shared memory, block barrier and warps' slots below. */
+thread_local unsigned emu_cta;
+static unsigned char *emu_smem_of[2];
+#define emu_smem_base emu_smem_of[emu_cta]
+static pthread_barrier_t emu_block_bars[2], emu_warp_bar[24];   /* up to 384 threads a block: the GEMM's three warpgroups */
+#define emu_block_bar emu_block_bars[emu_cta]
 static pthread_barrier_t emu_named_bar[4];   /* bar.sync id, 128 of the wgmma library: ids 1 and 2, a warpgroup each */
 struct emu_slot { uint64_t u[8]; float f; };
-static emu_slot emu_slots[12][32];
+static emu_slot emu_slots[24][32];
 static inline int emu_lane() { return threadIdx.x & 31; }
-static inline int emu_warp() { return threadIdx.x >> 5; }
+/* the warp's slots and barrier among those of the blocks running at once */
+static inline int emu_warp() { return (int)(threadIdx.x >> 5) + 12 * (int)emu_cta; }
 static inline void emu_wbar() { pthread_barrier_wait(&emu_warp_bar[emu_warp()]); }
 static inline void __syncthreads() { pthread_barrier_wait(&emu_block_bar); }
 static inline float __shfl_xor_sync(unsigned, float v, int o) {

@@ -3,7 +3,9 @@
  *
  * A CTA is 128 (1 + consumers) POSIX threads over one buffer of shared
  * memory (tests/attention_emu/shim.h: thread indices, warp collectives,
- * 16-bit roundings), one CTA of the persistent grid after another.  What
+ * 16-bit roundings), one CTA of the persistent grid after another, or the
+ * two CTAs of a 2x1 cluster at once, each with its own shared memory,
+ * barriers and mbarriers (emu_cta, the thread's rank).  What
  * the template adds, emulated here in place of the module's asm helpers
  * (the test rewrites the one-instruction asm of conversions and
  * approximations into calls of the functions below, then drops every
@@ -22,7 +24,11 @@
  *     emu_tmap.h) between global and shared memory with the 128-byte
  *     swizzle (16-byte chunk c of each 128-byte row r at c ^ r % 8, from
  *     the shared address's own bits), zeros for a load's elements outside
- *     the tensor, a store clipped to it; both complete at once;
+ *     the tensor, a store clipped to it; both complete at once; a
+ *     multicast load into every CTA of its mask, at the same offset,
+ *     completing on each one's barrier;
+ *   - the cluster: its rank, its barrier of every thread of both CTAs, an
+ *     arrive on the partner's mbarrier (mapa + mbarrier.arrive);
  *   - named barriers with a thread count, bar.sync waiting and bar.arrive
  *     not (the warpgroups' barriers, the pingpong turns, split-K's meeting
  *     of the cooperative consumers);
@@ -42,6 +48,7 @@
 #include <unordered_map>
 
 #define __grid_constant__
+#define __cluster_dims__(...)
 #define __shared__ static   /* a NAME_fin's arrays: the block's threads share them, and blocks run one by one */
 #define __align__(n) alignas(n)
 struct emu_dim3 { unsigned x, y, z; };
@@ -62,16 +69,16 @@ struct emu_named {
   pthread_cond_t c;
   unsigned arrived, gen, count;
 };
-static emu_named emu_named_bars[16];
-static void emu_named_init() {
-  for (emu_named &b : emu_named_bars) {
+static emu_named emu_named_bars[2][16];   /* a CTA's own: [emu_cta][id] */
+static void emu_named_init(unsigned cta) {
+  for (emu_named &b : emu_named_bars[cta]) {
     pthread_mutex_init(&b.m, nullptr);
     pthread_cond_init(&b.c, nullptr);
     b.arrived = b.gen = b.count = 0;
   }
 }
 static void emu_counted_bar(unsigned id, unsigned count, bool wait) {
-  emu_named &b = emu_named_bars[id];
+  emu_named &b = emu_named_bars[emu_cta][id];
   pthread_mutex_lock(&b.m);
   if (b.arrived == 0) b.count = count;
   else if (b.count != count) emu_fail("named barrier used with two thread counts", id, count);
@@ -99,17 +106,19 @@ struct emu_mbar {
 };
 static pthread_mutex_t emu_mbar_m = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t emu_mbar_c = PTHREAD_COND_INITIALIZER;
-static std::unordered_map<unsigned, emu_mbar> emu_mbars;   /* by shared address; cleared for every CTA */
+static std::unordered_map<uint64_t, emu_mbar> emu_mbars;   /* by CTA rank and shared address; cleared for every launch of CTAs */
 
-static emu_mbar &emu_mbar_at(unsigned bar) {
-  auto it = emu_mbars.find(bar);
-  if (it == emu_mbars.end()) emu_fail("mbarrier used before its init", bar, 0);
+static uint64_t emu_mbar_key(unsigned cta, unsigned bar) { return (uint64_t)cta << 32 | bar; }
+static emu_mbar &emu_mbar_at(unsigned cta, unsigned bar) {
+  auto it = emu_mbars.find(emu_mbar_key(cta, bar));
+  if (it == emu_mbars.end()) emu_fail("mbarrier used before its init", bar, cta);
   return it->second;
 }
-/* the phase completes once every expected arrival and every transaction byte is in */
-static void emu_mbar_update(unsigned bar, int arrivals, long long tx) {
+/* the phase completes once every expected arrival and every transaction byte is in (the bytes may come first: a
+ * partner's multicast before this CTA's expect_tx) */
+static void emu_mbar_update_at(unsigned cta, unsigned bar, int arrivals, long long tx) {
   pthread_mutex_lock(&emu_mbar_m);
-  emu_mbar &b = emu_mbar_at(bar);
+  emu_mbar &b = emu_mbar_at(cta, bar);
   if ((unsigned)arrivals > b.pending) emu_fail("more arrivals than the mbarrier's count", bar, b.count);
   b.pending -= (unsigned)arrivals;
   b.tx += tx;
@@ -120,25 +129,28 @@ static void emu_mbar_update(unsigned bar, int arrivals, long long tx) {
   }
   pthread_mutex_unlock(&emu_mbar_m);
 }
+static void emu_mbar_update(unsigned bar, int arrivals, long long tx) { emu_mbar_update_at(emu_cta, bar, arrivals, tx); }
 __device__ __forceinline__ void evtc_mbar_init(unsigned bar, unsigned count) {
   pthread_mutex_lock(&emu_mbar_m);
-  emu_mbars[bar] = emu_mbar{count, count, 0, 0};
+  emu_mbars[emu_mbar_key(emu_cta, bar)] = emu_mbar{count, count, 0, 0};
   pthread_mutex_unlock(&emu_mbar_m);
 }
+__device__ __forceinline__ void evtc_mbar_arrive_cta(unsigned bar, unsigned rank) { emu_mbar_update_at(rank, bar, 1, 0); }
 __device__ __forceinline__ void evtc_mbar_expect_tx(unsigned bar, unsigned bytes) { emu_mbar_update(bar, 1, bytes); }
 __device__ __forceinline__ void evtc_mbar_arrive(unsigned bar) { emu_mbar_update(bar, 1, 0); }
 __device__ __forceinline__ void evtc_mbar_wait(unsigned bar, unsigned parity) {
   pthread_mutex_lock(&emu_mbar_m);
   timespec t;
   emu_deadline(&t);
-  while ((emu_mbar_at(bar).phase & 1u) == parity)
+  while ((emu_mbar_at(emu_cta, bar).phase & 1u) == parity)
     if (pthread_cond_timedwait(&emu_mbar_c, &emu_mbar_m, &t) == ETIMEDOUT) emu_fail("mbarrier wait never completed", bar, parity);
   pthread_mutex_unlock(&emu_mbar_m);
 }
 
 /* ---- TMA ---- */
-/* Copies the box at (c0, c1, c2) of map between global memory and shared address sh; the bytes of the box. */
-static unsigned emu_tma_box(bool load, unsigned sh, const void *map, int c0, int c1, int c2) {
+/* Copies the box at (c0, c1, c2) of map between global memory and shared address sh of the CTA of rank cta; the
+ * bytes of the box. */
+static unsigned emu_tma_box(unsigned cta, bool load, unsigned sh, const void *map, int c0, int c1, int c2) {
   emu_tmap m;
   memcpy(&m, map, sizeof m);
   if (m.swizzle != 3 || m.box[0] * m.elem != 128) emu_fail("TMA box not 128 bytes wide with the 128B swizzle", m.swizzle, m.box[0]);
@@ -149,7 +161,7 @@ static unsigned emu_tma_box(bool load, unsigned sh, const void *map, int c0, int
         const long long gx = c0 + (long long)x, gy = c1 + (long long)y, gz = c2 + (long long)z;
         const bool in = gx >= 0 && gy >= 0 && gz >= 0 && (unsigned long long)gx < m.dim[0] &&
                         (unsigned long long)gy < m.dim[1] && (unsigned long long)gz < m.dim[2];
-        unsigned char *s = emu_smem_base + (o ^ (((o >> 7) & 7u) << 4));
+        unsigned char *s = emu_smem_of[cta] + (o ^ (((o >> 7) & 7u) << 4));
         unsigned char *g = (unsigned char *)(uintptr_t)(m.base + gx * m.elem + gy * m.stride[0] + gz * m.stride[1]);
         if (load) {
           if (in) memcpy(s, g, m.elem);
@@ -161,12 +173,23 @@ static unsigned emu_tma_box(bool load, unsigned sh, const void *map, int c0, int
   return o - sh;
 }
 __device__ __forceinline__ void evtc_tma_load(unsigned dst, const void *map, unsigned bar, int c0, int c1, int c2) {
-  const unsigned bytes = emu_tma_box(true, dst, map, c0, c1, c2);
+  const unsigned bytes = emu_tma_box(emu_cta, true, dst, map, c0, c1, c2);
   emu_mbar_update(bar, 0, -(long long)bytes);
 }
-__device__ __forceinline__ void evtc_tma_store(const void *map, unsigned src, int c0, int c1, int c2) {
-  emu_tma_box(false, src, map, c0, c1, c2);
+__device__ __forceinline__ void evtc_tma_load_mc(unsigned dst, const void *map, unsigned bar, int c0, int c1, int c2,
+                                                 unsigned short mask) {
+  for (unsigned r = 0; r < 2; r++)
+    if (mask >> r & 1u) emu_mbar_update_at(r, bar, 0, -(long long)emu_tma_box(r, true, dst, map, c0, c1, c2));
+  if (mask >> 2) emu_fail("multicast to a CTA beyond a cluster of two", mask, 0);
 }
+__device__ __forceinline__ void evtc_tma_store(const void *map, unsigned src, int c0, int c1, int c2) {
+  emu_tma_box(emu_cta, false, src, map, c0, c1, c2);
+}
+
+/* ---- the cluster: rank, barrier of every thread of its CTAs ---- */
+static pthread_barrier_t emu_cluster_bar;
+__device__ __forceinline__ unsigned evtc_cluster_rank() { return emu_cta; }
+__device__ __forceinline__ void evtc_cluster_sync() { pthread_barrier_wait(&emu_cluster_bar); }
 __device__ __forceinline__ void evtc_bulk_wait_read1() {}
 __device__ __forceinline__ void evtc_bulk_wait_read0() {}
 __device__ __forceinline__ void evtc_bulk_wait_all() {}

@@ -181,7 +181,7 @@ static bool tile_config(const evtc_cuda_device *dev, const evtc_kernel *k, bool 
   char cwhy[160];
   if (env && *env) {
     if (!evtc_cuda_gemm_config_parse(env, cfg)) {
-      snprintf(why, cap, "EVTC_GEMM_CONFIG '%s' is not like '128x256x64 s4 c2 g8' (+ ' pp', ' sm80')", env);
+      snprintf(why, cap, "EVTC_GEMM_CONFIG '%s' is not like '128x256x64 s4 c2 g8' (+ ' pp', ' cl2', ' sm80')", env);
       return false;
     }
     cfg->sm80 = sm80;

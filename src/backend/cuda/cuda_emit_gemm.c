@@ -28,6 +28,17 @@
  * grouped raster: group_m tile rows form a group walked column by column,
  * so the CTAs in flight read a few A row-panels and B column-panels.
  *
+ * Clusters (cfg.cluster_m 2).  The grid is one of clusters of two CTAs (two SMs) walking pairs of vertically
+ * adjacent tiles, which share B's block at every k-block: each CTA's producer loads its own A and half of B
+ * (cp.async.bulk.tensor .multicast::cluster), which lands at the same offset of both CTAs' stage and completes
+ * its bytes on both CTAs' `full` barrier; each producer expects its A's bytes and all of B's.  A stage may be
+ * refilled only once both CTAs' consumers have read it, so the `empty` barriers count the warps of both and
+ * every consumer warp arrives on its own CTA's and on its partner's (mapa, a remote mbarrier.arrive).  Half of
+ * B's L2 reads go (at 128 x 256 tiles a CTA reads 32 KiB a k-block instead of 48).  The two CTAs meet in a
+ * cluster barrier after the barriers' init (before any copy may signal the partner's) and before they leave.
+ * When the tile rows are odd, the last row's partner tile (rank 1) is a ghost: its producer loads only its half
+ * of B and its consumers let the stages pass, taking no part in the epilogue.
+ *
  * Split-K (dims.splits > 1; kernels with an epilogue hook).  A GEMM of few tiles over a long K (a weight
  * gradient) walks units of work instead: each tile's k-blocks cut into `splits` shares, the units of one tile on
  * different CTAs; the tile's last unit adds the others' f32 partial tiles from a workspace, in split order, and
@@ -84,6 +95,7 @@
  * aligned).  MN-major panels that lie wholly outside M or N are not issued
  * (their bytes are not expected either).
  */
+#include "backend/cuda/cuda_emit.h"
 #include "backend/cuda/cuda_emit_gemm.h"
 #include "backend/cuda/cuda_emit_gemm_parts.h"
 
@@ -110,8 +122,8 @@ evtc_cuda_gemm_config evtc_cuda_gemm_config_default_sm80(int smem_optin) {
 }
 
 void evtc_cuda_gemm_config_name(const evtc_cuda_gemm_config *c, char *buf, size_t cap) {
-  snprintf(buf, cap, "%dx%dx%d s%d c%d g%d%s%s", c->tile_m, c->tile_n, c->tile_k, c->stages, c->consumers, c->group_m,
-           c->pingpong ? " pp" : "", c->sm80 ? " sm80" : "");
+  snprintf(buf, cap, "%dx%dx%d s%d c%d g%d%s%s%s", c->tile_m, c->tile_n, c->tile_k, c->stages, c->consumers, c->group_m,
+           c->pingpong ? " pp" : "", c->cluster_m == 2 ? " cl2" : "", c->sm80 ? " sm80" : "");
 }
 
 bool evtc_cuda_gemm_config_parse(const char *s, evtc_cuda_gemm_config *c) {
@@ -121,14 +133,22 @@ bool evtc_cuda_gemm_config_parse(const char *s, evtc_cuda_gemm_config *c) {
              &used) != 6)
     return false;
   s += used;
-  while (*s == ' ') s++;
-  r.pingpong = strncmp(s, "pp", 2) == 0;
-  if (r.pingpong) s += 2;
-  while (*s == ' ') s++;
-  r.sm80 = strncmp(s, "sm80", 4) == 0;
-  if (r.sm80) s += 4;
+  /* then, in this order and each optional: pp, cl2, sm80 */
+  static const char *const flags[3] = {"pp", "cl2", "sm80"};
+  bool on[3] = {false, false, false};
+  for (int f = 0; f < 3; f++) {
+    while (*s == ' ') s++;
+    const size_t n = strlen(flags[f]);
+    if (strncmp(s, flags[f], n) == 0 && (s[n] == ' ' || s[n] == 0)) {
+      on[f] = true;
+      s += n;
+    }
+  }
   while (*s == ' ') s++;
   if (*s) return false;
+  r.pingpong = on[0];
+  r.cluster_m = on[1] ? 2 : 1;
+  r.sm80 = on[2];
   *c = r;
   return true;
 }
@@ -200,8 +220,13 @@ bool evtc_cuda_gemm_config_check(const evtc_cuda_gemm_config *c, const evtc_cuda
     snprintf(why, cap, "%d stages (2 to %d)", c->stages, max_stages);
     return false;
   }
-  if (c->cluster_m != 1 || c->cluster_n != 1) {
-    snprintf(why, cap, "cluster %dx%d (only 1x1: TMA multicast is not written yet)", c->cluster_m, c->cluster_n);
+  if (c->cluster_m < 1 || c->cluster_m > 2 || c->cluster_n != 1) {
+    snprintf(why, cap, "cluster %dx%d (1x1, or 2x1: two CTAs along M sharing B by TMA multicast)", c->cluster_m,
+             c->cluster_n);
+    return false;
+  }
+  if (c->cluster_m > 1 && c->sm80) {
+    snprintf(why, cap, "a 2x1 cluster on the sm_80 template (it has no TMA multicast)");
     return false;
   }
   if (c->group_m < 1) {
@@ -269,6 +294,7 @@ void evtc_cuda_emit_gemm_helpers(evtc_sb *b) {
 
 void evtc_cuda_emit_sm90_helpers(evtc_sb *b) {
   evtc_cuda_emit_gemm_helpers(b);
+  evtc_cuda_emit_cluster_helpers(b);
   evtc_sb_printf(b,
     "#ifndef EVTC_SM90_GEMM_HELPERS\n#define EVTC_SM90_GEMM_HELPERS\n"
     "/* sm_90a GEMM helpers (cuda_emit_gemm.c): TMA, mbarriers, wgmma descriptors */\n"
@@ -296,6 +322,22 @@ void evtc_cuda_emit_sm90_helpers(evtc_sb *b) {
     "  asm volatile(\"cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes\"\n"
     "               \" [%%0], [%%1, {%%3, %%4, %%5}], [%%2];\"\n"
     "               :: \"r\"(dst), \"l\"(map), \"r\"(bar), \"r\"(c0), \"r\"(c1), \"r\"(c2) : \"memory\");\n"
+    "}\n"
+    "/* The same box into the shared memory of every CTA of the cluster in mask, at the same offset dst, its bytes\n"
+    " * completing on each one's barrier at offset bar. */\n"
+    "__device__ __forceinline__ void evtc_tma_load_mc(unsigned dst, const evtc_tmap *map, unsigned bar, int c0, int c1,\n"
+    "                                                 int c2, unsigned short mask) {\n"
+    "  asm volatile(\"cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster\"\n"
+    "               \" [%%0], [%%1, {%%3, %%4, %%5}], [%%2], %%6;\"\n"
+    "               :: \"r\"(dst), \"l\"(map), \"r\"(bar), \"r\"(c0), \"r\"(c1), \"r\"(c2), \"h\"(mask) : \"memory\");\n"
+    "}\n"
+    "/* Arrives on the mbarrier at offset bar in the shared memory of cluster CTA `rank` (this one's own or another's).\n"
+    " * Release at CTA scope (the default): what it says, that wgmma has read a stage, wgmma.wait_group already\n"
+    " * ensured; .release.cluster would put a MEMBAR.ALL.GPU before every arrival (SASS), waiting for every store in\n"
+    " * flight. */\n"
+    "__device__ __forceinline__ void evtc_mbar_arrive_cta(unsigned bar, unsigned rank) {\n"
+    "  asm volatile(\"{ .reg .b32 a; mapa.shared::cluster.u32 a, %%0, %%1;\\n\"\n"
+    "               \"mbarrier.arrive.shared::cluster.b64 _, [a]; }\" :: \"r\"(bar), \"r\"(rank) : \"memory\");\n"
     "}\n"
     "/* TMA store of the box at (c0, c1, c2) of map from shared address src, as one bulk group. */\n"
     "__device__ __forceinline__ void evtc_tma_store(const evtc_tmap *map, unsigned src, int c0, int c1, int c2) {\n"
@@ -363,26 +405,78 @@ static void emit_mma(evtc_sb *b, const char *name, const evtc_cuda_gemm_config *
                  name, regs, regs);
 }
 
-/* The producer thread's loop: TMA copies of every k-block of every tile into the ring. */
+/* The persistent walk: its loop head over units of work, and a unit's k-blocks and tile.  Without a cluster a
+ * unit is a tile (or a split-K share of one); a 2x1 cluster walks pairs of vertically adjacent tiles, rank r
+ * of the pair taking the lower tile (r = 1) or the upper one, group_m / 2 pairs a raster group (the same rows
+ * in flight as group_m tiles); the partner of an odd last tile row is a ghost. */
+static void emit_walk_head(evtc_sb *b, const evtc_cuda_gemm_config *c, const char *ind, bool turns) {
+  if (c->cluster_m == 2)
+    evtc_sb_printf(b, "%sfor (int u = (int)(blockIdx.x >> 1)%s; u < tile_pairs; u += (int)(gridDim.x >> 1)%s) {\n", ind,
+                   turns ? ", it = 0" : "", turns ? ", it++" : "");
+  else
+    evtc_sb_printf(b, "%sfor (int u = blockIdx.x%s; u < units; u += gridDim.x%s) {\n", ind, turns ? ", it = 0" : "",
+                   turns ? ", it++" : "");
+}
+
+static void emit_unit_kblocks(evtc_sb *b, const evtc_cuda_gemm_config *c, const char *ind) {
+  if (c->cluster_m == 2) evtc_sb_printf(b, "%sconst int kb0 = 0, kb1 = kblocks;\n", ind);
+  else
+    evtc_sb_printf(b, "%sconst int t = u / splits, kb0 = (u - t * splits) * kblocks / splits, kb1 = (u - t * splits + 1) * kblocks / splits;\n",
+                   ind);
+}
+
+static void emit_unit_tile(evtc_sb *b, const evtc_cuda_gemm_config *c, const char *ind) {
+  evtc_sb_printf(b, "%sint bat, m0, n0;\n", ind);
+  if (c->cluster_m != 2) {
+    evtc_sb_printf(b, "%sevtc_gemm_tile(t, tiles_m, tiles_n, %d, %d, %d, &bat, &m0, &n0);\n", ind, c->group_m, c->tile_m,
+                   c->tile_n);
+    return;
+  }
+  evtc_sb_printf(b,
+    "%sevtc_gemm_tile(u, (tiles_m + 1) / 2, tiles_n, %d, %d, %d, &bat, &m0, &n0);\n"
+    "%sm0 += (int)crank * %d;\n"
+    "%sconst bool ghost = m0 >= dims.M;   /* an odd last tile row's partner: loads its half of B, computes nothing */\n"
+    "%sconst int t = (bat * tiles_m + m0 / %d) * tiles_n + n0 / %d;\n"
+    "%s(void)t;\n",
+    ind, c->group_m / 2 > 1 ? c->group_m / 2 : 1, 2 * c->tile_m, c->tile_n, ind, c->tile_m, ind, ind, c->tile_m, c->tile_n,
+    ind);
+}
+
+/* A consumer warp's release of ring stage `stage` (a C expression): its first lane arrives on the stage's empty
+ * barrier; in a 2x1 cluster lanes 0 and 1 arrive on both CTAs' (either producer multicasts into this stage). */
+static void emit_release(evtc_sb *b, const evtc_cuda_gemm_config *c, const char *ind, const char *cond, const char *stage) {
+  if (c->cluster_m == 2)
+    evtc_sb_printf(b, "%sif (%slane < 2) evtc_mbar_arrive_cta(bar0 + 8u * (%d + %s), (unsigned)lane);\n", ind, cond,
+                   c->stages, stage);
+  else
+    evtc_sb_printf(b, "%sif (%slane == 0) evtc_mbar_arrive(bar0 + 8u * (%d + %s));\n", ind, cond, c->stages, stage);
+}
+
+/* The producer thread's loop: TMA copies of every k-block of every tile into the ring.  In a 2x1 cluster it
+ * loads its own A and its half of B (rows n0 + (tile_n / 2) rank.. of a K-major B, k-rows 32 rank.. of each
+ * 64-wide panel of an N-major one), multicast into both CTAs' stage, and expects A's bytes and all of B's. */
 static void emit_producer(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_variant *v) {
   const int S = c->stages;
   const unsigned a_bytes = (unsigned)c->tile_m * ROW_BYTES;
   evtc_sb_printf(b,
     "    if (threadIdx.x == 0) {\n"
-    "      unsigned s = 0, ph = 0;\n"
-    "      for (int u = blockIdx.x; u < units; u += gridDim.x) {\n"
-    "        const int t = u / splits, kb0 = (u - t * splits) * kblocks / splits, kb1 = (u - t * splits + 1) * kblocks / splits;\n"
-    "        int bat, m0, n0;\n"
-    "        evtc_gemm_tile(t, tiles_m, tiles_n, %d, %d, %d, &bat, &m0, &n0);\n",
-    c->group_m, c->tile_m, c->tile_n);
-  /* bytes per stage: whole boxes, skipping MN-major panels wholly past M or N */
+    "      unsigned s = 0, ph = 0;\n");
+  emit_walk_head(b, c, "      ", false);
+  emit_unit_kblocks(b, c, "        ");
+  emit_unit_tile(b, c, "        ");
+  const bool mc = c->cluster_m == 2;
+  const unsigned half_n = (unsigned)c->tile_n / 2;
+  /* bytes per stage: whole boxes, skipping MN-major panels (and a cluster's K-major halves of B) wholly past M or
+   * N; a ghost's A none */
   if (v->a_kmajor)
-    evtc_sb_printf(b, "        unsigned bytes = %uu;\n", a_bytes);
+    evtc_sb_printf(b, "        unsigned bytes = %s%uu;\n", mc ? "ghost ? 0u : " : "", a_bytes);
   else
     evtc_sb_printf(b, "        const int pa = (dims.M - m0 + 63) / 64;\n"
-                      "        unsigned bytes = (unsigned)(pa < %d ? pa : %d) * %du;\n",
+                      "        unsigned bytes = pa <= 0 ? 0u : (unsigned)(pa < %d ? pa : %d) * %du;\n",
                    c->tile_m / 64, c->tile_m / 64, PANEL_BYTES);
-  if (v->b_kmajor)
+  if (v->b_kmajor && mc)
+    evtc_sb_printf(b, "        bytes += (n0 + %u < dims.N ? 2u : 1u) * %uu;\n", half_n, half_n * ROW_BYTES);
+  else if (v->b_kmajor)
     evtc_sb_printf(b, "        bytes += %uu;\n", (unsigned)c->tile_n * ROW_BYTES);
   else
     evtc_sb_printf(b, "        const int pb = (dims.N - n0 + 63) / 64;\n"
@@ -395,14 +489,24 @@ static void emit_producer(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc
     "          evtc_mbar_expect_tx(full, bytes);\n",
     S, evtc_cuda_gemm_stage_bytes(c), a_bytes);
   if (v->a_kmajor)
-    evtc_sb_printf(b, "          evtc_tma_load(sa, &tma_a, full, kb * 64, m0, bat);\n");
+    evtc_sb_printf(b, "          %sevtc_tma_load(sa, &tma_a, full, kb * 64, m0, bat);\n", mc ? "if (!ghost) " : "");
   else
     evtc_sb_printf(b, "#pragma unroll\n"
                       "          for (int p = 0; p < %d; p++)\n"
                       "            if (m0 + 64 * p < dims.M) evtc_tma_load(sa + p * %du, &tma_a, full, m0 + 64 * p, kb * 64, bat);\n",
                    c->tile_m / 64, PANEL_BYTES);
-  if (v->b_kmajor)
+  if (v->b_kmajor && mc)
+    evtc_sb_printf(b, "          if (n0 + %u * (int)crank < dims.N)\n"
+                      "            evtc_tma_load_mc(sb + crank * %uu, &tma_b, full, kb * 64, n0 + %u * (int)crank, bat, 3);\n",
+                   half_n, half_n * ROW_BYTES, half_n);
+  else if (v->b_kmajor)
     evtc_sb_printf(b, "          evtc_tma_load(sb, &tma_b, full, kb * 64, n0, bat);\n");
+  else if (mc)
+    evtc_sb_printf(b, "#pragma unroll\n"
+                      "          for (int p = 0; p < %d; p++)\n"
+                      "            if (n0 + 64 * p < dims.N)\n"
+                      "              evtc_tma_load_mc(sb + p * %du + crank * %du, &tma_b, full, n0 + 64 * p, kb * 64 + 32 * (int)crank, bat, 3);\n",
+                   c->tile_n / 64, PANEL_BYTES, PANEL_BYTES / 2);
   else
     evtc_sb_printf(b, "#pragma unroll\n"
                       "          for (int p = 0; p < %d; p++)\n"
@@ -655,11 +759,11 @@ static void emit_consumer(evtc_sb *b, const char *name, const evtc_cuda_gemm_con
   }
   evtc_sb_printf(b,
     "    float acc[%d][%d];\n"
-    "    unsigned s = 0, ph = 0;\n"
-    "    for (int u = blockIdx.x, it = 0; u < units; u += gridDim.x, it++) {\n"
-    "      (void)it;\n"
-    "      const int t = u / splits, kb0 = (u - t * splits) * kblocks / splits, kb1 = (u - t * splits + 1) * kblocks / splits;\n",
+    "    unsigned s = 0, ph = 0;\n",
     wm, regs);
+  emit_walk_head(b, c, "    ", true);
+  evtc_sb_printf(b, "      (void)it;\n");
+  emit_unit_kblocks(b, c, "      ");
   if (c->pingpong)
     evtc_sb_printf(b,
       "      if ((it & 1) != wg) {               /* the other warpgroup's tile: its k-blocks pass by in the ring */\n"
@@ -668,9 +772,19 @@ static void emit_consumer(evtc_sb *b, const char *name, const evtc_cuda_gemm_con
       "        ph ^= (q / %uu) & 1u;\n"
       "        continue;\n"
       "      }\n", (unsigned)S, (unsigned)S);
-  evtc_sb_printf(b,
-    "      int bat, m0, n0;\n"
-    "      evtc_gemm_tile(t, tiles_m, tiles_n, %d, %d, %d, &bat, &m0, &n0);\n", c->group_m, c->tile_m, c->tile_n);
+  emit_unit_tile(b, c, "      ");
+  const char *next = c->cluster_m == 2 ? "u + (int)(gridDim.x >> 1) < tile_pairs" : "u + (int)gridDim.x < units";
+  if (c->cluster_m == 2) {   /* a ghost tile: its stages pass through this CTA, taking the pingpong turns */
+    evtc_sb_printf(b, "      if (ghost) {\n");
+    if (c->pingpong) evtc_sb_printf(b, "        if (it > 0 || wg > 0) evtc_turn_wait(3 + wg);\n");
+    evtc_sb_printf(b,
+      "        for (int kb = kb0; kb < kb1; kb++) {\n"
+      "          evtc_mbar_wait(bar0 + 8u * s, ph);\n");
+    emit_release(b, c, "          ", "", "s");
+    evtc_sb_printf(b, "          if (++s == %d) { s = 0; ph ^= 1u; }\n        }\n", S);
+    if (c->pingpong) evtc_sb_printf(b, "        if (%s) evtc_turn_pass(3 + (wg ^ 1));\n", next);
+    evtc_sb_printf(b, "        continue;\n      }\n");
+  }
   if (epi && epi->emit_tile_loads) epi->emit_tile_loads(b, "      ", epi->ctx);
   evtc_cuda_gemm_emit_prefetch_first(b, c, epi);
   evtc_sb_printf(b,
@@ -697,21 +811,23 @@ static void emit_consumer(evtc_sb *b, const char *name, const evtc_cuda_gemm_con
     "        }\n"
     "        evtc_wgmma_commit();\n"
     "        if (kb > kb0) {                      /* the previous k-block's group is done: free its stage */\n"
-    "          evtc_wgmma_wait<1>();\n"
-    "          if (lane == 0) evtc_mbar_arrive(bar0 + 8u * (%d + prev));\n"
+    "          evtc_wgmma_wait<1>();\n",
+    evtc_cuda_gemm_stage_bytes(c), (unsigned)wm * PANEL_BYTES, evtc_cuda_gemm_stage_bytes(c), a_bytes, b_step, b_lbo, wm, name,
+    (unsigned)PANEL_BYTES, a_step, a_lbo);
+  emit_release(b, c, "          ", "", "prev");
+  evtc_sb_printf(b,
     "        }\n"
     "        prev = s;\n"
     "        if (++s == %d) { s = 0; ph ^= 1u; }\n"
-    "      }\n", evtc_cuda_gemm_stage_bytes(c), (unsigned)wm * PANEL_BYTES, evtc_cuda_gemm_stage_bytes(c), a_bytes, b_step, b_lbo, wm, name,
-    (unsigned)PANEL_BYTES, a_step, a_lbo, S, S);
+    "      }\n", S);
   if (c->pingpong)   /* the next tile is the other warpgroup's */
-    evtc_sb_printf(b, "      if (u + (int)gridDim.x < units) evtc_turn_pass(3 + (wg ^ 1));\n");
+    evtc_sb_printf(b, "      if (%s) evtc_turn_pass(3 + (wg ^ 1));\n", next);
+  evtc_sb_printf(b, "      evtc_wgmma_wait<0>();               /* unconditional: ptxas must see every path drained */\n");
+  emit_release(b, c, "      ", "kb1 > kb0 && ", "prev");
   evtc_sb_printf(b,
-    "      evtc_wgmma_wait<0>();               /* unconditional: ptxas must see every path drained */\n"
-    "      if (kb1 > kb0 && lane == 0) evtc_mbar_arrive(bar0 + 8u * (%d + prev));\n"
     "#pragma unroll\n"
     "      for (int i = 0; i < %d; i++) %s_pin(acc[i]);\n",
-    S, wm, name);
+    wm, name);
   if (epi && epi->emit_element) {
     emit_split_k(b, c, epi);
     evtc_cuda_gemm_emit_hook_tile(b, c, epi);
@@ -735,10 +851,10 @@ void evtc_cuda_gemm_emit_comment(evtc_sb *b, const char *name, const evtc_cuda_g
 void evtc_cuda_gemm_emit_signature(evtc_sb *b, const char *name, const evtc_cuda_gemm_config *c,
                                    const evtc_cuda_gemm_epilogue *epi) {
   evtc_sb_printf(b,
-    "extern \"C\" __global__ void __launch_bounds__(%u, 1)\n"
+    "extern \"C\" __global__ void __launch_bounds__(%u, 1)%s\n"
     "%s(const __grid_constant__ evtc_tmap tma_a, const __grid_constant__ evtc_tmap tma_b,\n"
     "   const __grid_constant__ evtc_tmap tma_d, void *out_ptr, const evtc_gemm_dims dims",
-    evtc_cuda_gemm_threads(c), name);
+    evtc_cuda_gemm_threads(c), c->cluster_m == 2 ? " __cluster_dims__(2, 1, 1)" : "", name);
   if (epi && epi->emit_params) epi->emit_params(b, epi->ctx);
 }
 
@@ -769,24 +885,36 @@ void evtc_cuda_gemm_emit(evtc_sb *b, const char *name, const evtc_cuda_gemm_conf
     "  if (threadIdx.x == 0) {\n"
     "    for (int s = 0; s < %d; s++) {\n"
     "      evtc_mbar_init(bar0 + 8u * s, 1u);            /* the producer's expect_tx (+ TMA bytes) */\n"
-    "      evtc_mbar_init(bar0 + 8u * (%d + s), %du);    /* one arrive per warp reading the stage */\n"
+    "      evtc_mbar_init(bar0 + 8u * (%d + s), %du);    /* one arrive per warp reading the stage%s */\n"
     "    }\n",
     (unsigned)S * evtc_cuda_gemm_stage_bytes(c), (unsigned)(c->consumers * (2 * D_SUBTILE + aux)), S, c->tile_m - 1, c->tile_m, c->tile_n - 1, c->tile_n,
-    epi && epi->emit_element ? "dims.splits > 1 ? dims.splits : 1" : "1", S, S, 4 * evtc_cuda_gemm_row_groups(c));
+    epi && epi->emit_element ? "dims.splits > 1 ? dims.splits : 1" : "1", S, S, 4 * evtc_cuda_gemm_row_groups(c) * c->cluster_m,
+    c->cluster_m == 2 ? ", in both CTAs" : "");
   if (aux)   /* one barrier for each consumer warpgroup's TMA tile, after the stages' */
     evtc_sb_printf(b, "    for (int w = 0; w < %d; w++) evtc_mbar_init(bar0 + 8u * (%d + w), 1u);   /* aux_bar */\n",
                    c->consumers, 2 * S);
   evtc_sb_printf(b,
     "    asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");\n"
-    "  }\n"
-    "  __syncthreads();\n"
-    "  if (threadIdx.x < 128) {                /* producer warpgroup */\n");
+    "  }\n");
+  if (c->cluster_m == 2)
+    evtc_sb_printf(b,
+      "  /* a 2x1 cluster: the pair's tiles share B, each CTA's producer multicasting half of it into both */\n"
+      "  const unsigned crank = evtc_cluster_rank();\n"
+      "  const int tile_pairs = (tiles_m + 1) / 2 * tiles_n * dims.batch;\n"
+      "  (void)units;\n"
+      "  evtc_cluster_sync();                     /* both CTAs' barriers are initialised before either's copies */\n");
+  else
+    evtc_sb_printf(b, "  __syncthreads();\n");
+  evtc_sb_printf(b, "  if (threadIdx.x < 128) {                /* producer warpgroup */\n");
   if (c->consumers == 2) evtc_sb_printf(b, "    asm volatile(\"setmaxnreg.dec.sync.aligned.u32 40;\");\n");
   emit_producer(b, c, v);
   evtc_sb_printf(b, "  } else {                                /* consumer warpgroups */\n");
   if (c->consumers == 2) evtc_sb_printf(b, "    asm volatile(\"setmaxnreg.inc.sync.aligned.u32 232;\");\n");
   emit_consumer(b, name, c, v, epi);
-  evtc_sb_printf(b, "  }\n}\n\n");
+  evtc_sb_printf(b, "  }\n");
+  if (c->cluster_m == 2)
+    evtc_sb_printf(b, "  evtc_cluster_sync();                     /* no CTA leaves while its partner may still arrive or copy into it */\n");
+  evtc_sb_printf(b, "}\n\n");
 }
 
 /* ---- host side ---- */
@@ -885,8 +1013,19 @@ evtc_status evtc_cuda_gemm_launch_init(evtc_cuda_gemm_launch *L, const evtc_cuda
     return evtc_diag_set(d, EVTC_ERR_INVALID, "GEMM %lldx%lldx%lld: split-K into %d units (%s)", (long long)p->M,
                          (long long)p->N, (long long)p->K, splits,
                          c->sm80 ? "the sm_80 template has none" : "more than its k-blocks of 64");
-  const int64_t units = tiles * splits;
-  L->grid[0] = (unsigned)(units < sm_count ? units : sm_count);
+  if (splits > 1 && c->cluster_m > 1)
+    return evtc_diag_set(d, EVTC_ERR_INVALID, "GEMM %lldx%lldx%lld: split-K on a 2x1 cluster (its pairs walk whole tiles)",
+                         (long long)p->M, (long long)p->N, (long long)p->K);
+  /* pairs of tiles along M, one cluster of two CTAs (two SMs) each; on the H200 all 66 clusters of a grid of 132
+   * run at once (cuOccupancyMaxActiveClusters, gpu_gemm_bench) */
+  if (c->cluster_m == 2) {
+    const int64_t pairs = ((p->M + 2 * c->tile_m - 1) / (2 * c->tile_m)) * ((p->N + c->tile_n - 1) / c->tile_n) * p->batch;
+    const int64_t clusters = sm_count / 2 > 0 ? sm_count / 2 : 1;
+    L->grid[0] = 2u * (unsigned)(pairs < clusters ? pairs : clusters);
+  } else {
+    const int64_t units = tiles * splits;
+    L->grid[0] = (unsigned)(units < sm_count ? units : sm_count);
+  }
   L->grid[1] = L->grid[2] = 1;
   L->block[0] = evtc_cuda_gemm_threads(c);
   L->block[1] = L->block[2] = 1;
@@ -907,9 +1046,11 @@ evtc_status evtc_cuda_gemm_launch_init(evtc_cuda_gemm_launch *L, const evtc_cuda
                                        (unsigned)c->tile_m, "A", d)
                               : encode(drv, &L->map_a, v->in, a, p->M, k1, p->lda, p->a_bstride, p->batch, 64, "A", d);
   if (s != EVTC_OK) return s;
+  /* a 2x1 cluster's CTAs each load half of B's block: half its rows (K-major), half its k-rows (N-major) */
+  const unsigned b_split = (unsigned)c->cluster_m;
   s = v->b_kmajor ? encode(drv, &L->map_b, v->in, b, p->K, p->N, p->ldb, p->b_bstride, p->batch,
-                           (unsigned)c->tile_n, "B", d)
-                  : encode(drv, &L->map_b, v->in, b, p->N, k1, p->ldb, p->b_bstride, p->batch, 64, "B", d);
+                           (unsigned)c->tile_n / b_split, "B", d)
+                  : encode(drv, &L->map_b, v->in, b, p->N, k1, p->ldb, p->b_bstride, p->batch, 64 / b_split, "B", d);
   if (s != EVTC_OK) return s;
   /* D through TMA stores when its base and strides are 16-byte aligned; the kernel stores directly otherwise */
   const int64_t es = (int64_t)evtc_dtype_size(v->out);

@@ -64,7 +64,9 @@ typedef struct evtc_cuda_gemm_config {
   int tile_k;                /* k-block per stage: 64 (128 bytes of bf16/f16, the 128B swizzle span) */
   int stages;                /* shared-memory ring depth */
   int consumers;             /* consumer warpgroups (1 or 2) */
-  int cluster_m, cluster_n;  /* thread-block cluster shape: 1 x 1 only for now (no TMA multicast yet) */
+  int cluster_m, cluster_n;  /* thread-block cluster shape: 1 x 1, or 2 x 1 (sm_90a, no split-K): two CTAs on
+                              * vertically adjacent tiles share B, each loading half of it into both by TMA
+                              * multicast ("cl2" in the config's name) */
   int group_m;               /* tile rows per raster group of the tile scheduler */
   bool pingpong;             /* false: the consumers share each tile (cooperative, tile_m / consumers rows
                               * each); true (2 consumers): they take alternate tiles, each the whole tile,

@@ -252,7 +252,8 @@ bool evtc_cuda_gemm_use_evt(const evtc_kernel *k, const evtc_cuda_device *dev, e
   const int64_t sms = dev && dev->sm_count > 0 ? dev->sm_count : H200_SMS;
   const double fill = wave_fill(pl->tiles, sms);
   char lt_why[200];
-  if (pl->prob.K >= SPLIT_K_MIN_K && fill < SPLIT_K_FILL && !pl->builtin_store && !pl->cfg.sm80 && split_k_enabled()) {
+  if (pl->prob.K >= SPLIT_K_MIN_K && fill < SPLIT_K_FILL && !pl->builtin_store && !pl->cfg.sm80 && pl->cfg.cluster_m == 1 &&
+      split_k_enabled()) {
     const int s = split_count(pl->tiles, (pl->prob.K + 63) / 64, sms);
     if (s > 1) {
       pl->prob.splits = s;

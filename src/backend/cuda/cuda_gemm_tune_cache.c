@@ -114,19 +114,21 @@ int evtc_cuda_gemm_tune_space(const evtc_cuda_gemm_family *f, int group_m, bool 
     return n;
   }
   const int max_stages = f->sm80 ? 6 : 7;
-  for (int consumers = 2; consumers >= 1; consumers--)
-    for (int pp = 0; pp <= (consumers == 2 && !f->sm80); pp++)
-      for (int im = 0; im < 3; im++)
-        for (int in = 0; in < 3; in++)
-          for (int stages = 2; stages <= max_stages; stages++) {
-            evtc_cuda_gemm_config c = base;
-            c.tile_m = tiles[im];
-            c.tile_n = tiles[in];
-            c.stages = stages;
-            c.consumers = consumers;
-            c.pingpong = pp;
-            offer(f, c, group_m, smem_limit, out, cap, &n);
-          }
+  for (int cluster = 1; cluster <= (f->sm80 ? 1 : 2); cluster++)   /* sm_90a: also 2x1 clusters (B multicast) */
+    for (int consumers = 2; consumers >= 1; consumers--)
+      for (int pp = 0; pp <= (consumers == 2 && !f->sm80); pp++)
+        for (int im = 0; im < 3; im++)
+          for (int in = 0; in < 3; in++)
+            for (int stages = 2; stages <= max_stages; stages++) {
+              evtc_cuda_gemm_config c = base;
+              c.tile_m = tiles[im];
+              c.tile_n = tiles[in];
+              c.stages = stages;
+              c.consumers = consumers;
+              c.pingpong = pp;
+              c.cluster_m = cluster;
+              offer(f, c, group_m, smem_limit, out, cap, &n);
+            }
   return n;
 }
 

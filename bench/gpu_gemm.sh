@@ -28,10 +28,14 @@
 # run(command="sh bench/gpu_gemm.sh run", carry=[".gpu-gemm"]).
 set -eu
 stage=${EVTC_STAGE:-.gpu-gemm}     # another stage (an ignored path, e.g. build-x/stage) keeps runs apart
-# test_gpu_evt runs with the plan's tile config (pingpong) and the cooperative one
-evt_combos="plan coop"
+# test_gpu_evt runs with the plan's tile config, the cooperative one and pingpong 64x256 on 2x1 clusters
+evt_combos="plan coop cl2"
 with_combo() (   # with_combo COMBO COMMAND...: COMMAND in a subshell with that combination's tile config
-  case "$1" in coop) export EVTC_GEMM_CONFIG="128x256x64 s4 c2 g8" ;; *) unset EVTC_GEMM_CONFIG ;; esac
+  case "$1" in
+  coop) export EVTC_GEMM_CONFIG="128x256x64 s4 c2 g8" ;;
+  cl2) export EVTC_GEMM_CONFIG="64x256x64 s4 c2 g8 pp cl2" ;;
+  *) unset EVTC_GEMM_CONFIG ;;
+  esac
   shift
   "$@"
 )

@@ -40,12 +40,15 @@ static const evtc_cuda_gemm_config cfgs[] = {
     {128, 128, 64, 6, 2, 1, 1, 8, false, false},
     {128, 128, 64, 6, 2, 1, 1, 8, true, false},    /* pingpong: the visitor epilogue's default */
     {64, 256, 64, 4, 2, 1, 1, 8, true, false},
+    {128, 256, 64, 4, 2, 2, 1, 8, false, false},   /* 2x1 clusters: B multicast to both CTAs */
+    {64, 256, 64, 4, 2, 2, 1, 8, true, false},
+    {128, 128, 64, 6, 2, 2, 1, 8, true, false},
     {128, 128, 64, 4, 2, 1, 1, 8, false, true},    /* SM80: the sm_80 template's default */
     {128, 256, 64, 3, 2, 1, 1, 8, false, true},
     {256, 128, 64, 3, 2, 1, 1, 8, false, true},    /* warps of 32 x 128 */
     {128, 128, 64, 4, 1, 1, 1, 8, false, true},    /* one warpgroup, warps of 32 x 128 */
 };
-enum { N_CFG = sizeof cfgs / sizeof cfgs[0], SM80 = 5, WARM = 5, ITERS = 20, SAMPLES = 2048 };
+enum { N_CFG = sizeof cfgs / sizeof cfgs[0], SM80 = 8, WARM = 5, ITERS = 20, SAMPLES = 2048 };
 /* NN (B K x N) runs each template's default config only */
 static bool runs_nn(int c) { return c == 0 || c == SM80; }
 static const int64_t shapes[][3] = {{8192, 8192, 8192}, {16384, 4096, 1024}, {16384, 1024, 4096}};
@@ -300,6 +303,13 @@ static void run_shape(evtc_cuda_device *dev, CUmodule mod, const evtc_cuda_cubla
       add_row(&B, impl, ms, err, s == EVTC_OK && err <= 1);
       if (s == EVTC_ERR_RUNTIME) goto out;   /* a fault: the context is gone */
       d = (evtc_diag){0};
+      if (s == EVTC_OK && cfgs[c].cluster_m > 1) {   /* whether the grid's clusters all run at once */
+        int fit = 0;
+        const evtc_cu_launch_config lc = {L.grid[0], 1, 1, L.block[0], 1, 1, L.smem, dev->stream, NULL, 0};
+        CUresult r = drv->cuOccupancyMaxActiveClusters(&fit, k.fn, &lc);
+        printf("%s: %d clusters of %d CTAs fit at once (r %d); the grid has %u CTAs\n", impl, fit, cfgs[c].cluster_m,
+               (int)r, L.grid[0]);
+      }
       if (kmaj && c == 0) {   /* the same kernel without its stores: the epilogue's cost */
         evtc_cuda_kernel kn;
         s = evtc_cuda_kernel_get(dev, mod, "bench_gemm_c0_tn_nostore", &kn, &d);

@@ -53,6 +53,7 @@ static const sym_spec driver_syms[] = {
     DRV(cuLaunchKernel, "cuLaunchKernel", NULL),
     DRV(cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel", NULL),
     DRV(cuLaunchKernelEx, "cuLaunchKernelEx", NULL),
+    DRV(cuOccupancyMaxActiveClusters, "cuOccupancyMaxActiveClusters", NULL),
     DRV(cuStreamCreate, "cuStreamCreate", NULL),
     DRV(cuStreamSynchronize, "cuStreamSynchronize", NULL),
     DRV(cuStreamDestroy, "cuStreamDestroy_v2", NULL),

@@ -104,6 +104,8 @@ typedef struct evtc_cuda_driver {
   CUresult (*cuLaunchCooperativeKernel)(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                         unsigned bz, unsigned shared_bytes, CUstream s, void **params);
   CUresult (*cuLaunchKernelEx)(const evtc_cu_launch_config *config, CUfunction fn, void **params, void **extra);
+  /* clusters of fn (its compile-time cluster shape) that can run at once with config's block and shared memory */
+  CUresult (*cuOccupancyMaxActiveClusters)(int *clusters, CUfunction fn, const evtc_cu_launch_config *config);
   CUresult (*cuStreamCreate)(CUstream *s, unsigned flags);
   CUresult (*cuStreamSynchronize)(CUstream s);
   CUresult (*cuStreamDestroy)(CUstream s);                                    /* _v2 */

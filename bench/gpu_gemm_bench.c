@@ -32,6 +32,7 @@
 
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_emit_gemm.h"
+#include "backend/cuda/cuda_gemm.h"
 #include "runtime/elements.h"
 
 static const evtc_cuda_gemm_config cfgs[] = {
@@ -296,6 +297,7 @@ static void run_shape(evtc_cuda_device *dev, CUmodule mod, const evtc_cuda_cubla
       if (s == EVTC_OK)
         s = evtc_cuda_gemm_launch_init(&L, drv, &cfgs[c], &v, &p, B.da, kmaj ? B.db_nk : B.db_kn, B.dd, dev->sm_count,
                                        &d);
+      if (s == EVTC_OK) s = evtc_cuda_gemm_fit_clusters(dev, &k, &cfgs[c], &L, &d);
       evtc_run er = {&k, &L};
       if (s == EVTC_OK) s = time_it(dev, evtc_launch, &er, &ms, &d);
       if (s == EVTC_OK) err = check_output(dev, &B, &d);
@@ -303,12 +305,12 @@ static void run_shape(evtc_cuda_device *dev, CUmodule mod, const evtc_cuda_cubla
       add_row(&B, impl, ms, err, s == EVTC_OK && err <= 1);
       if (s == EVTC_ERR_RUNTIME) goto out;   /* a fault: the context is gone */
       d = (evtc_diag){0};
-      if (s == EVTC_OK && cfgs[c].cluster_m > 1) {   /* whether the grid's clusters all run at once */
+      if (s == EVTC_OK && cfgs[c].cluster_m > 1) {   /* how many of the grid's clusters run at once */
         int fit = 0;
-        const evtc_cu_launch_config lc = {L.grid[0], 1, 1, L.block[0], 1, 1, L.smem, dev->stream, NULL, 0};
-        CUresult r = drv->cuOccupancyMaxActiveClusters(&fit, k.fn, &lc);
-        printf("%s: %d clusters of %d CTAs fit at once (r %d); the grid has %u CTAs\n", impl, fit, cfgs[c].cluster_m,
-               (int)r, L.grid[0]);
+        if (evtc_cuda_max_clusters(dev, &k, L.grid, L.block, L.smem, &fit, &d) == EVTC_OK)
+          printf("%s: %d clusters of %d CTAs fit at once; the grid has %u CTAs\n", impl, fit, cfgs[c].cluster_m,
+                 L.grid[0]);
+        d = (evtc_diag){0};
       }
       if (kmaj && c == 0) {   /* the same kernel without its stores: the epilogue's cost */
         evtc_cuda_kernel kn;

@@ -176,8 +176,8 @@ evtc_status evtc_cuda_kernel_get(evtc_cuda_device *dev, CUmodule mod, const char
   return EVTC_OK;
 }
 
-evtc_status evtc_cuda_launch(evtc_cuda_device *dev, evtc_cuda_kernel *k, const unsigned grid[3],
-                             const unsigned block[3], unsigned smem, void **params, evtc_diag *d) {
+/* k opted in to `smem` dynamic shared bytes when that is above the default 48 KiB. */
+static evtc_status opt_in_smem(evtc_cuda_device *dev, evtc_cuda_kernel *k, unsigned smem, evtc_diag *d) {
   char where[192];
   if (smem > 48 * 1024 && (int)smem > k->smem_optin) {
     snprintf(where, sizeof where, "kernel %s (opting in to %u bytes of shared memory)", k->name, smem);
@@ -185,6 +185,24 @@ evtc_status evtc_cuda_launch(evtc_cuda_device *dev, evtc_cuda_kernel *k, const u
            where, d);
     k->smem_optin = (int)smem;
   }
+  return EVTC_OK;
+}
+
+evtc_status evtc_cuda_max_clusters(evtc_cuda_device *dev, evtc_cuda_kernel *k, const unsigned grid[3],
+                                   const unsigned block[3], unsigned smem, int *clusters, evtc_diag *d) {
+  *clusters = 0;
+  if (opt_in_smem(dev, k, smem, d)) return d->status;
+  char where[192];
+  snprintf(where, sizeof where, "cuOccupancyMaxActiveClusters (kernel %s)", k->name);
+  const evtc_cu_launch_config cfg = {grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, dev->stream, NULL, 0};
+  CU_TRY(dev, dev->drv->cuOccupancyMaxActiveClusters(clusters, k->fn, &cfg), where, d);
+  return EVTC_OK;
+}
+
+evtc_status evtc_cuda_launch(evtc_cuda_device *dev, evtc_cuda_kernel *k, const unsigned grid[3],
+                             const unsigned block[3], unsigned smem, void **params, evtc_diag *d) {
+  char where[192];
+  if (opt_in_smem(dev, k, smem, d)) return d->status;
   snprintf(where, sizeof where, "kernel %s", k->name);
   dev->last_kernel = k->name;
   if (k->cooperative)

@@ -101,6 +101,11 @@ evtc_status evtc_cuda_kernel_get(evtc_cuda_device *dev, CUmodule mod, const char
  * kernel's parameters as an array of pointers to each value. */
 evtc_status evtc_cuda_launch(evtc_cuda_device *dev, evtc_cuda_kernel *k, const unsigned grid[3],
                              const unsigned block[3], unsigned smem, void **params, evtc_diag *d);
+/* How many clusters of k (its compile-time cluster shape) of a grid[3] x block[3] launch with `smem` dynamic shared
+ * bytes (opting the function in above 48 KiB, as a launch does) run at once, into *clusters.  The grid must be a
+ * multiple of the cluster's shape (CUDA_ERROR_INVALID_CLUSTER_SIZE otherwise). */
+evtc_status evtc_cuda_max_clusters(evtc_cuda_device *dev, evtc_cuda_kernel *k, const unsigned grid[3],
+                                   const unsigned block[3], unsigned smem, int *clusters, evtc_diag *d);
 
 /* ---- CUDA graphs: the stream's launches captured once, replayed as one ---- */
 /* Starts capturing the stream (thread-local mode: only this thread is kept from calls unsafe during a capture):

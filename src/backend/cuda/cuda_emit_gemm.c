@@ -1017,7 +1017,8 @@ evtc_status evtc_cuda_gemm_launch_init(evtc_cuda_gemm_launch *L, const evtc_cuda
     return evtc_diag_set(d, EVTC_ERR_INVALID, "GEMM %lldx%lldx%lld: split-K on a 2x1 cluster (its pairs walk whole tiles)",
                          (long long)p->M, (long long)p->N, (long long)p->K);
   /* pairs of tiles along M, one cluster of two CTAs (two SMs) each; on the H200 all 66 clusters of a grid of 132
-   * run at once (cuOccupancyMaxActiveClusters, gpu_gemm_bench) */
+   * run at once (cuOccupancyMaxActiveClusters, gpu_gemm_bench); where fewer do, evtc_cuda_gemm_fit_clusters
+   * (cuda_gemm.h) clamps the grid once the kernel is loaded */
   if (c->cluster_m == 2) {
     const int64_t pairs = ((p->M + 2 * c->tile_m - 1) / (2 * c->tile_m)) * ((p->N + c->tile_n - 1) / c->tile_n) * p->batch;
     const int64_t clusters = sm_count / 2 > 0 ? sm_count / 2 : 1;

@@ -205,6 +205,18 @@ bool evtc_cuda_gemm_sm80_template(const evtc_cuda_device *dev) {
          (dev && dev->cc_major >= 8 && strcmp(dev->arch, "sm_90a") != 0);
 }
 
+evtc_status evtc_cuda_gemm_fit_clusters(evtc_cuda_device *dev, evtc_cuda_kernel *k, const evtc_cuda_gemm_config *c,
+                                        evtc_cuda_gemm_launch *L, evtc_diag *d) {
+  if (c->cluster_m < 2) return EVTC_OK;
+  int fit = 0;
+  if (evtc_cuda_max_clusters(dev, k, L->grid, L->block, L->smem, &fit, d)) return d->status;
+  if (fit < 1)
+    return evtc_diag_set(d, EVTC_ERR_RUNTIME, "kernel %s: no cluster of %d CTAs with %u bytes of shared memory fits the "
+                         "device", k->name, c->cluster_m, L->smem);
+  if (L->grid[0] > (unsigned)(fit * c->cluster_m)) L->grid[0] = (unsigned)(fit * c->cluster_m);
+  return EVTC_OK;
+}
+
 /* A GEMM of few output tiles over a long K -- a weight gradient, [N_out, N_in] summed over every token of the
  * batch: GPT-2's 768 x 768 over K = 8192 is 18 tiles of 128 x 256 for 132 SMs -- would leave SMs idle for the
  * whole of K with one CTA a tile.  Below SPLIT_K_FILL of the last wave's SMs busy, over at least

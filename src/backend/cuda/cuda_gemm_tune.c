@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/cuda/cuda_gemm.h"
 #include "runtime/elements.h"
 
 enum { WARM = 2, ITERS = 5, FINAL_ITERS = 20, SAMPLES = 1024, TOP = 3, FINALISTS = 4, SPACE_CAP = 512 };
@@ -303,6 +304,7 @@ static evtc_status launch_init(bench *B, launch *l, const evtc_cuda_gemm_config 
                                const prob *p, CUdeviceptr out, evtc_diag *d) {
   evtc_cuda_gemm_problem pr = problem_of(B, p);
   evtc_status s = evtc_cuda_gemm_launch_init(&l->L, B->dev->drv, cfg, &B->v, &pr, p->a, p->b, out, B->dev->sm_count, d);
+  if (s == EVTC_OK) s = evtc_cuda_gemm_fit_clusters(B->dev, k, cfg, &l->L, d);
   l->k = k;
   l->bias = p->bias;
   memcpy(l->params, l->L.params, sizeof l->L.params);

@@ -297,7 +297,10 @@ static void run_shape(evtc_cuda_device *dev, CUmodule mod, const evtc_cuda_cubla
       if (s == EVTC_OK)
         s = evtc_cuda_gemm_launch_init(&L, drv, &cfgs[c], &v, &p, B.da, kmaj ? B.db_nk : B.db_kn, B.dd, dev->sm_count,
                                        &d);
-      if (s == EVTC_OK) s = evtc_cuda_gemm_fit_clusters(dev, &k, &cfgs[c], &L, &d);
+      int fit = 0;   /* clusters that run at once */
+      if (s == EVTC_OK) s = evtc_cuda_gemm_fit_clusters(dev, &k, &cfgs[c], &L, &fit, &d);
+      if (s == EVTC_OK && fit > 0)
+        printf("%s: %d clusters of %d CTAs fit at once; the grid has %u CTAs\n", impl, fit, cfgs[c].cluster_m, L.grid[0]);
       evtc_run er = {&k, &L};
       if (s == EVTC_OK) s = time_it(dev, evtc_launch, &er, &ms, &d);
       if (s == EVTC_OK) err = check_output(dev, &B, &d);
@@ -305,13 +308,6 @@ static void run_shape(evtc_cuda_device *dev, CUmodule mod, const evtc_cuda_cubla
       add_row(&B, impl, ms, err, s == EVTC_OK && err <= 1);
       if (s == EVTC_ERR_RUNTIME) goto out;   /* a fault: the context is gone */
       d = (evtc_diag){0};
-      if (s == EVTC_OK && cfgs[c].cluster_m > 1) {   /* how many of the grid's clusters run at once */
-        int fit = 0;
-        if (evtc_cuda_max_clusters(dev, &k, L.grid, L.block, L.smem, &fit, &d) == EVTC_OK)
-          printf("%s: %d clusters of %d CTAs fit at once; the grid has %u CTAs\n", impl, fit, cfgs[c].cluster_m,
-                 L.grid[0]);
-        d = (evtc_diag){0};
-      }
       if (kmaj && c == 0) {   /* the same kernel without its stores: the epilogue's cost */
         evtc_cuda_kernel kn;
         s = evtc_cuda_kernel_get(dev, mod, "bench_gemm_c0_tn_nostore", &kn, &d);

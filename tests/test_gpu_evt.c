@@ -105,10 +105,14 @@ enum { N_CASES = sizeof cases / sizeof cases[0] };
 /* Whether case c's GEMM runs on evtc's GEMM with the template EVTC_GEMM picks, and whether it splits K there
  * (split-K is the sm_90a template's, on tiles without a cluster: EVTC_GEMM_CONFIG may ask for 2x1 clusters). */
 static bool sm80_pass(void) { return evtc_cuda_gemm_mode_get() == EVTC_CUDA_GEMM_SM80; }
-static bool cluster_pass(void) {
+/* EVTC_GEMM_CONFIG into *cfg: whether it is set and parses. */
+static bool env_config(evtc_cuda_gemm_config *cfg) {
   const char *e = getenv("EVTC_GEMM_CONFIG");
+  return e && *e && evtc_cuda_gemm_config_parse(e, cfg);
+}
+static bool cluster_pass(void) {
   evtc_cuda_gemm_config cfg;
-  return e && evtc_cuda_gemm_config_parse(e, &cfg) && cfg.cluster_m > 1;
+  return env_config(&cfg) && cfg.cluster_m > 1;
 }
 static bool no_split(void) { return sm80_pass() || cluster_pass(); }
 /* Whether EVTC_GEMM_CONFIG (when set) builds on the sm_80 template, which has no pingpong and no clusters: the
@@ -117,7 +121,7 @@ static bool config_fits_sm80(void) {
   const char *e = getenv("EVTC_GEMM_CONFIG");
   evtc_cuda_gemm_config cfg;
   if (!e || !*e) return true;
-  if (!evtc_cuda_gemm_config_parse(e, &cfg)) return false;
+  if (!env_config(&cfg)) return false;
   cfg.sm80 = true;
   char why[160];
   const evtc_cuda_gemm_variant v = {.in = EVTC_BF16, .out = EVTC_BF16, .a_kmajor = true, .b_kmajor = true};

@@ -511,7 +511,7 @@ static evtc_status run_evt(cuda_ctx *c, cuda_handle *h, void *const *args, evtc_
         return d->status;
       h->L->smem = evtc_cuda_gemm_smem_bytes_aux(&pl->cfg, pl->aux_bytes);
     }
-    if (evtc_cuda_gemm_fit_clusters(&c->dev, &h->main, &pl->cfg, h->L, d)) return d->status;
+    if (evtc_cuda_gemm_fit_clusters(&c->dev, &h->main, &pl->cfg, h->L, NULL, d)) return d->status;
     h->L_a = a;
     h->L_b = b;
     h->L_out = out;

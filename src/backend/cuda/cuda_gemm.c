@@ -206,10 +206,12 @@ bool evtc_cuda_gemm_sm80_template(const evtc_cuda_device *dev) {
 }
 
 evtc_status evtc_cuda_gemm_fit_clusters(evtc_cuda_device *dev, evtc_cuda_kernel *k, const evtc_cuda_gemm_config *c,
-                                        evtc_cuda_gemm_launch *L, evtc_diag *d) {
-  if (c->cluster_m < 2) return EVTC_OK;
+                                        evtc_cuda_gemm_launch *L, int *fit_out, evtc_diag *d) {
   int fit = 0;
+  if (fit_out) *fit_out = 0;
+  if (c->cluster_m < 2) return EVTC_OK;
   if (evtc_cuda_max_clusters(dev, k, L->grid, L->block, L->smem, &fit, d)) return d->status;
+  if (fit_out) *fit_out = fit;
   if (fit < 1)
     return evtc_diag_set(d, EVTC_ERR_RUNTIME, "kernel %s: no cluster of %d CTAs with %u bytes of shared memory fits the "
                          "device", k->name, c->cluster_m, L->smem);

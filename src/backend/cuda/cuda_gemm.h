@@ -61,10 +61,10 @@ evtc_cuda_gemm_mode evtc_cuda_gemm_mode_get(void);
 bool evtc_cuda_gemm_sm80_template(const evtc_cuda_device *dev);
 /* A 2x1-cluster config's persistent grid (launch_init: sm_count / 2 clusters) clamped to the clusters of kernel k
  * that run at once with L's block and shared memory: where a device's GPCs cannot place them all, the rest would
- * run as a second wave.  The kernel walks its tiles by gridDim, so a smaller grid is correct.  Any other config:
- * nothing to do. */
+ * run as a second wave.  The kernel walks its tiles by gridDim, so a smaller grid is correct.  *fit (when not
+ * NULL): the clusters that run at once, 0 for a config without clusters (nothing to do). */
 evtc_status evtc_cuda_gemm_fit_clusters(evtc_cuda_device *dev, evtc_cuda_kernel *k, const evtc_cuda_gemm_config *c,
-                                        evtc_cuda_gemm_launch *L, evtc_diag *d);
+                                        evtc_cuda_gemm_launch *L, int *fit, evtc_diag *d);
 /* Whether GEMM kernel k runs on evtc's GEMM (*pl filled, with dev's tuned
  * config when there is one; dev may be NULL); false with the reason (the
  * selector or the template's refusal) in why. */

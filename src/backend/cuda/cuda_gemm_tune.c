@@ -304,7 +304,7 @@ static evtc_status launch_init(bench *B, launch *l, const evtc_cuda_gemm_config 
                                const prob *p, CUdeviceptr out, evtc_diag *d) {
   evtc_cuda_gemm_problem pr = problem_of(B, p);
   evtc_status s = evtc_cuda_gemm_launch_init(&l->L, B->dev->drv, cfg, &B->v, &pr, p->a, p->b, out, B->dev->sm_count, d);
-  if (s == EVTC_OK) s = evtc_cuda_gemm_fit_clusters(B->dev, k, cfg, &l->L, d);
+  if (s == EVTC_OK) s = evtc_cuda_gemm_fit_clusters(B->dev, k, cfg, &l->L, NULL, d);
   l->k = k;
   l->bias = p->bias;
   memcpy(l->params, l->L.params, sizeof l->L.params);

@@ -12,7 +12,11 @@
  * bytes, direct when it is odd, and both when only the column-edge tile
  * cannot use TMA), and eight sm_90a tile configs (two on 2x1 clusters) and four sm_80 ones
  * (including more tiles than SMs, so the persistent scheduler wraps),
- * and the epilogue hook (a kernel parameter, D = alpha acc + r - 2c).  The
+ * and the epilogue hook (a kernel parameter, D = alpha acc + r - 2c), and the
+ * split tail (the last tiles cut into units of their k-blocks once the
+ * tiles are more than the SMs but no whole number of waves: on the device's
+ * SMs, and on grids of 6 to 10 CTAs, clusters too; its counts must be zero
+ * after the launch).  The
  * sm_80 template runs the same kinds of cases (its stores are direct).
  * Each element must satisfy |d - ref| <= K 2^-22 sum|a b| (fp32
  * accumulation in any order, with margin) + |ref| ulp(out) (the output
@@ -63,15 +67,20 @@ typedef struct gcase {
   int cfg;
   int pad;      /* padded strides */
   int epi;      /* the test epilogue (test_epilogue) instead of the built-in store; f32 output */
+  int sms;      /* the persistent grid's SMs (0: the device's): a few make a split tail of few tiles */
 } gcase;
 
-#define MAX_CASES 128
+#define MAX_CASES 160
 static gcase cases[MAX_CASES];
 static int n_cases;
 
 static void add_case(int64_t M, int64_t N, int64_t K, int64_t batch, int layout, int types, int cfg, int pad,
                      int epi) {
-  if (n_cases < MAX_CASES) cases[n_cases++] = (gcase){M, N, K, batch, layout, types & 3, cfg, pad, epi};
+  if (n_cases < MAX_CASES) cases[n_cases++] = (gcase){M, N, K, batch, layout, types & 3, cfg, pad, epi, 0};
+}
+
+static void add_on_sms(int64_t M, int64_t N, int64_t K, int64_t batch, int layout, int types, int cfg, int epi, int sms) {
+  if (n_cases < MAX_CASES) cases[n_cases++] = (gcase){M, N, K, batch, layout, types & 3, cfg, 0, epi, sms};
 }
 
 static void add(int64_t M, int64_t N, int64_t K, int64_t batch, int layout, int types, int cfg, int pad) {
@@ -98,6 +107,16 @@ static void make_cases(void) {
   add_case(129, 257, 65, 2, 0, 0, 0, 1, 1);
   add_case(200, 100, 300, 1, 3, 3, 3, 0, 1);
   add_case(300, 520, 130, 3, 1, 0, 4, 0, 1);   /* the hook on pingpong tiles */
+  /* the split tail on few SMs (the 2048 x 1280 cases above make one on the device's: 28 tiles in 3 units): 27
+     tiles on 8 (the last 3 in 2 units), 45 on 7 with the hook on pingpong tiles (3 in 2), 24 of 64 x 256 pingpong
+     on 7 over K = 1000 (3 in 2 units of 8 k-blocks) */
+  add_on_sms(300, 520, 130, 3, 0, 1, 0, 0, 8);
+  add_on_sms(300, 520, 130, 3, 3, 0, 4, 1, 7);
+  add_on_sms(384, 1000, 1000, 1, 2, 2, 5, 0, 7);
+  /* and on 2x1 clusters: 4 pairs (one with a ghost) on 3 clusters, the last in 3 units; 27 pairs of pingpong tiles
+     with the hook on 5 clusters, the last 2 in 2 units */
+  add_on_sms(300, 300, 200, 1, 0, 0, CLUSTER, 0, 6);
+  add_on_sms(300, 520, 130, 3, 1, 0, CLUSTER + 1, 1, 10);
   /* 2x1 clusters: every layout (an N-major B's panels split by k-rows, a K-major one's rows), odd tile rows (the
      last pair's lower tile a ghost), a column-edge tile whose lower half of B lies past N, the hook */
   for (int l = 0; l < 4; l++) {
@@ -207,6 +226,9 @@ static double out_val(const void *buf, size_t i, evtc_dtype t, int *poisoned) {
   return t == EVTC_BF16 ? evtc_bf16_to_double(h) : evtc_f16_to_double(h);
 }
 
+/* Cases whose launch walked a split tail. */
+static int tail_cases;
+
 /* Runs case g with kernel k; false when the device is unusable afterwards (a fault). */
 static bool run_case(evtc_cuda_device *dev, evtc_cuda_kernel *k, const gcase *g) {
   const evtc_cuda_driver *drv = dev->drv;
@@ -217,30 +239,45 @@ static bool run_case(evtc_cuda_device *dev, evtc_cuda_kernel *k, const gcase *g)
   /* D: rows of N rounded up to 8 (16-byte aligned: the staged TMA store), or padded to odd strides (direct stores) */
   evtc_cuda_gemm_problem p = {.M = g->M, .N = g->N, .K = g->K, .batch = g->batch, .lda = A.ld, .ldb = B.ld,
                               .ldc = g->pad ? g->N + 3 : (g->N + 7) / 8 * 8, .a_bstride = A.bstride,
-                              .b_bstride = B.bstride};
+                              .b_bstride = B.bstride, .tail_split = 4};
   p.c_bstride = g->M * p.ldc + (g->pad ? 5 : 0);
   size_t es = evtc_dtype_size(v.out), c_elems = (size_t)(p.c_bstride * (g->batch - 1) + g->M * p.ldc);
   size_t c_bytes = (c_elems * es + 3) / 4 * 4;
-  char label[200];
+  char label[260];
   snprintf(label, sizeof label, "%lldx%lldx%lld batch %lld, %s->%s, A %s, B %s, cfg %d%s%s%s", (long long)g->M,
            (long long)g->N, (long long)g->K, (long long)g->batch, evtc_dtype_name(v.in), evtc_dtype_name(v.out),
            v.a_kmajor ? "MxK" : "KxM", v.b_kmajor ? "NxK" : "KxN", g->cfg, cfgs[g->cfg].sm80 ? " sm80" : "",
            g->pad ? ", padded" : "",
            g->epi ? ", hook" : "");
+  const int sms = g->sms ? g->sms : dev->sm_count;
+  const int64_t ws_floats = evtc_cuda_gemm_split_floats(&cfgs[g->cfg], &p, sms),
+                n_counts = evtc_cuda_gemm_split_counts(&cfgs[g->cfg], &p, sms);
 
-  CUdeviceptr da = 0, db = 0, dc = 0;
+  CUdeviceptr da = 0, db = 0, dc = 0, dws = 0, dcnt = 0;   /* dws, dcnt: the split tail's workspace and counts */
   evtc_diag d = {0};
   bool alive = true;
   evtc_cuda_gemm_launch L;
-  if (drv->cuMemAlloc(&da, A.elems * 2) || drv->cuMemAlloc(&db, B.elems * 2) || drv->cuMemAlloc(&dc, c_bytes)) {
+  if (drv->cuMemAlloc(&da, A.elems * 2) || drv->cuMemAlloc(&db, B.elems * 2) || drv->cuMemAlloc(&dc, c_bytes) ||
+      (n_counts > 0 && (drv->cuMemAlloc(&dws, (size_t)ws_floats * 4) || drv->cuMemAlloc(&dcnt, (size_t)n_counts * 4)))) {
     CHECK(0, "%s: cuMemAlloc failed", label);
     goto out;
   }
   if (evtc_cuda_copy_htod(dev, da, A.bits, A.elems * 2, &d) || evtc_cuda_copy_htod(dev, db, B.bits, B.elems * 2, &d) ||
       evtc_cuda_fill32(dev, dc, 0xFFFFFFFFu, c_bytes / 4, &d) ||
-      evtc_cuda_gemm_launch_init(&L, drv, &cfgs[g->cfg], &v, &p, da, db, dc, dev->sm_count, &d)) {
+      (n_counts > 0 && (evtc_cuda_fill32(dev, dws, 0xFFFFFFFFu, (size_t)ws_floats, &d) ||
+                        evtc_cuda_fill32(dev, dcnt, 0, (size_t)n_counts, &d))) ||
+      evtc_cuda_gemm_launch_init(&L, drv, &cfgs[g->cfg], &v, &p, da, db, dc, sms, &d)) {
     CHECK(0, "%s: %s", label, d.msg);
     goto out;
+  }
+  L.dims.split_ws = dws;
+  L.dims.split_cnt = dcnt;
+  if (L.dims.tail_tiles > 0) {
+    const size_t n = strlen(label);
+    snprintf(label + n, sizeof label - n, ", split tail %d of %lld tiles in %d units, %u CTAs", L.dims.tail_tiles,
+             (long long)(p.batch * ((p.M + cfgs[g->cfg].tile_m - 1) / cfgs[g->cfg].tile_m) *
+                         ((p.N + cfgs[g->cfg].tile_n - 1) / cfgs[g->cfg].tile_n)), L.dims.tail_splits, L.grid[0]);
+    tail_cases++;
   }
   float alpha = ALPHA;
   void *params[6] = {L.params[0], L.params[1], L.params[2], L.params[3], L.params[4], &alpha};
@@ -309,6 +346,16 @@ static bool run_case(evtc_cuda_device *dev, evtc_cuda_kernel *k, const gcase *g)
   }
   CHECK(bad == 0, "%s: %lld of %lld elements outside the bound", label, (long long)bad, (long long)checked);
   CHECK(unpoisoned == 0, "%s: %lld padding elements written", label, (long long)unpoisoned);
+  if (n_counts > 0) {   /* each launch leaves the split tail's counts zero for the next */
+    int *cnt = malloc((size_t)n_counts * sizeof(int));
+    int64_t left = 0;
+    if (evtc_cuda_copy_dtoh(dev, cnt, dcnt, (size_t)n_counts * sizeof(int), &d) == EVTC_OK)
+      for (int64_t i = 0; i < n_counts; i++) left += cnt[i] != 0;
+    else
+      left = -1;
+    CHECK(left == 0, "%s: %lld split tail counts left nonzero (-1: not read back)", label, (long long)left);
+    free(cnt);
+  }
   const char *path = g->epi                                   ? "hook"
                      : !L.dims.tma_store                       ? "direct"
                      : g->N * (int64_t)es % 16 == 0              ? "staged"
@@ -321,6 +368,8 @@ out:
   if (da) drv->cuMemFree(da);
   if (db) drv->cuMemFree(db);
   if (dc) drv->cuMemFree(dc);
+  if (dws) drv->cuMemFree(dws);
+  if (dcnt) drv->cuMemFree(dcnt);
   operand_free(&A);
   operand_free(&B);
   return alive;
@@ -465,6 +514,8 @@ int main(void) {
       }
     }
     evtc_cuda_module_unload(&dev, mod);
+    if (!sm80_only)   /* five cases on few SMs, five on the device's 132 (160 tiles, 80 pairs) */
+      CHECK(tail_cases >= 5, "only %d cases walked a split tail: the cases no longer cover it", tail_cases);
   } else {
     CHECK(0, "%s", d.msg);
   }

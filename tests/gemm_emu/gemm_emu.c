@@ -36,24 +36,29 @@ typedef struct gemm_case {
   const char *config;          /* evtc_cuda_gemm_config_parse's format */
   evtc_cuda_gemm_variant v;
   int64_t M, N, K, batch, ldc_pad;
-  int sms;                     /* the grid's SMs: fewer than the tiles, so each CTA walks several */
+  int sms;                     /* the grid's SMs: fewer than the tiles, so each CTA walks several (and where the
+                                  tiles are no multiple of them, the split tail cuts the last ones into units) */
   const char *what;
 } gemm_case;
 
 static const gemm_case cases[] = {
-    {"128x256x64 s4 c2 g8", {EVTC_BF16, EVTC_BF16, true, true}, 200, 299, 136, 1, 1, 2,
-     "cooperative, edges in M, N (odd) and K; rows of 600 bytes: direct stores, the last column alone"},
+    {"128x256x64 s4 c2 g8", {EVTC_BF16, EVTC_BF16, true, true}, 200, 299, 136, 1, 1, 3,
+     "cooperative, edges in M, N (odd) and K; rows of 600 bytes: direct stores, the last column alone; 4 tiles "
+     "on 3 SMs: the last in 3 units (the split tail)"},
     {"128x256x64 s4 c2 g8", {EVTC_BF16, EVTC_BF16, true, true}, 200, 300, 136, 1, 4, 2,
      "N 300 into rows of 608 bytes: TMA stores, direct ones for the column-edge tiles"},
-    {"128x128x64 s6 c2 g8 pp", {EVTC_F16, EVTC_F32, false, false}, 130, 264, 200, 2, 8, 3,
-     "pingpong, A K x M and B K x N (MN-major), two batches, f32 TMA stores"},
-    {"128x128x64 s4 c1 g2", {EVTC_BF16, EVTC_F16, true, false}, 257, 136, 72, 1, 0, 2,
-     "one consumer warpgroup of two atoms, B K x N, f16 TMA stores"},
-    /* 2x1 clusters (B multicast): 3 tile rows, so the last pair's lower tile is a ghost; 4 SMs, 2 clusters */
-    {"128x256x64 s4 c2 g8 cl2", {EVTC_BF16, EVTC_BF16, true, true}, 300, 299, 136, 1, 0, 4,
-     "2x1 clusters, a ghost tile, the second column's lower half of B wholly past N"},
-    {"64x256x64 s3 c2 g4 pp cl2", {EVTC_F16, EVTC_F32, false, false}, 136, 200, 200, 2, 8, 2,
-     "2x1 clusters of pingpong tiles, A K x M and B K x N (each CTA half of every panel's k-rows), two batches"},
+    {"128x128x64 s6 c2 g8 pp", {EVTC_F16, EVTC_F32, false, false}, 130, 264, 200, 2, 8, 5,
+     "pingpong, A K x M and B K x N (MN-major), two batches, f32 TMA stores; 12 tiles on 5 SMs: the last 2 in 2 "
+     "units each"},
+    {"128x128x64 s4 c1 g2", {EVTC_BF16, EVTC_F16, true, false}, 257, 136, 72, 1, 0, 4,
+     "one consumer warpgroup of two atoms, B K x N, f16 TMA stores; 6 tiles on 4 SMs: the last 2 in 2 units each"},
+    /* 2x1 clusters (B multicast): 3 tile rows, so the last pair's lower tile is a ghost; 6 SMs, 3 clusters */
+    {"128x256x64 s4 c2 g8 cl2", {EVTC_BF16, EVTC_BF16, true, true}, 300, 299, 136, 1, 0, 6,
+     "2x1 clusters, a ghost tile, the second column's lower half of B wholly past N; 4 pairs on 3 clusters: the "
+     "last in 3 units"},
+    {"64x256x64 s3 c2 g4 pp cl2", {EVTC_F16, EVTC_F32, false, false}, 136, 200, 200, 2, 8, 6,
+     "2x1 clusters of pingpong tiles, A K x M and B K x N (each CTA half of every panel's k-rows), two batches; 4 "
+     "pairs on 3 clusters: the last in 3 units"},
     /* the sm_80 template (cuda_emit_gemm80.c: cp.async ring, ldmatrix, mma.sync; direct stores) */
     {"128x128x64 s4 c2 g8 sm80", {EVTC_BF16, EVTC_BF16, true, false}, 200, 136, 136, 1, 0, 2,
      "sm_80 template, warps of 16 rows, B K x N"},
@@ -62,7 +67,9 @@ static const gemm_case cases[] = {
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 
-/* Graphs whose one kernel is a GEMM with its visitor epilogue (cuda_emit_evt.c), the plan's tile config. */
+/* Graphs whose one kernel is a GEMM with its visitor epilogue (cuda_emit_evt.c), the plan's tile config; on 3 or 4
+ * SMs, their 4 or 6 tiles of 128 x 256 (and gelu_grad_bias_sum's 9 of 128 x 128) end in a split tail, and on 6
+ * bias_f32_tanh's 4 pairs of 64 x 256 tiles on 3 clusters. */
 typedef struct evt_case {
   const char *name, *text;
   int sms;
@@ -73,7 +80,7 @@ static const evt_case evt_cases[] = {
      "graph bias_gelu_tanh {\n  %x = input() : bf16[200,136]\n  %w = input() : bf16[296,136]\n"
      "  %h = matmul(%x, %w) {trans_b=1} : bf16[200,296]\n  %b = input() : bf16[296]\n"
      "  %hb = add(%h, %b) : bf16[200,296]\n  %y = gelu_tanh(%hb) : bf16[200,296]\n  output %y\n}\n",
-     2},
+     3},
     /* an f32 bias (a lane vector of float pairs, 296 columns: the last tile's group partly past N) and tanh, stored
        as bf16 */
     {"bias_f32_tanh",
@@ -81,7 +88,7 @@ static const evt_case evt_cases[] = {
      "  %h = matmul(%x, %w) {trans_b=1} : bf16[200,296]\n  %hf = cast(%h) {dtype=f32} : f32[200,296]\n"
      "  %b = input() : f32[296]\n  %hb = add(%hf, %b) : f32[200,296]\n  %t = tanh(%hb) : f32[200,296]\n"
      "  %y = cast(%t) {dtype=bf16} : bf16[200,296]\n  output %y\n}\n",
-     2},
+     6},
     /* BERT-Large's fc: the erf GELU and its gradient's coefficient, both stored (bench/epilogue/bert_fc.evt) */
     {"bert_fc",
      "graph bert_fc {\n  %x = input() : bf16[200,136]\n  %w1 = param() : bf16[296,136]\n  %b1 = param() : bf16[296]\n"
@@ -99,7 +106,7 @@ static const evt_case evt_cases[] = {
      "graph gelu_grad_bias_sum {\n  %dy = input() : bf16[264,72]\n  %w2 = param() : bf16[72,296]\n"
      "  %j = input() : bf16[264,296]\n  %d0 = matmul(%dy, %w2) : bf16[264,296]\n  %dh = mul(%d0, %j) : bf16[264,296]\n"
      "  %db = reduce_sum(%dh) {axes=[0]} : bf16[296]\n  output %dh\n  output %db\n}\n",
-     2},
+     4},
     /* dropout, a residual, and the row sums and sums of squares of the next layernorm, f32 (sums over columns), with a
        mean over everything */
     {"dropout_residual_row_stats",
@@ -111,7 +118,7 @@ static const evt_case evt_cases[] = {
      "  %sum = reduce_sum(%z) {axes=[1]} : f32[136]\n  %zz = mul(%z, %z) : f32[136,264]\n"
      "  %sq = reduce_sum(%zz) {axes=[1]} : f32[136]\n  %all = reduce_mean(%t) {axes=[0,1]} : f32[]\n"
      "  output %zh\n  output %sum\n  output %sq\n  output %all\n}\n",
-     2},
+     3},
     /* split-K (evtc_cuda_gemm_use_evt): a weight gradient of 4 (2) output tiles over K = 2048 with its SGD update,
        and the GELU gradient with its bias gradient (pingpong tiles, an aux TMA tile, NAME_fin) over K = 2048 */
     {"wgrad_sgd_split_k",
@@ -155,6 +162,7 @@ static evtc_kernel *evt_kernel(int i, int c, evtc_graph **g, evtc_cuda_evt_plan 
     evtc_kernel_free(k);
     return NULL;
   }
+  pl->prob.tail_min_kblocks = 1;   /* split tails of the cases' few k-blocks too (the backend's need 32) */
   snprintf(k->name, sizeof k->name, "evt%d_%d", i, c);
   return k;
 }
@@ -239,6 +247,9 @@ static double store_double(void *buf, evtc_dtype t, int64_t e, double v) {
   return load_as_double(buf, t, e);
 }
 
+/* Launches (plain and visitor) whose grid walked a split tail. */
+static int tail_runs;
+
 typedef int (*gemm_launch_fn)(void *kernel, int n_params, unsigned grid, unsigned threads, unsigned smem,
                               unsigned cluster, void **params);
 typedef int (*kernel_launch_fn)(void *kernel, unsigned grid, unsigned threads, unsigned smem, void **params);
@@ -255,6 +266,7 @@ static int run_case(void *lib, int i, int *checks) {
   p.a_bstride = (v->a_kmajor ? M : K) * p.lda;
   p.b_bstride = (v->b_kmajor ? N : K) * p.ldb;
   p.c_bstride = M * p.ldc;
+  p.tail_split = 4;
   double *av = malloc(sizeof(double) * (size_t)(B * M * K)), *bv = malloc(sizeof(double) * (size_t)(B * N * K));
   /* av[b][m][k] and bv[b][n][k] whatever the storage: a K x M operand is drawn as rows of k */
   double *tmp = malloc(sizeof(double) * (size_t)(B * (M > N ? M : N) * K));
@@ -281,6 +293,14 @@ static int run_case(void *lib, int i, int *checks) {
     printf("case %d (%s): launch_init: %s\n", i, c->config, diag.msg);
     return 1;
   }
+  /* the split tail's workspace (poisoned) and counts (zero, and zero again after the launch) */
+  const int64_t ws_floats = evtc_cuda_gemm_split_floats(&cfg, &p, c->sms), n_counts = evtc_cuda_gemm_split_counts(&cfg, &p, c->sms);
+  float *split_ws = malloc((size_t)(ws_floats > 0 ? ws_floats : 1) * sizeof(float));
+  int *split_cnt = calloc((size_t)(n_counts > 0 ? n_counts : 1), sizeof(int));
+  memset(split_ws, 0x7F, (size_t)(ws_floats > 0 ? ws_floats : 1) * sizeof(float));
+  L.dims.split_ws = (uint64_t)(uintptr_t)split_ws;
+  L.dims.split_cnt = (uint64_t)(uintptr_t)split_cnt;
+  tail_runs += L.dims.tail_tiles > 0;
   char name[16];
   snprintf(name, sizeof name, "emu%d", i);
   gemm_launch_fn launch = (gemm_launch_fn)dlsym(lib, "emu_gemm_launch");
@@ -316,13 +336,17 @@ static int run_case(void *lib, int i, int *checks) {
         }
         if (err / (tol > 0 ? tol : 1) > worst) worst = err / (tol > 0 ? tol : 1);
       }
-  printf("case %d: %s, %lldx%lldx%lld x%lld, %s, grid %u, %u threads, %u B shared, %s: %d of %lld elements off, "
-         "worst at %.0f%% of the tolerance, %d padding bytes written\n",
-         i, c->config, (long long)M, (long long)N, (long long)K, (long long)B, c->what, L.grid[0], L.block[0], L.smem,
-         L.dims.tma_store ? "TMA store" : "direct stores", bad, (long long)(B * M * N), 100 * worst, poison);
-  *checks += 2;
+  int counts = 0;
+  for (int64_t t = 0; t < n_counts; t++) counts += split_cnt[t] != 0;
+  printf("case %d: %s, %lldx%lldx%lld x%lld, %s, grid %u (split tail %d x %d), %u threads, %u B shared, %s: %d of %lld "
+         "elements off, worst at %.0f%% of the tolerance, %d padding bytes written, %d counts left nonzero\n",
+         i, c->config, (long long)M, (long long)N, (long long)K, (long long)B, c->what, L.grid[0], L.dims.tail_tiles, L.dims.tail_splits,
+         L.block[0], L.smem, L.dims.tma_store ? "TMA store" : "direct stores", bad, (long long)(B * M * N), 100 * worst,
+         poison, counts);
+  *checks += 3;
+  free(split_ws), free(split_cnt);
   free(av), free(bv), free(tmp), free(a), free(bm), free(d);
-  return (bad > 0) + (poison > 0);
+  return (bad > 0) + (poison > 0) + (counts > 0);
 }
 
 /* Visitor case i on config `config`: its kernel launched as the CUDA backend's run_evt does (cuda_backend.c: launch_init, the
@@ -381,10 +405,14 @@ static int run_evt(void *lib, int i, int config, int *checks) {
     int err = 0, *errp = &err;
     void *scratch = malloc((size_t)(pl.scratch_doubles > 0 ? pl.scratch_doubles : 1) * sizeof(double));
     memset(scratch, 0x7F, (size_t)(pl.scratch_doubles > 0 ? pl.scratch_doubles : 1) * sizeof(double));   /* NaN */
-    /* split-K's workspace (poisoned) and tile counts (zero, and zero again after the launch) */
-    float *split_ws = malloc((size_t)(pl.split_floats > 0 ? pl.split_floats : 1) * sizeof(float));
-    int *split_cnt = calloc((size_t)pl.tiles, sizeof(int));
-    memset(split_ws, 0x7F, (size_t)(pl.split_floats > 0 ? pl.split_floats : 1) * sizeof(float));
+    /* split-K's or the split tail's workspace (poisoned) and counts (zero, and zero again after the launch), for this
+     * grid (the plan sized them for the H200's SMs) */
+    const int64_t ws_floats = evtc_cuda_gemm_split_floats(&pl.cfg, &pl.prob, c->sms),
+                  n_counts = evtc_cuda_gemm_split_counts(&pl.cfg, &pl.prob, c->sms);
+    float *split_ws = malloc((size_t)(ws_floats > 0 ? ws_floats : 1) * sizeof(float));
+    int *split_cnt = calloc((size_t)(n_counts > 0 ? n_counts : 1), sizeof(int));
+    memset(split_ws, 0x7F, (size_t)(ws_floats > 0 ? ws_floats : 1) * sizeof(float));
+    tail_runs += L.dims.tail_tiles > 0;
     L.dims.split_ws = (uint64_t)(uintptr_t)split_ws;
     L.dims.split_cnt = (uint64_t)(uintptr_t)split_cnt;
     void *pv[] = {L.params[0], L.params[1], L.params[2], L.params[3], L.params[4], &params, &stepp, &errp, &scratch,
@@ -402,8 +430,8 @@ static int run_evt(void *lib, int i, int config, int *checks) {
     }
     CHECK(err == 0, "%s: the kernel's error flag is %d", c->name, err);
     int counts = 0;
-    for (int64_t t = 0; t < pl.tiles; t++) counts += split_cnt[t] != 0;
-    CHECK(counts == 0, "%s: %d split-K tile counts left nonzero", c->name, counts);
+    for (int64_t t = 0; t < n_counts; t++) counts += split_cnt[t] != 0;
+    CHECK(counts == 0, "%s: %d split-K or split tail counts left nonzero", c->name, counts);
     free(scratch);
     free(split_ws);
     free(split_cnt);
@@ -423,9 +451,9 @@ static int run_evt(void *lib, int i, int config, int *checks) {
     }
     char cfg[64];
     evtc_cuda_gemm_config_name(&pl.cfg, cfg, sizeof cfg);
-    printf("%s: %s, grid %u, %u B shared%s%s, %d split%s: %s\n", c->name, cfg, L.grid[0], L.smem,
-           pl.tma_load ? ", TMA aux tile" : "", pl.has_fin ? ", NAME_fin" : "", L.dims.splits, L.dims.splits == 1 ? "" : "s",
-           failed ? "DIFFERS from the interpreter" : "every output as the interpreter's");
+    printf("%s: %s, grid %u (split tail %d x %d), %u B shared%s%s, %d split%s: %s\n", c->name, cfg, L.grid[0],
+           L.dims.tail_tiles, L.dims.tail_splits, L.smem, pl.tma_load ? ", TMA aux tile" : "", pl.has_fin ? ", NAME_fin" : "", L.dims.splits,
+           L.dims.splits == 1 ? "" : "s", failed ? "DIFFERS from the interpreter" : "every output as the interpreter's");
   }
 done:
   for (int a = 0; a < k->n_args; a++) free(args[a]);
@@ -454,6 +482,7 @@ static void check_prelude_erf1p(void *lib) {
 
 int main(int argc, char **argv) {
   setenv("EVTC_GEMM_SPLIT_K", "1", 1);   /* the split-K cases' path, off by default (cuda_gemm.c) */
+  setenv("EVTC_GEMM_TAIL_SPLIT", "4", 1);   /* the visitor cases' split tails */
   if (argc == 2 && strcmp(argv[1], "emit") == 0) return emit();
   if (argc != 3 || strcmp(argv[1], "run") != 0) {
     fprintf(stderr, "usage: gemm_emu emit | gemm_emu run LIB.so\n");
@@ -469,6 +498,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < N_EVT * N_EVT_CONFIGS; i++)
     if (evt_runs(i / N_EVT_CONFIGS, i % N_EVT_CONFIGS)) failed += run_evt(lib, i / N_EVT_CONFIGS, i % N_EVT_CONFIGS, &checks) > 0;
   check_prelude_erf1p(lib);
+  CHECK(tail_runs >= 6, "only %d launches walked a split tail: the cases no longer cover it", tail_runs);
   /* with the CHECKs of the visitor cases and of the prelude's 1 + erf (check.h) */
   checks += check_passed + check_failed;
   failed += check_failed;

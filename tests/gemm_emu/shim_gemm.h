@@ -250,6 +250,7 @@ static inline float4 __ldcg(const float4 *p) { return *p; }
 static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 static inline int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 __device__ __forceinline__ void evtc_consumers_sync() { emu_counted_bar(5, 256, true); }
+__device__ __forceinline__ void evtc_split_order() {}   /* a compiler barrier: nothing to emulate */
 
 /* ---- shared addresses, 16-bit stores to shared memory ---- */
 __device__ __forceinline__ unsigned evtc_smem_u32(const void *p) {

@@ -345,11 +345,12 @@ static evtc_status gemm_handle(cuda_ctx *c, cuda_module *m, const evtc_kernel *k
     h->has_fin = h->evt_plan.has_fin;
     h->fin_grid = h->evt_plan.fin_grid;
     if (h->has_fin && entry_get(c, m, h->fin_entry, h->fin_name, &h->fin, d)) return d->status;
-    /* the reduction slots, then split-K's tile counts (zero before the first launch; each launch leaves them zero) */
+    /* the reduction slots, then split-K's or the split tail's counts (zero before the first launch; each launch leaves
+     * them zero) */
     const evtc_cuda_evt_plan *pl = &h->evt_plan;
-    const size_t red = (size_t)pl->scratch_doubles * sizeof(double), counts = pl->prob.splits > 1 ? (size_t)pl->tiles * 4 : 0;
+    const size_t red = (size_t)pl->scratch_doubles * sizeof(double), counts = (size_t)pl->split_counts * 4;
     if (red + counts && scratch_alloc(c, h, red + counts, d)) return d->status;
-    if (counts && (evtc_cuda_fill32(&c->dev, h->scratch + red, 0, (size_t)pl->tiles, d) ||
+    if (counts && (evtc_cuda_fill32(&c->dev, h->scratch + red, 0, (size_t)pl->split_counts, d) ||
                    split_workspace(c, (size_t)pl->split_floats * sizeof(float), d)))
       return d->status;
     return EVTC_OK;
@@ -518,7 +519,7 @@ static evtc_status run_evt(cuda_ctx *c, cuda_handle *h, void *const *args, evtc_
     h->L_x = x;
   }
   evtc_cuda_gemm_launch *L = h->L;
-  if (pl->prob.splits > 1) {   /* the shared workspace may have moved since L was filled */
+  if (pl->split_counts > 0) {   /* the shared workspace may have moved since L was filled */
     L->dims.split_ws = c->split_ws;
     L->dims.split_cnt = h->scratch + (CUdeviceptr)pl->scratch_doubles * sizeof(double);
   }

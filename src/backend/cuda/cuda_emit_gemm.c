@@ -42,7 +42,18 @@
  * Split-K (dims.splits > 1; kernels with an epilogue hook).  A GEMM of few tiles over a long K (a weight
  * gradient) walks units of work instead: each tile's k-blocks cut into `splits` shares, the units of one tile on
  * different CTAs; the tile's last unit adds the others' f32 partial tiles from a workspace, in split order, and
- * runs the epilogue (emit_split_k).
+ * runs the epilogue (emit_fixup).
+ *
+ * The split tail (dims.tail_tiles > 0).  4096 tiles on 132 SMs are 31 waves and 4 tiles: the last wave keeps 4
+ * SMs busy for a whole tile while 128 wait.  The tail's tiles are then cut into tail_splits units of their
+ * k-blocks each, walked after the whole tiles like split-K's units (unit dp_units + v: tail tile v / tail_splits,
+ * its share v % tail_splits), so 4 tiles become 16 quarter tiles on 16 SMs; the tile's last unit adds the
+ * partial tiles and runs the epilogue (emit_fixup).  2x1 clusters cut their last pairs of tiles the same way,
+ * both CTAs on the same k-blocks (the multicast of B needs them), each tile with its own count.  Every SM still
+ * starts each of its tiles together with the others, k-block 0 first, so tiles that share A or B panels read
+ * them at the same time (a stream-K walk of the last waves instead, each CTA an even share of their k-blocks,
+ * cost the H200 4-10 %: bench/RESULTS.md).  The fix-up costs microseconds, so a unit needs enough k-blocks to
+ * pay for it (evtc_cuda_gemm_problem.tail_min_kblocks).
  *
  * Pingpong (cfg.pingpong, 2 consumers).  Cooperative consumers split every
  * tile's rows and run its epilogue together while the tensor cores wait.
@@ -247,7 +258,7 @@ void evtc_cuda_emit_gemm_helpers(evtc_sb *b) {
     "#ifndef EVTC_GEMM_HELPERS\n#define EVTC_GEMM_HELPERS\n"
     "/* GEMM helpers of both templates (cuda_emit_gemm.c): parameters, tile raster, barriers, epilogue stores */\n"
     "struct __align__(64) evtc_tmap { unsigned long long opaque[16]; };   /* a CUtensorMap */\n"
-    "struct evtc_gemm_dims { int M, N, K, batch, tma_store, splits; long long ldc, c_bstride;\n"
+    "struct evtc_gemm_dims { int M, N, K, batch, tma_store, splits, tail_tiles, tail_splits; long long ldc, c_bstride;\n"
     "                       const unsigned char *a, *b; long long lda, ldb, a_bstride, b_bstride;\n"
     "                       float *split_ws; int *split_cnt; };\n"
     "struct __align__(8) evtc_f32x2 { float x, y; };\n"
@@ -366,20 +377,23 @@ void evtc_cuda_emit_sm90_helpers(evtc_sb *b) {
     "template <int N> __device__ __forceinline__ void evtc_wgmma_wait() {\n"
     "  asm volatile(\"wgmma.wait_group.sync.aligned %%0;\" :: \"n\"(N) : \"memory\");\n"
     "}\n"
-    "/* Split-K: the cooperative consumers' barrier (both warpgroups); a unit's partial sums into the workspace and\n"
-    " * back, through L2 only (another SM wrote them); the arrival of a unit at its tile's count: every thread's\n"
-    " * stores fenced before the unit's barrier, after which one thread adds 1 and learns how many came before. */\n"
     "/* stmatrix .x4: lane 8 j + r gives the shared address of row r of matrix j, register j of lane l holds row l / 4,\n"
     " * columns 2 (l %% 4) and + 1 of matrix j (a visitor epilogue's quad exchange, cuda_emit_evt.c) */\n"
     "__device__ __forceinline__ void evtc_stsm_x4(unsigned a, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {\n"
     "  asm volatile(\"stmatrix.sync.aligned.m8n8.x4.shared.b16 [%%0], {%%1, %%2, %%3, %%4};\" :: \"r\"(a), \"r\"(r0), \"r\"(r1),\n"
     "               \"r\"(r2), \"r\"(r3) : \"memory\");\n"
     "}\n"
+    "/* Split-K's and the split tail's fix-up: the cooperative consumers' barrier (both warpgroups); a part's partial\n"
+    " * sums into the workspace and back, through L2 only (another SM wrote them); the arrival of a part at its\n"
+    " * tile's count: every thread's stores fenced before the part's barrier, after which one thread adds 1 and\n"
+    " * learns how many came before. */\n"
     "__device__ __forceinline__ void evtc_consumers_sync() { asm volatile(\"bar.sync 5, 256;\" ::: \"memory\"); }\n"
     "__device__ __forceinline__ void evtc_split_st4(float *p, float x, float y, float z, float w) {\n"
     "  __stcg((float4 *)p, make_float4(x, y, z, w));\n"
     "}\n"
     "__device__ __forceinline__ float4 evtc_split_ld4(const float *p) { return __ldcg((const float4 *)p); }\n"
+    "/* no load moves across it: partial tiles read a chunk at a time keep their registers beside the accumulators */\n"
+    "__device__ __forceinline__ void evtc_split_order() { asm volatile(\"\" ::: \"memory\"); }\n"
     "__device__ __forceinline__ int evtc_split_arrive(int *cnt) { return atomicAdd(cnt, 1); }\n"
     "#endif\n\n");
 }
@@ -411,18 +425,35 @@ static void emit_mma(evtc_sb *b, const char *name, const evtc_cuda_gemm_config *
  * in flight as group_m tiles); the partner of an odd last tile row is a ghost. */
 static void emit_walk_head(evtc_sb *b, const evtc_cuda_gemm_config *c, const char *ind, bool turns) {
   if (c->cluster_m == 2)
-    evtc_sb_printf(b, "%sfor (int u = (int)(blockIdx.x >> 1)%s; u < tile_pairs; u += (int)(gridDim.x >> 1)%s) {\n", ind,
+    evtc_sb_printf(b, "%sfor (int u = (int)(blockIdx.x >> 1)%s; u < walk_units; u += (int)(gridDim.x >> 1)%s) {\n", ind,
                    turns ? ", it = 0" : "", turns ? ", it++" : "");
   else
-    evtc_sb_printf(b, "%sfor (int u = blockIdx.x%s; u < units; u += gridDim.x%s) {\n", ind, turns ? ", it = 0" : "",
+    evtc_sb_printf(b, "%sfor (int u = blockIdx.x%s; u < walk_units; u += gridDim.x%s) {\n", ind, turns ? ", it = 0" : "",
                    turns ? ", it++" : "");
 }
 
+/* Unit u's tile t (a cluster's: its pair of tiles) and k-blocks [kb0, kb1): a whole tile or a split-K share of one,
+ * then the split tail's shares. */
 static void emit_unit_kblocks(evtc_sb *b, const evtc_cuda_gemm_config *c, const char *ind) {
-  if (c->cluster_m == 2) evtc_sb_printf(b, "%sconst int kb0 = 0, kb1 = kblocks;\n", ind);
-  else
-    evtc_sb_printf(b, "%sconst int t = u / splits, kb0 = (u - t * splits) * kblocks / splits, kb1 = (u - t * splits + 1) * kblocks / splits;\n",
-                   ind);
+  if (c->cluster_m == 2) {
+    evtc_sb_printf(b,
+      "%sint pair = u, kb0 = 0, kb1 = kblocks;\n"
+      "%sif (u >= dp_units) {\n"
+      "%s  const int v = u - dp_units, sh = v %% dims.tail_splits;\n"
+      "%s  pair = dp_units + v / dims.tail_splits, kb0 = sh * kblocks / dims.tail_splits, kb1 = (sh + 1) * kblocks / dims.tail_splits;\n"
+      "%s}\n",
+      ind, ind, ind, ind, ind);
+    return;
+  }
+  evtc_sb_printf(b,
+    "%sint t, kb0, kb1;\n"
+    "%sif (u < dp_units)\n"
+    "%s  t = u / splits, kb0 = (u - t * splits) * kblocks / splits, kb1 = (u - t * splits + 1) * kblocks / splits;\n"
+    "%selse {\n"
+    "%s  const int v = u - dp_units, sh = v %% dims.tail_splits;\n"
+    "%s  t = dp_units + v / dims.tail_splits, kb0 = sh * kblocks / dims.tail_splits, kb1 = (sh + 1) * kblocks / dims.tail_splits;\n"
+    "%s}\n",
+    ind, ind, ind, ind, ind, ind, ind);
 }
 
 static void emit_unit_tile(evtc_sb *b, const evtc_cuda_gemm_config *c, const char *ind) {
@@ -433,7 +464,7 @@ static void emit_unit_tile(evtc_sb *b, const evtc_cuda_gemm_config *c, const cha
     return;
   }
   evtc_sb_printf(b,
-    "%sevtc_gemm_tile(u, (tiles_m + 1) / 2, tiles_n, %d, %d, %d, &bat, &m0, &n0);\n"
+    "%sevtc_gemm_tile(pair, (tiles_m + 1) / 2, tiles_n, %d, %d, %d, &bat, &m0, &n0);\n"
     "%sm0 += (int)crank * %d;\n"
     "%sconst bool ghost = m0 >= dims.M;   /* an odd last tile row's partner: loads its half of B, computes nothing */\n"
     "%sconst int t = (bat * tiles_m + m0 / %d) * tiles_n + n0 / %d;\n"
@@ -672,24 +703,36 @@ static void emit_epilogue_store(evtc_sb *b, const evtc_cuda_gemm_config *c, cons
   evtc_sb_printf(b, "      }\n");
 }
 
-/* Split-K (dims.splits > 1, a kernel with an epilogue hook): a tile's k-blocks are split into `splits` units of
- * work, walked by the persistent grid like tiles (unit u: tile u / splits, its share u % splits of the k-blocks,
- * consecutive units on different CTAs).  A unit's consumers store their f32 accumulators into the workspace
- * (unit u's tile_m x tile_n floats, float4 q of thread tt at 4 (q NT + tt): each store of the unit's NT threads
- * contiguous), fence them and meet; one thread adds the unit to the tile's count (dims.split_cnt, zero before
- * the launch).  The unit that finds every other one there resets the count to 0 for the next launch, reads all
- * `splits` partial tiles back in split order -- its own too, so the sum is the same whichever unit comes last --
- * and runs the epilogue; the others skip it (emit_tile_skip: what the hook started for the tile is consumed).
- * The flag that says which (one int per consumer warpgroup) follows the mbarriers in shared memory. */
-static void emit_split_k(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_epilogue *epi) {
+/* The fix-up of a tile whose k-blocks more than one unit of work computed: a split-K unit (dims.splits > 1, a
+ * kernel with an epilogue hook: `splits` parts, the unit's share u % splits) or a split tail's (tail_splits parts,
+ * the share (u - dp_units) % tail_splits; slots and counts from the tail's first tile on, a cluster's two tiles
+ * each their own).  Each part's consumers store their f32 accumulators into the workspace (one tile_m x tile_n
+ * slot a part, float4 q of thread tt at 4 (q NT + tt): each store of the NT threads contiguous), fence them and
+ * meet; one thread adds the part to the tile's count (dims.split_cnt, zero before the launch).  The
+ * part that finds every other one there resets the count to 0 for the next launch, adds the others' partial
+ * tiles to its own and runs the epilogue; the others skip it (emit_tile_skip: what the hook started for the
+ * tile is consumed).  The sum does not depend on which part comes last: two parts add the other's to their own
+ * (a + b is b + a), more are all read back in part order.  The flag that says which (one int per consumer
+ * warpgroup) follows the mbarriers in shared memory. */
+static void emit_fixup(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_epilogue *epi) {
   const int wm = evtc_cuda_gemm_atoms(c), q4 = c->tile_n / 8, nt = 128 * evtc_cuda_gemm_row_groups(c);
-  const int flag_bar = 2 * c->stages + (epi->aux_smem ? c->consumers : 0);
+  const int chunk = q4 < 8 ? q4 : 8;   /* each part's float4s read 8 at a time, the parts' chunks together */
+  const int flag_bar = 2 * c->stages + (epi && epi->aux_smem ? c->consumers : 0);
   const char *sync = c->pingpong || c->consumers == 1 ? "evtc_wg_sync(1 + wg)" : "evtc_consumers_sync()";
   evtc_sb_printf(b,
-    "      if (splits > 1) {                   /* split-K: this unit's partial tile; the tile's last unit adds them */\n"
+    "      int part = 0, parts = 1, cnt_i = 0;   /* this unit's part of its tile, of `parts`; the tile's count */\n"
+    "%s",
+    c->cluster_m == 2   /* a cluster's tail pair: a count and slots for each CTA's tile */
+        ? "      if (u >= dp_units)\n"
+          "        parts = dims.tail_splits, part = (u - dp_units) % parts, cnt_i = 2 * ((u - dp_units) / parts) + (int)crank;\n"
+        : "      if (splits > 1) part = u - t * splits, parts = splits, cnt_i = t;\n"
+          "      else if (u >= dp_units) cnt_i = t - dp_units, parts = dims.tail_splits, part = u - dp_units - cnt_i * parts;\n");
+  evtc_sb_printf(b,
+    "      if (parts > 1) {\n"
+    "        const long long slot0 = (long long)cnt_i * parts;   /* the tile's first part's slot */\n"
     "        const int tt = threadIdx.x - 128 - %s;\n"
     "        volatile int *const split_last = (volatile int *)(evtc_smem + (bar0 + %du - evtc_smem_u32(evtc_smem))) + %s;\n"
-    "        float *const wsu = dims.split_ws + (long long)u * %d;\n"
+    "        float *const wsu = dims.split_ws + (slot0 + part) * %d;\n"
     "#pragma unroll\n"
     "        for (int i = 0; i < %d; i++)\n"
     "#pragma unroll\n"
@@ -699,33 +742,40 @@ static void emit_split_k(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc_
     "        __threadfence();\n"
     "        %s;\n"
     "        if (tt == 0) {\n"
-    "          const int before = evtc_split_arrive(dims.split_cnt + t);\n"
-    "          if (before == splits - 1) dims.split_cnt[t] = 0;   /* every unit of tile t is in: zero for the next launch */\n"
-    "          *split_last = before == splits - 1;\n"
+    "          const int before = evtc_split_arrive(dims.split_cnt + cnt_i);\n"
+    "          if (before == parts - 1) dims.split_cnt[cnt_i] = 0;   /* every part is in: zero for the next launch */\n"
+    "          *split_last = before == parts - 1;\n"
     "        }\n"
     "        %s;\n"
     "        if (!*split_last) {\n",
     c->pingpong ? "128 * wg" : "0", 8 * flag_bar, c->pingpong ? "wg" : "0", c->tile_m * c->tile_n, wm, q4, q4, nt, sync,
     sync);
-  if (epi->emit_tile_skip) epi->emit_tile_skip(b, "          ", epi->ctx);
+  if (epi && epi->emit_tile_skip) epi->emit_tile_skip(b, "          ", epi->ctx);
   evtc_sb_printf(b,
     "          continue;\n"
     "        }\n"
     "        __threadfence();\n"
-    "        for (int sp = 0; sp < splits; sp++) {   /* a partial tile's loads all in flight at once */\n"
-    "          const float *const p = dims.split_ws + ((long long)t * splits + sp) * %d + tt * 4;\n"
+    "        const float *const p0 = dims.split_ws + slot0 * %d + tt * 4;\n"
     "#pragma unroll\n"
-    "          for (int i = 0; i < %d; i++)\n"
+    "        for (int i = 0; i < %d; i++)\n"
     "#pragma unroll\n"
-    "            for (int q = 0; q < %d; q++) {\n"
-    "              const float4 w = evtc_split_ld4(p + (i * %d + q) * %d);\n"
-    "              float *const a = &acc[i][4 * q];\n"
-    "              if (sp == 0) a[0] = w.x, a[1] = w.y, a[2] = w.z, a[3] = w.w;\n"
-    "              else a[0] += w.x, a[1] += w.y, a[2] += w.z, a[3] += w.w;\n"
+    "          for (int qc = 0; qc < %d; qc += %d) {   /* a chunk of %d float4s of every part's partial tile at once */\n"
+    "            for (int sp = 0; sp < parts; sp++) {\n"
+    "              if (parts == 2 && sp == part) continue;\n"
+    "              const bool first = parts > 2 && sp == 0;\n"
+    "              const float *const p = p0 + (long long)sp * %d;\n"
+    "#pragma unroll\n"
+    "              for (int q = 0; q < %d; q++) {\n"
+    "                const float4 w = evtc_split_ld4(p + (i * %d + qc + q) * %d);\n"
+    "                float *const a = &acc[i][4 * (qc + q)];\n"
+    "                if (first) a[0] = w.x, a[1] = w.y, a[2] = w.z, a[3] = w.w;\n"
+    "                else a[0] += w.x, a[1] += w.y, a[2] += w.z, a[3] += w.w;\n"
+    "              }\n"
     "            }\n"
-    "        }\n"
+    "            evtc_split_order();\n"
+    "          }\n"
     "      }\n",
-    c->tile_m * c->tile_n, wm, q4, q4, 4 * nt);
+    c->tile_m * c->tile_n, wm, q4, chunk, chunk, c->tile_m * c->tile_n, chunk, q4, 4 * nt);
 }
 
 /* A consumer warpgroup: main loop over the ring, then the epilogue, tile after tile. */
@@ -773,7 +823,7 @@ static void emit_consumer(evtc_sb *b, const char *name, const evtc_cuda_gemm_con
       "        continue;\n"
       "      }\n", (unsigned)S, (unsigned)S);
   emit_unit_tile(b, c, "      ");
-  const char *next = c->cluster_m == 2 ? "u + (int)(gridDim.x >> 1) < tile_pairs" : "u + (int)gridDim.x < units";
+  const char *next = c->cluster_m == 2 ? "u + (int)(gridDim.x >> 1) < walk_units" : "u + (int)gridDim.x < walk_units";   /* another unit */
   if (c->cluster_m == 2) {   /* a ghost tile: its stages pass through this CTA, taking the pingpong turns */
     evtc_sb_printf(b, "      if (ghost) {\n");
     if (c->pingpong) evtc_sb_printf(b, "        if (it > 0 || wg > 0) evtc_turn_wait(3 + wg);\n");
@@ -829,11 +879,12 @@ static void emit_consumer(evtc_sb *b, const char *name, const evtc_cuda_gemm_con
     "      for (int i = 0; i < %d; i++) %s_pin(acc[i]);\n",
     wm, name);
   if (epi && epi->emit_element) {
-    emit_split_k(b, c, epi);
+    emit_fixup(b, c, epi);
     evtc_cuda_gemm_emit_hook_tile(b, c, epi);
     evtc_sb_printf(b, "    }\n");
     if (epi->bulk_stores) evtc_sb_printf(b, "    if ((threadIdx.x & 31) == 0) evtc_bulk_wait_all();   /* the hook's TMA stores */\n");
   } else {
+    emit_fixup(b, c, NULL);
     emit_epilogue_store(b, c, v);
     evtc_sb_printf(b, "    }\n    if (leader) evtc_bulk_wait_all();   /* shared memory must outlive the last store */\n");
   }
@@ -881,14 +932,19 @@ void evtc_cuda_gemm_emit(evtc_sb *b, const char *name, const evtc_cuda_gemm_conf
     "  (void)dbuf;\n"
     "  const int tiles_m = (dims.M + %d) / %d, tiles_n = (dims.N + %d) / %d;\n"
     "  const int tiles = tiles_m * tiles_n * dims.batch, kblocks = (dims.K + 63) / 64;\n"
-    "  const int splits = %s, units = tiles * splits;   /* split-K: emit_split_k */\n"
+    "  const int splits = %s, units = tiles * splits;   /* split-K: emit_fixup */\n"
+    "%s"
     "  if (threadIdx.x == 0) {\n"
     "    for (int s = 0; s < %d; s++) {\n"
     "      evtc_mbar_init(bar0 + 8u * s, 1u);            /* the producer's expect_tx (+ TMA bytes) */\n"
     "      evtc_mbar_init(bar0 + 8u * (%d + s), %du);    /* one arrive per warp reading the stage%s */\n"
     "    }\n",
     (unsigned)S * evtc_cuda_gemm_stage_bytes(c), (unsigned)(c->consumers * (2 * D_SUBTILE + aux)), S, c->tile_m - 1, c->tile_m, c->tile_n - 1, c->tile_n,
-    epi && epi->emit_element ? "dims.splits > 1 ? dims.splits : 1" : "1", S, S, 4 * evtc_cuda_gemm_row_groups(c) * c->cluster_m,
+    epi && epi->emit_element ? "dims.splits > 1 ? dims.splits : 1" : "1",
+    c->cluster_m == 2 ? ""
+                      : "  /* the split tail (dims.tail_tiles): whole units before dp_units, then the last tiles' shares */\n"
+                        "  const int dp_units = units - dims.tail_tiles, walk_units = dp_units + dims.tail_tiles * dims.tail_splits;\n",
+    S, S, 4 * evtc_cuda_gemm_row_groups(c) * c->cluster_m,
     c->cluster_m == 2 ? ", in both CTAs" : "");
   if (aux)   /* one barrier for each consumer warpgroup's TMA tile, after the stages' */
     evtc_sb_printf(b, "    for (int w = 0; w < %d; w++) evtc_mbar_init(bar0 + 8u * (%d + w), 1u);   /* aux_bar */\n",
@@ -901,6 +957,8 @@ void evtc_cuda_gemm_emit(evtc_sb *b, const char *name, const evtc_cuda_gemm_conf
       "  /* a 2x1 cluster: the pair's tiles share B, each CTA's producer multicasting half of it into both */\n"
       "  const unsigned crank = evtc_cluster_rank();\n"
       "  const int tile_pairs = (tiles_m + 1) / 2 * tiles_n * dims.batch;\n"
+      "  /* the split tail (dims.tail_tiles pairs): whole pairs before dp_units, then the last pairs' shares */\n"
+      "  const int dp_units = tile_pairs - dims.tail_tiles, walk_units = dp_units + dims.tail_tiles * dims.tail_splits;\n"
       "  (void)units;\n"
       "  evtc_cluster_sync();                     /* both CTAs' barriers are initialised before either's copies */\n");
   else
@@ -987,10 +1045,50 @@ static evtc_status encode(const evtc_cuda_driver *drv, evtc_cuda_tensor_map *m, 
   return evtc_cuda_fail(drv, r, where, EVTC_ERR_RUNTIME, d);
 }
 
-int64_t evtc_cuda_gemm_split_floats(const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_problem *p) {
-  if (p->splits <= 1) return 0;
-  const int64_t tiles = ((p->M + c->tile_m - 1) / c->tile_m) * ((p->N + c->tile_n - 1) / c->tile_n) * p->batch;
-  return tiles * p->splits * c->tile_m * c->tile_n;
+static int64_t tiles_of(const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_problem *p) {
+  return ((p->M + c->tile_m - 1) / c->tile_m) * ((p->N + c->tile_n - 1) / c->tile_n) * p->batch;
+}
+
+/* What the persistent grid walks: tiles, split-K's units, or a cluster's pairs of tiles along M. */
+static int64_t walk_units(const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_problem *p) {
+  if (c->cluster_m == 2)
+    return ((p->M + 2 * c->tile_m - 1) / (2 * c->tile_m)) * ((p->N + c->tile_n - 1) / c->tile_n) * p->batch;
+  return tiles_of(c, p) * (p->splits > 1 ? p->splits : 1);
+}
+
+int64_t evtc_cuda_gemm_grid(const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_problem *p, int64_t sm_count) {
+  const int64_t units = walk_units(c, p), slots = c->cluster_m == 2 ? (sm_count / 2 > 0 ? sm_count / 2 : 1) : sm_count;
+  return c->cluster_m * (units < slots ? units : slots);
+}
+
+void evtc_cuda_gemm_tail(const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_problem *p, int64_t grid, int *tiles_out,
+                         int *splits_out) {
+  const int64_t units = walk_units(c, p), slots = grid / c->cluster_m, kblocks = (p->K + 63) / 64;
+  const int64_t r = slots > 0 ? units % slots : 0;
+  *tiles_out = *splits_out = 0;
+  if (p->tail_split < 2 || c->sm80 || p->splits > 1 || units <= slots || r == 0) return;
+  int64_t s = slots / r;
+  if (s > p->tail_split) s = p->tail_split;
+  const int64_t most = kblocks / (p->tail_min_kblocks > 1 ? p->tail_min_kblocks : 1);
+  if (s > most) s = most;
+  if (s < 2) return;
+  *tiles_out = (int)r;
+  *splits_out = (int)s;
+}
+
+int64_t evtc_cuda_gemm_split_floats(const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_problem *p, int64_t sm_count) {
+  const int64_t tile = (int64_t)c->tile_m * c->tile_n;
+  if (p->splits > 1) return tiles_of(c, p) * p->splits * tile;
+  int tail, parts;
+  evtc_cuda_gemm_tail(c, p, evtc_cuda_gemm_grid(c, p, sm_count), &tail, &parts);
+  return (int64_t)tail * c->cluster_m * parts * tile;
+}
+
+int64_t evtc_cuda_gemm_split_counts(const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_problem *p, int64_t sm_count) {
+  if (p->splits > 1) return tiles_of(c, p);
+  int tail, parts;
+  evtc_cuda_gemm_tail(c, p, evtc_cuda_gemm_grid(c, p, sm_count), &tail, &parts);
+  return (int64_t)tail * c->cluster_m;
 }
 
 evtc_status evtc_cuda_gemm_tile_map(const evtc_cuda_driver *drv, evtc_cuda_tensor_map *m, evtc_dtype t, CUdeviceptr base,
@@ -1007,7 +1105,6 @@ evtc_status evtc_cuda_gemm_launch_init(evtc_cuda_gemm_launch *L, const evtc_cuda
   if (!evtc_cuda_gemm_config_check(c, v, why, sizeof why) || !evtc_cuda_gemm_problem_check(v, p, a, b, why, sizeof why))
     return evtc_diag_set(d, EVTC_ERR_INVALID, "%s GEMM %lldx%lldx%lld: %s", c->sm80 ? "sm80" : "sm90", (long long)p->M, (long long)p->N,
                          (long long)p->K, why);
-  const int64_t tiles = ((p->M + c->tile_m - 1) / c->tile_m) * ((p->N + c->tile_n - 1) / c->tile_n) * p->batch;
   const int splits = p->splits > 1 ? p->splits : 1;
   if (splits > 1 && (c->sm80 || splits > (p->K + 63) / 64))
     return evtc_diag_set(d, EVTC_ERR_INVALID, "GEMM %lldx%lldx%lld: split-K into %d units (%s)", (long long)p->M,
@@ -1019,14 +1116,7 @@ evtc_status evtc_cuda_gemm_launch_init(evtc_cuda_gemm_launch *L, const evtc_cuda
   /* pairs of tiles along M, one cluster of two CTAs (two SMs) each; on the H200 all 66 clusters of a grid of 132
    * run at once (cuOccupancyMaxActiveClusters, gpu_gemm_bench); where fewer do, evtc_cuda_gemm_fit_clusters
    * (cuda_gemm.h) clamps the grid once the kernel is loaded */
-  if (c->cluster_m == 2) {
-    const int64_t pairs = ((p->M + 2 * c->tile_m - 1) / (2 * c->tile_m)) * ((p->N + c->tile_n - 1) / c->tile_n) * p->batch;
-    const int64_t clusters = sm_count / 2 > 0 ? sm_count / 2 : 1;
-    L->grid[0] = 2u * (unsigned)(pairs < clusters ? pairs : clusters);
-  } else {
-    const int64_t units = tiles * splits;
-    L->grid[0] = (unsigned)(units < sm_count ? units : sm_count);
-  }
+  L->grid[0] = (unsigned)evtc_cuda_gemm_grid(c, p, sm_count);
   L->grid[1] = L->grid[2] = 1;
   L->block[0] = evtc_cuda_gemm_threads(c);
   L->block[1] = L->block[2] = 1;
@@ -1041,6 +1131,7 @@ evtc_status evtc_cuda_gemm_launch_init(evtc_cuda_gemm_launch *L, const evtc_cuda
                                   .batch = (int32_t)p->batch, .ldc = p->ldc, .c_bstride = p->c_bstride,
                                   .a = a, .b = b, .lda = p->lda, .ldb = p->ldb, .a_bstride = p->a_bstride,
                                   .b_bstride = p->b_bstride, .splits = splits};
+  evtc_cuda_gemm_tail(c, p, L->grid[0], &L->dims.tail_tiles, &L->dims.tail_splits);
   if (c->sm80) return EVTC_OK;   /* no tensor maps: the kernel copies from dims.a and dims.b */
   const int64_t k1 = p->K > 0 ? p->K : 1;
   evtc_status s = v->a_kmajor ? encode(drv, &L->map_a, v->in, a, p->K, p->M, p->lda, p->a_bstride, p->batch,

@@ -93,6 +93,14 @@ typedef struct evtc_cuda_gemm_problem {
    * a workspace of evtc_cuda_gemm_split_floats floats and tiles int counts, zero before the first launch (each
    * launch leaves them zero): dims.split_ws and dims.split_cnt, which the caller sets. */
   int splits;
+  /* The split tail (sm_90a template, no split-K; cuda_emit_gemm.c): when the tiles (a 2x1 cluster's: pairs of
+   * tiles) are more than the persistent grid walks at once but no whole number of its waves, the last ones are
+   * cut into up to tail_split units of their k-blocks each (0 or 1: none; evtc_cuda_gemm_tail), summed through the same
+   * workspace and counts as split-K's (evtc_cuda_gemm_split_floats, evtc_cuda_gemm_split_counts), which the
+   * caller then provides. */
+  int tail_split;
+  /* ... and at least this many k-blocks a unit (0: 1; EVTC_CUDA_GEMM_TAIL_MIN_KBLOCKS where it is to pay). */
+  int tail_min_kblocks;
   /* Rows of D's TMA box (0: 64, a warpgroup's atom; 16: a warp's rows, for an epilogue hook whose warps each
    * store their own, cuda_emit_evt.c). */
   int d_box_rows;
@@ -179,11 +187,11 @@ enum { EVTC_CUDA_GEMM_HOOK_SMEM = 2 * 64 * 128 };
  * a, b and their strides (elements): the operands as the sm_80 template
  * reads them (the sm_90a one reads them through the tensor maps). */
 typedef struct evtc_cuda_gemm_dims {
-  int32_t M, N, K, batch, tma_store, splits;
+  int32_t M, N, K, batch, tma_store, splits, tail_tiles, tail_splits;
   int64_t ldc, c_bstride;
   uint64_t a, b;
   int64_t lda, ldb, a_bstride, b_bstride;
-  uint64_t split_ws, split_cnt;   /* split-K's workspace (f32) and tile counts (int32), device addresses */
+  uint64_t split_ws, split_cnt;   /* split-K's or the split tail's workspace (f32) and counts (int32), device addresses */
 } evtc_cuda_gemm_dims;
 
 /* A CUtensorMap: 128 opaque bytes (cuda.h aligns it to 128 since CUDA 13). */
@@ -263,8 +271,25 @@ evtc_status evtc_cuda_gemm_launch_init(evtc_cuda_gemm_launch *L, const evtc_cuda
                                        const evtc_cuda_gemm_problem *p, CUdeviceptr a, CUdeviceptr b,
                                        CUdeviceptr out, int sm_count, evtc_diag *d);
 
-/* Floats of split-K's workspace for cfg's tiles of problem p (its tiles times splits partial tiles). */
-int64_t evtc_cuda_gemm_split_floats(const evtc_cuda_gemm_config *cfg, const evtc_cuda_gemm_problem *p);
+/* The split tail of problem p on a persistent grid of `grid` CTAs: its tiles (a 2x1 cluster's: pairs of tiles;
+ * the last tiles % (grid / cluster)) and the units each is cut into (grid / cluster / those tiles, at most
+ * p->tail_split, and p->tail_min_kblocks k-blocks a unit at least); both 0 when there is none: p->tail_split < 2,
+ * the sm_80 template, split-K, tiles that fill whole waves or no more than one, or fewer than 2 units a tile. */
+/* Where the split tail pays: units of 32 k-blocks or more.  On the H200 (2026-12-02, bench/RESULTS.md) its
+ * fix-up (the partial tiles' stores, fence, count and reads: microseconds) made 16384 x 4096 x 1024 (16 k-blocks
+ * a tile) 1-6 % slower in 2 to 8 units a tile, while 8192^3 (128 k-blocks) gained 1-2.6 % in 4 units of 32. */
+enum { EVTC_CUDA_GEMM_TAIL_MIN_KBLOCKS = 32 };
+void evtc_cuda_gemm_tail(const evtc_cuda_gemm_config *cfg, const evtc_cuda_gemm_problem *p, int64_t grid, int *tiles,
+                         int *splits);
+/* The persistent grid of problem p on sm_count SMs: one CTA a unit of work (a cluster of two a pair of tiles),
+ * at most sm_count CTAs. */
+int64_t evtc_cuda_gemm_grid(const evtc_cuda_gemm_config *cfg, const evtc_cuda_gemm_problem *p, int64_t sm_count);
+/* Floats of the workspace for cfg's tiles of problem p on sm_count SMs: split-K's (its tiles times splits
+ * partial tiles) or the split tail's (its tiles times their units); 0 if neither. */
+int64_t evtc_cuda_gemm_split_floats(const evtc_cuda_gemm_config *cfg, const evtc_cuda_gemm_problem *p, int64_t sm_count);
+/* Ints of the counts beside that workspace (one a split tile), zero before the
+ * first launch (each launch leaves them zero); 0 if neither. */
+int64_t evtc_cuda_gemm_split_counts(const evtc_cuda_gemm_config *cfg, const evtc_cuda_gemm_problem *p, int64_t sm_count);
 
 /* Dynamic shared memory a block may opt in to on sm_90 (227 KiB): the most a config may use. */
 enum { EVTC_CUDA_GEMM_SMEM_LIMIT = 227 * 1024 };
@@ -302,9 +327,10 @@ typedef struct evtc_cuda_evt_plan {
   evtc_cuda_gemm_problem prob;
   int64_t tiles_m, tiles_n, tiles;
   int64_t scratch_doubles;
-  /* split-K (prob.splits > 1, chosen by evtc_cuda_gemm_use_evt): the workspace's floats (a program shares one
-   * among its kernels) and, after the reduction slots in scratch, the tiles' counts (ints, zeroed once) */
-  int64_t split_floats;
+  /* split-K (prob.splits > 1) or the split tail (prob.tail_split), chosen by evtc_cuda_gemm_use_evt for the
+   * device's SMs: the workspace's floats (a program shares one among its kernels) and, after the reduction
+   * slots in scratch, the counts (ints, zeroed once) */
+  int64_t split_floats, split_counts;
   bool has_fin;
   unsigned fin_grid;
   /* An aux (M x N) load that TMA copies a tile at a time into shared memory: its visitor node + 1 (0: none),

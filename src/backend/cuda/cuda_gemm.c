@@ -256,6 +256,12 @@ static bool split_k_enabled(void) {
   return e && strcmp(e, "1") == 0;
 }
 
+int evtc_cuda_gemm_tail_split(void) {
+  const char *e = getenv("EVTC_GEMM_TAIL_SPLIT");
+  const int n = e ? atoi(e) : 4;
+  return n > 1 ? n : 0;
+}
+
 bool evtc_cuda_gemm_use_evt(const evtc_kernel *k, const evtc_cuda_device *dev, evtc_cuda_evt_plan *pl, char *why,
                             size_t cap) {
   if (evtc_cuda_gemm_mode_get() == EVTC_CUDA_GEMM_CUBLASLT) {
@@ -271,7 +277,8 @@ bool evtc_cuda_gemm_use_evt(const evtc_kernel *k, const evtc_cuda_device *dev, e
     const int s = split_count(pl->tiles, (pl->prob.K + 63) / 64, sms);
     if (s > 1) {
       pl->prob.splits = s;
-      pl->split_floats = evtc_cuda_gemm_split_floats(&pl->cfg, &pl->prob);
+      pl->split_floats = evtc_cuda_gemm_split_floats(&pl->cfg, &pl->prob, sms);
+      pl->split_counts = evtc_cuda_gemm_split_counts(&pl->cfg, &pl->prob, sms);
       return true;
     }
   }
@@ -281,6 +288,10 @@ bool evtc_cuda_gemm_use_evt(const evtc_kernel *k, const evtc_cuda_device *dev, e
              (long long)pl->tiles, 100.0 * fill, (long long)sms, (long long)pl->prob.K);
     return false;
   }
+  pl->prob.tail_split = evtc_cuda_gemm_tail_split();
+  pl->prob.tail_min_kblocks = EVTC_CUDA_GEMM_TAIL_MIN_KBLOCKS;
+  pl->split_floats = evtc_cuda_gemm_split_floats(&pl->cfg, &pl->prob, sms);
+  pl->split_counts = evtc_cuda_gemm_split_counts(&pl->cfg, &pl->prob, sms);
   return true;
 }
 

@@ -65,6 +65,10 @@ bool evtc_cuda_gemm_sm80_template(const evtc_cuda_device *dev);
  * NULL): the clusters that run at once, 0 for a config without clusters (nothing to do). */
 evtc_status evtc_cuda_gemm_fit_clusters(evtc_cuda_device *dev, evtc_cuda_kernel *k, const evtc_cuda_gemm_config *c,
                                         evtc_cuda_gemm_launch *L, int *fit, evtc_diag *d);
+/* The most units a tile of the split tail is cut into (evtc_cuda_gemm_problem.tail_split; cuda_emit_gemm.c):
+ * the environment variable EVTC_GEMM_TAIL_SPLIT, 4 when unset (the H200's best on 8192^3: bench/RESULTS.md), 0
+ * (none) when it is 0 or 1. */
+int evtc_cuda_gemm_tail_split(void);
 /* Whether GEMM kernel k runs on evtc's GEMM (*pl filled, with dev's tuned
  * config when there is one; dev may be NULL); false with the reason (the
  * selector or the template's refusal) in why. */

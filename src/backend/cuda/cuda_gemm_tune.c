@@ -185,6 +185,9 @@ typedef struct bench {
   CUmodule cmp_mod;
   evtc_cuda_kernel cmp;
   CUdeviceptr bad;
+  /* the split tail's workspace and counts (zero), grown to the largest a candidate needs */
+  CUdeviceptr split_ws, split_cnt;
+  int64_t ws_floats, n_counts;
   FILE *log;
 } bench;
 
@@ -236,13 +239,40 @@ static void host_inputs(bench *B) {
 
 static evtc_cuda_gemm_problem problem_of(const bench *B, const prob *p) {
   return (evtc_cuda_gemm_problem){.M = p->M, .N = p->N, .K = p->K, .batch = 1, .lda = B->v.a_kmajor ? p->K : p->M,
-                                  .ldb = B->v.b_kmajor ? p->K : p->N, .ldc = p->N};
+                                  .ldb = B->v.b_kmajor ? p->K : p->N, .ldc = p->N,
+                                  .tail_split = evtc_cuda_gemm_tail_split(),
+                                  .tail_min_kblocks = EVTC_CUDA_GEMM_TAIL_MIN_KBLOCKS};
 }
 
 static evtc_status alloc_copy(bench *B, CUdeviceptr *dst, const void *src, size_t bytes, evtc_diag *d) {
   evtc_status s = evtc_cuda_fail(B->dev->drv, B->dev->drv->cuMemAlloc(dst, bytes), "cuMemAlloc (GEMM tuner)",
                                  EVTC_ERR_RUNTIME, d);
   if (s == EVTC_OK && src) s = evtc_cuda_copy_htod(B->dev, *dst, src, bytes, d);
+  return s;
+}
+
+/* The split tail's workspace and counts of config cfg on problem pr, in B's buffers (grown when too small). */
+static evtc_status tail_workspace(bench *B, const evtc_cuda_gemm_config *cfg, const evtc_cuda_gemm_problem *pr,
+                                     evtc_diag *d) {
+  const evtc_cuda_driver *drv = B->dev->drv;
+  const int64_t floats = evtc_cuda_gemm_split_floats(cfg, pr, B->dev->sm_count),
+                counts = evtc_cuda_gemm_split_counts(cfg, pr, B->dev->sm_count);
+  evtc_status s = EVTC_OK;
+  if (floats > B->ws_floats) {
+    if (B->split_ws) drv->cuMemFree(B->split_ws);
+    B->split_ws = 0;
+    B->ws_floats = 0;
+    s = alloc_copy(B, &B->split_ws, NULL, (size_t)floats * sizeof(float), d);
+    if (s == EVTC_OK) B->ws_floats = floats;
+  }
+  if (s == EVTC_OK && counts > B->n_counts) {
+    if (B->split_cnt) drv->cuMemFree(B->split_cnt);
+    B->split_cnt = 0;
+    B->n_counts = 0;
+    s = alloc_copy(B, &B->split_cnt, NULL, (size_t)counts * sizeof(int), d);
+    if (s == EVTC_OK) s = evtc_cuda_fill32(B->dev, B->split_cnt, 0, (size_t)counts, d);
+    if (s == EVTC_OK) B->n_counts = counts;
+  }
   return s;
 }
 
@@ -274,6 +304,10 @@ static void bench_release(bench *B) {
   }
   if (B->bad) drv->cuMemFree(B->bad);
   B->bad = 0;
+  if (B->split_ws) drv->cuMemFree(B->split_ws);
+  if (B->split_cnt) drv->cuMemFree(B->split_cnt);
+  B->split_ws = B->split_cnt = 0;
+  B->ws_floats = B->n_counts = 0;
   if (B->cmp_mod) evtc_cuda_module_unload(B->dev, B->cmp_mod);
   B->cmp_mod = NULL;
 }
@@ -303,8 +337,11 @@ typedef struct launch {
 static evtc_status launch_init(bench *B, launch *l, const evtc_cuda_gemm_config *cfg, evtc_cuda_kernel *k,
                                const prob *p, CUdeviceptr out, evtc_diag *d) {
   evtc_cuda_gemm_problem pr = problem_of(B, p);
-  evtc_status s = evtc_cuda_gemm_launch_init(&l->L, B->dev->drv, cfg, &B->v, &pr, p->a, p->b, out, B->dev->sm_count, d);
+  evtc_status s = tail_workspace(B, cfg, &pr, d);
+  if (s == EVTC_OK) s = evtc_cuda_gemm_launch_init(&l->L, B->dev->drv, cfg, &B->v, &pr, p->a, p->b, out, B->dev->sm_count, d);
   if (s == EVTC_OK) s = evtc_cuda_gemm_fit_clusters(B->dev, k, cfg, &l->L, NULL, d);
+  l->L.dims.split_ws = B->split_ws;
+  l->L.dims.split_cnt = B->split_cnt;
   l->k = k;
   l->bias = p->bias;
   memcpy(l->params, l->L.params, sizeof l->L.params);

@@ -104,7 +104,7 @@ run-evt)
     for combo in $evt_combos; do
       echo "== test_gpu_evt ($combo)"
       rc=0
-      with_combo "$combo" timeout "${EVT_TEST_TIMEOUT:-120}" "$stage/test_gpu_evt" >/tmp/evt_test.log 2>&1 || rc=$?
+      with_combo "$combo" timeout "${EVT_TEST_TIMEOUT:-240}" "$stage/test_gpu_evt" >/tmp/evt_test.log 2>&1 || rc=$?
       grep -v ": [0-9]* kernels (" /tmp/evt_test.log | tail -40
       echo "== test_gpu_evt ($combo) exit code $rc"
     done

@@ -17,7 +17,11 @@
  * kernel the epilogue's cost.  Inputs are random bf16 in [-1, 1]; 2048 random
  * elements of every output are checked against a float64 host dot product
  * (the bound of tests/test_gpu_gemm.c, reported as max err/tol: <= 1
- * passes).  The table comes last.
+ * passes).  Rows ending "tail N" run the same kernel with the split tail
+ * (cuda_emit_gemm.c: the tiles past the last whole wave cut into up to N
+ * units of their k-blocks), where the shape's tiles are no whole number of
+ * waves and each tail tile gets 2 units or more; the row before them walks
+ * tile by tile.  The table comes last.
  *
  *   gpu_gemm_bench                 run (needs an sm_90 GPU)
  *   gpu_gemm_bench --compile-only  emit and compile the kernels through NVRTC
@@ -279,47 +283,69 @@ static void run_shape(evtc_cuda_device *dev, CUmodule mod, const evtc_cuda_cubla
     lt_free(&lr);
     d = (evtc_diag){0};
     /* evtc */
-    for (int c = 0; c < N_CFG; c++) {
-      if (!kmaj && !runs_nn(c)) continue;
-      char name[64], cfgname[32];
-      kernel_name(c, kmaj, name, sizeof name);
-      evtc_cuda_gemm_config_name(&cfgs[c], cfgname, sizeof cfgname);
-      snprintf(impl, sizeof impl, "evtc %s %s", kmaj ? "TN" : "NN", cfgname);
-      evtc_cuda_kernel k;
-      evtc_cuda_gemm_variant v = variant(kmaj);
-      evtc_cuda_gemm_problem p = {.M = B.M, .N = B.N, .K = B.K, .batch = 1, .lda = B.K, .ldb = kmaj ? B.K : B.N,
-                                  .ldc = B.N};
-      evtc_cuda_gemm_launch L;
-      ms = 0;
-      err = INFINITY;
-      s = evtc_cuda_kernel_get(dev, mod, name, &k, &d);
-      if (s == EVTC_OK) s = evtc_cuda_fill32(dev, B.dd, 0xFFFFFFFFu, nd / 2, &d);
-      if (s == EVTC_OK)
-        s = evtc_cuda_gemm_launch_init(&L, drv, &cfgs[c], &v, &p, B.da, kmaj ? B.db_nk : B.db_kn, B.dd, dev->sm_count,
-                                       &d);
-      int fit = 0;   /* clusters that run at once */
-      if (s == EVTC_OK) s = evtc_cuda_gemm_fit_clusters(dev, &k, &cfgs[c], &L, &fit, &d);
-      if (s == EVTC_OK && fit > 0)
-        printf("%s: %d clusters of %d CTAs fit at once; the grid has %u CTAs\n", impl, fit, cfgs[c].cluster_m, L.grid[0]);
-      evtc_run er = {&k, &L};
-      if (s == EVTC_OK) s = time_it(dev, evtc_launch, &er, &ms, &d);
-      if (s == EVTC_OK) err = check_output(dev, &B, &d);
-      if (s != EVTC_OK) fprintf(stderr, "%s: %s\n", impl, d.msg);
-      add_row(&B, impl, ms, err, s == EVTC_OK && err <= 1);
-      if (s == EVTC_ERR_RUNTIME) goto out;   /* a fault: the context is gone */
-      d = (evtc_diag){0};
-      if (kmaj && c == 0) {   /* the same kernel without its stores: the epilogue's cost */
-        evtc_cuda_kernel kn;
-        s = evtc_cuda_kernel_get(dev, mod, "bench_gemm_c0_tn_nostore", &kn, &d);
-        evtc_run nr = {&kn, &L};
-        if (s == EVTC_OK) s = time_it(dev, evtc_launch, &nr, &ms, &d);
-        if (s != EVTC_OK) fprintf(stderr, "no store: %s\n", d.msg);
-        snprintf(impl, sizeof impl, "evtc TN %s, no store", cfgname);
-        add_row(&B, impl, ms, 0, s == EVTC_OK);
-        if (s == EVTC_ERR_RUNTIME) goto out;
+    for (int c = 0; c < N_CFG; c++)
+      for (int tv = 0; tv < 4; tv++) {   /* tile by tile, then split tails of at most 2, 4 and 8 units a tile */
+        static const int tail_of[4] = {0, 2, 4, 8};
+        const int tail = tail_of[tv];
+        if (!kmaj && !runs_nn(c)) continue;
+        char name[64], cfgname[32];
+        kernel_name(c, kmaj, name, sizeof name);
+        evtc_cuda_gemm_config_name(&cfgs[c], cfgname, sizeof cfgname);
+        snprintf(impl, sizeof impl, "evtc %s %s", kmaj ? "TN" : "NN", cfgname);
+        if (tail) snprintf(impl + strlen(impl), sizeof impl - strlen(impl), " tail %d", tail);
+        evtc_cuda_kernel k;
+        evtc_cuda_gemm_variant v = variant(kmaj);
+        evtc_cuda_gemm_problem p = {.M = B.M, .N = B.N, .K = B.K, .batch = 1, .lda = B.K, .ldb = kmaj ? B.K : B.N,
+                                    .ldc = B.N, .tail_split = tail};   /* any k-blocks: what it costs, too */
+        const int64_t ws_floats = evtc_cuda_gemm_split_floats(&cfgs[c], &p, dev->sm_count),
+                      n_counts = evtc_cuda_gemm_split_counts(&cfgs[c], &p, dev->sm_count);
+        if (tail && n_counts == 0) continue;
+        evtc_cuda_gemm_launch L;
+        CUdeviceptr dws = 0, dcnt = 0;   /* the split tail's workspace and counts */
+        ms = 0;
+        err = INFINITY;
+        s = evtc_cuda_kernel_get(dev, mod, name, &k, &d);
+        if (s == EVTC_OK) s = evtc_cuda_fill32(dev, B.dd, 0xFFFFFFFFu, nd / 2, &d);
+        if (s == EVTC_OK && n_counts > 0)
+          s = evtc_cuda_fail(drv, drv->cuMemAlloc(&dws, (size_t)ws_floats * 4), "cuMemAlloc (split tail workspace)",
+                             EVTC_ERR_RUNTIME, &d);
+        if (s == EVTC_OK && n_counts > 0)
+          s = evtc_cuda_fail(drv, drv->cuMemAlloc(&dcnt, (size_t)n_counts * 4), "cuMemAlloc (split tail counts)",
+                             EVTC_ERR_RUNTIME, &d);
+        if (s == EVTC_OK && n_counts > 0) s = evtc_cuda_fill32(dev, dcnt, 0, (size_t)n_counts, &d);
+        if (s == EVTC_OK)
+          s = evtc_cuda_gemm_launch_init(&L, drv, &cfgs[c], &v, &p, B.da, kmaj ? B.db_nk : B.db_kn, B.dd, dev->sm_count,
+                                         &d);
+        L.dims.split_ws = dws;
+        L.dims.split_cnt = dcnt;
+        int fit = 0;   /* clusters that run at once */
+        if (s == EVTC_OK) s = evtc_cuda_gemm_fit_clusters(dev, &k, &cfgs[c], &L, &fit, &d);
+        if (s == EVTC_OK && fit > 0)
+          printf("%s: %d clusters of %d CTAs fit at once; the grid has %u CTAs\n", impl, fit, cfgs[c].cluster_m, L.grid[0]);
+        if (s == EVTC_OK && tail)
+          printf("%s: the last %d tiles in %d units each on %u CTAs\n", impl, L.dims.tail_tiles, L.dims.tail_splits,
+                 L.grid[0]);
+        evtc_run er = {&k, &L};
+        if (s == EVTC_OK) s = time_it(dev, evtc_launch, &er, &ms, &d);
+        if (s == EVTC_OK) err = check_output(dev, &B, &d);
+        if (s != EVTC_OK) fprintf(stderr, "%s: %s\n", impl, d.msg);
+        add_row(&B, impl, ms, err, s == EVTC_OK && err <= 1);
+        if (dws) drv->cuMemFree(dws);
+        if (dcnt) drv->cuMemFree(dcnt);
+        if (s == EVTC_ERR_RUNTIME) goto out;   /* a fault: the context is gone */
         d = (evtc_diag){0};
+        if (kmaj && c == 0 && !tail) {   /* the same kernel without its stores: the epilogue's cost */
+          evtc_cuda_kernel kn;
+          s = evtc_cuda_kernel_get(dev, mod, "bench_gemm_c0_tn_nostore", &kn, &d);
+          evtc_run nr = {&kn, &L};
+          if (s == EVTC_OK) s = time_it(dev, evtc_launch, &nr, &ms, &d);
+          if (s != EVTC_OK) fprintf(stderr, "no store: %s\n", d.msg);
+          snprintf(impl, sizeof impl, "evtc TN %s, no store", cfgname);
+          add_row(&B, impl, ms, 0, s == EVTC_OK);
+          if (s == EVTC_ERR_RUNTIME) goto out;
+          d = (evtc_diag){0};
+        }
       }
-    }
   }
 out:
   if (B.da) drv->cuMemFree(B.da);

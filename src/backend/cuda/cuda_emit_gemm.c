@@ -435,25 +435,21 @@ static void emit_walk_head(evtc_sb *b, const evtc_cuda_gemm_config *c, const cha
 /* Unit u's tile t (a cluster's: its pair of tiles) and k-blocks [kb0, kb1): a whole tile or a split-K share of one,
  * then the split tail's shares. */
 static void emit_unit_kblocks(evtc_sb *b, const evtc_cuda_gemm_config *c, const char *ind) {
-  if (c->cluster_m == 2) {
+  const char *unit = c->cluster_m == 2 ? "pair" : "t";
+  if (c->cluster_m == 2)
+    evtc_sb_printf(b, "%sint pair = u, kb0 = 0, kb1 = kblocks;\n%sif (u >= dp_units) {\n", ind, ind);
+  else
     evtc_sb_printf(b,
-      "%sint pair = u, kb0 = 0, kb1 = kblocks;\n"
-      "%sif (u >= dp_units) {\n"
-      "%s  const int v = u - dp_units, sh = v %% dims.tail_splits;\n"
-      "%s  pair = dp_units + v / dims.tail_splits, kb0 = sh * kblocks / dims.tail_splits, kb1 = (sh + 1) * kblocks / dims.tail_splits;\n"
-      "%s}\n",
-      ind, ind, ind, ind, ind);
-    return;
-  }
+      "%sint t, kb0, kb1;\n"
+      "%sif (u < dp_units)\n"
+      "%s  t = u / splits, kb0 = (u - t * splits) * kblocks / splits, kb1 = (u - t * splits + 1) * kblocks / splits;\n"
+      "%selse {\n",
+      ind, ind, ind, ind);
   evtc_sb_printf(b,
-    "%sint t, kb0, kb1;\n"
-    "%sif (u < dp_units)\n"
-    "%s  t = u / splits, kb0 = (u - t * splits) * kblocks / splits, kb1 = (u - t * splits + 1) * kblocks / splits;\n"
-    "%selse {\n"
     "%s  const int v = u - dp_units, sh = v %% dims.tail_splits;\n"
-    "%s  t = dp_units + v / dims.tail_splits, kb0 = sh * kblocks / dims.tail_splits, kb1 = (sh + 1) * kblocks / dims.tail_splits;\n"
+    "%s  %s = dp_units + v / dims.tail_splits, kb0 = sh * kblocks / dims.tail_splits, kb1 = (sh + 1) * kblocks / dims.tail_splits;\n"
     "%s}\n",
-    ind, ind, ind, ind, ind, ind, ind);
+    ind, ind, unit, ind);
 }
 
 static void emit_unit_tile(evtc_sb *b, const evtc_cuda_gemm_config *c, const char *ind) {

@@ -251,6 +251,7 @@ static void run_shape(evtc_cuda_device *dev, CUmodule mod, const evtc_cuda_cubla
                       CUdeviceptr ws, size_t ws_bytes, const int64_t *shape) {
   const evtc_cuda_driver *drv = dev->drv;
   bufs B = {.M = shape[0], .N = shape[1], .K = shape[2]};
+  evtc_cuda_gemm_workspace tail_ws = {0};   /* the split tail rows' */
   size_t na = (size_t)(B.M * B.K), nb = (size_t)(B.N * B.K), nd = (size_t)(B.M * B.N);
   B.a = malloc(na * 2);
   B.b_nk = malloc(nb * 2);
@@ -297,27 +298,16 @@ static void run_shape(evtc_cuda_device *dev, CUmodule mod, const evtc_cuda_cubla
         evtc_cuda_gemm_variant v = variant(kmaj);
         evtc_cuda_gemm_problem p = {.M = B.M, .N = B.N, .K = B.K, .batch = 1, .lda = B.K, .ldb = kmaj ? B.K : B.N,
                                     .ldc = B.N, .tail_split = tail};   /* any k-blocks: what it costs, too */
-        const int64_t ws_floats = evtc_cuda_gemm_split_floats(&cfgs[c], &p, dev->sm_count),
-                      n_counts = evtc_cuda_gemm_split_counts(&cfgs[c], &p, dev->sm_count);
-        if (tail && n_counts == 0) continue;
+        if (tail && evtc_cuda_gemm_split_counts(&cfgs[c], &p, dev->sm_count) == 0) continue;
         evtc_cuda_gemm_launch L;
-        CUdeviceptr dws = 0, dcnt = 0;   /* the split tail's workspace and counts */
         ms = 0;
         err = INFINITY;
         s = evtc_cuda_kernel_get(dev, mod, name, &k, &d);
         if (s == EVTC_OK) s = evtc_cuda_fill32(dev, B.dd, 0xFFFFFFFFu, nd / 2, &d);
-        if (s == EVTC_OK && n_counts > 0)
-          s = evtc_cuda_fail(drv, drv->cuMemAlloc(&dws, (size_t)ws_floats * 4), "cuMemAlloc (split tail workspace)",
-                             EVTC_ERR_RUNTIME, &d);
-        if (s == EVTC_OK && n_counts > 0)
-          s = evtc_cuda_fail(drv, drv->cuMemAlloc(&dcnt, (size_t)n_counts * 4), "cuMemAlloc (split tail counts)",
-                             EVTC_ERR_RUNTIME, &d);
-        if (s == EVTC_OK && n_counts > 0) s = evtc_cuda_fill32(dev, dcnt, 0, (size_t)n_counts, &d);
         if (s == EVTC_OK)
           s = evtc_cuda_gemm_launch_init(&L, drv, &cfgs[c], &v, &p, B.da, kmaj ? B.db_nk : B.db_kn, B.dd, dev->sm_count,
                                          &d);
-        L.dims.split_ws = dws;
-        L.dims.split_cnt = dcnt;
+        if (s == EVTC_OK) s = evtc_cuda_gemm_workspace_fit(dev, &tail_ws, &cfgs[c], &p, dev->sm_count, &L, &d);
         int fit = 0;   /* clusters that run at once */
         if (s == EVTC_OK) s = evtc_cuda_gemm_fit_clusters(dev, &k, &cfgs[c], &L, &fit, &d);
         if (s == EVTC_OK && fit > 0)
@@ -330,8 +320,6 @@ static void run_shape(evtc_cuda_device *dev, CUmodule mod, const evtc_cuda_cubla
         if (s == EVTC_OK) err = check_output(dev, &B, &d);
         if (s != EVTC_OK) fprintf(stderr, "%s: %s\n", impl, d.msg);
         add_row(&B, impl, ms, err, s == EVTC_OK && err <= 1);
-        if (dws) drv->cuMemFree(dws);
-        if (dcnt) drv->cuMemFree(dcnt);
         if (s == EVTC_ERR_RUNTIME) goto out;   /* a fault: the context is gone */
         d = (evtc_diag){0};
         if (kmaj && c == 0 && !tail) {   /* the same kernel without its stores: the epilogue's cost */
@@ -348,6 +336,7 @@ static void run_shape(evtc_cuda_device *dev, CUmodule mod, const evtc_cuda_cubla
       }
   }
 out:
+  evtc_cuda_gemm_workspace_free(dev, &tail_ws);
   if (B.da) drv->cuMemFree(B.da);
   if (B.db_nk) drv->cuMemFree(B.db_nk);
   if (B.db_kn) drv->cuMemFree(B.db_kn);

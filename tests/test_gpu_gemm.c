@@ -38,6 +38,7 @@
 
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_emit_gemm.h"
+#include "backend/cuda/cuda_gemm.h"
 #include "check.h"
 #include "runtime/elements.h"
 
@@ -250,28 +251,24 @@ static bool run_case(evtc_cuda_device *dev, evtc_cuda_kernel *k, const gcase *g)
            g->pad ? ", padded" : "",
            g->epi ? ", hook" : "");
   const int sms = g->sms ? g->sms : dev->sm_count;
-  const int64_t ws_floats = evtc_cuda_gemm_split_floats(&cfgs[g->cfg], &p, sms),
-                n_counts = evtc_cuda_gemm_split_counts(&cfgs[g->cfg], &p, sms);
+  const int64_t n_counts = evtc_cuda_gemm_split_counts(&cfgs[g->cfg], &p, sms);
 
-  CUdeviceptr da = 0, db = 0, dc = 0, dws = 0, dcnt = 0;   /* dws, dcnt: the split tail's workspace and counts */
+  CUdeviceptr da = 0, db = 0, dc = 0;
+  evtc_cuda_gemm_workspace tw = {0};   /* the split tail's: a fresh one a case (NaN workspace, zero counts) */
   evtc_diag d = {0};
   bool alive = true;
   evtc_cuda_gemm_launch L;
-  if (drv->cuMemAlloc(&da, A.elems * 2) || drv->cuMemAlloc(&db, B.elems * 2) || drv->cuMemAlloc(&dc, c_bytes) ||
-      (n_counts > 0 && (drv->cuMemAlloc(&dws, (size_t)ws_floats * 4) || drv->cuMemAlloc(&dcnt, (size_t)n_counts * 4)))) {
+  if (drv->cuMemAlloc(&da, A.elems * 2) || drv->cuMemAlloc(&db, B.elems * 2) || drv->cuMemAlloc(&dc, c_bytes)) {
     CHECK(0, "%s: cuMemAlloc failed", label);
     goto out;
   }
   if (evtc_cuda_copy_htod(dev, da, A.bits, A.elems * 2, &d) || evtc_cuda_copy_htod(dev, db, B.bits, B.elems * 2, &d) ||
       evtc_cuda_fill32(dev, dc, 0xFFFFFFFFu, c_bytes / 4, &d) ||
-      (n_counts > 0 && (evtc_cuda_fill32(dev, dws, 0xFFFFFFFFu, (size_t)ws_floats, &d) ||
-                        evtc_cuda_fill32(dev, dcnt, 0, (size_t)n_counts, &d))) ||
-      evtc_cuda_gemm_launch_init(&L, drv, &cfgs[g->cfg], &v, &p, da, db, dc, sms, &d)) {
+      evtc_cuda_gemm_launch_init(&L, drv, &cfgs[g->cfg], &v, &p, da, db, dc, sms, &d) ||
+      evtc_cuda_gemm_workspace_fit(dev, &tw, &cfgs[g->cfg], &p, sms, &L, &d)) {
     CHECK(0, "%s: %s", label, d.msg);
     goto out;
   }
-  L.dims.split_ws = dws;
-  L.dims.split_cnt = dcnt;
   if (L.dims.tail_tiles > 0) {
     const size_t n = strlen(label);
     snprintf(label + n, sizeof label - n, ", split tail %d of %lld tiles in %d units, %u CTAs", L.dims.tail_tiles,
@@ -349,7 +346,7 @@ static bool run_case(evtc_cuda_device *dev, evtc_cuda_kernel *k, const gcase *g)
   if (n_counts > 0) {   /* each launch leaves the split tail's counts zero for the next */
     int *cnt = malloc((size_t)n_counts * sizeof(int));
     int64_t left = 0;
-    if (evtc_cuda_copy_dtoh(dev, cnt, dcnt, (size_t)n_counts * sizeof(int), &d) == EVTC_OK)
+    if (evtc_cuda_copy_dtoh(dev, cnt, tw.cnt, (size_t)n_counts * sizeof(int), &d) == EVTC_OK)
       for (int64_t i = 0; i < n_counts; i++) left += cnt[i] != 0;
     else
       left = -1;
@@ -368,8 +365,7 @@ out:
   if (da) drv->cuMemFree(da);
   if (db) drv->cuMemFree(db);
   if (dc) drv->cuMemFree(dc);
-  if (dws) drv->cuMemFree(dws);
-  if (dcnt) drv->cuMemFree(dcnt);
+  evtc_cuda_gemm_workspace_free(dev, &tw);
   operand_free(&A);
   operand_free(&B);
   return alive;

@@ -256,6 +256,37 @@ static bool split_k_enabled(void) {
   return e && strcmp(e, "1") == 0;
 }
 
+/* A device buffer of `elems` 32-bit values, all `value`, in place of *buf (freed) when *have is less. */
+static evtc_status grow32(evtc_cuda_device *dev, CUdeviceptr *buf, int64_t *have, int64_t elems, unsigned value,
+                          const char *what, evtc_diag *d) {
+  if (elems <= *have) return EVTC_OK;
+  if (*buf) dev->drv->cuMemFree(*buf);
+  *buf = 0;
+  *have = 0;
+  evtc_status s = evtc_cuda_fail(dev->drv, dev->drv->cuMemAlloc(buf, (size_t)elems * 4), what, EVTC_ERR_RUNTIME, d);
+  if (s == EVTC_OK) s = evtc_cuda_fill32(dev, *buf, value, (size_t)elems, d);
+  if (s == EVTC_OK) *have = elems;
+  return s;
+}
+
+evtc_status evtc_cuda_gemm_workspace_fit(evtc_cuda_device *dev, evtc_cuda_gemm_workspace *w, const evtc_cuda_gemm_config *cfg,
+                                         const evtc_cuda_gemm_problem *p, int64_t sm_count, evtc_cuda_gemm_launch *L,
+                                         evtc_diag *d) {
+  evtc_status s = grow32(dev, &w->ws, &w->floats, evtc_cuda_gemm_split_floats(cfg, p, sm_count), 0xFFFFFFFFu,
+                         "cuMemAlloc (GEMM split workspace)", d);
+  if (s == EVTC_OK)
+    s = grow32(dev, &w->cnt, &w->counts, evtc_cuda_gemm_split_counts(cfg, p, sm_count), 0, "cuMemAlloc (GEMM split counts)", d);
+  L->dims.split_ws = w->ws;
+  L->dims.split_cnt = w->cnt;
+  return s;
+}
+
+void evtc_cuda_gemm_workspace_free(evtc_cuda_device *dev, evtc_cuda_gemm_workspace *w) {
+  if (w->ws) dev->drv->cuMemFree(w->ws);
+  if (w->cnt) dev->drv->cuMemFree(w->cnt);
+  *w = (evtc_cuda_gemm_workspace){0};
+}
+
 int evtc_cuda_gemm_tail_split(void) {
   const char *e = getenv("EVTC_GEMM_TAIL_SPLIT");
   const int n = e ? atoi(e) : 4;

@@ -65,6 +65,21 @@ bool evtc_cuda_gemm_sm80_template(const evtc_cuda_device *dev);
  * NULL): the clusters that run at once, 0 for a config without clusters (nothing to do). */
 evtc_status evtc_cuda_gemm_fit_clusters(evtc_cuda_device *dev, evtc_cuda_kernel *k, const evtc_cuda_gemm_config *c,
                                         evtc_cuda_gemm_launch *L, int *fit, evtc_diag *d);
+/* The f32 workspace and int counts that a launch of evtc's sm_90a GEMM with split-K or a split tail needs
+ * (evtc_cuda_gemm_split_floats, evtc_cuda_gemm_split_counts), for a caller that launches it by hand (tests,
+ * benchmarks, the tuner; the backend shares one workspace among a program's kernels): kept between launches and
+ * grown to the largest asked for, its counts zero when allocated (each launch leaves them zero), its workspace
+ * NaN.  Zero-initialise it. */
+typedef struct evtc_cuda_gemm_workspace {
+  CUdeviceptr ws, cnt;
+  int64_t floats, counts;
+} evtc_cuda_gemm_workspace;
+/* Grows w to what launch L (filled by evtc_cuda_gemm_launch_init for cfg, p and sm_count) needs and points L's
+ * dims at it. */
+evtc_status evtc_cuda_gemm_workspace_fit(evtc_cuda_device *dev, evtc_cuda_gemm_workspace *w, const evtc_cuda_gemm_config *cfg,
+                                         const evtc_cuda_gemm_problem *p, int64_t sm_count, evtc_cuda_gemm_launch *L,
+                                         evtc_diag *d);
+void evtc_cuda_gemm_workspace_free(evtc_cuda_device *dev, evtc_cuda_gemm_workspace *w);
 /* The most units a tile of the split tail is cut into (evtc_cuda_gemm_problem.tail_split; cuda_emit_gemm.c):
  * the environment variable EVTC_GEMM_TAIL_SPLIT, 4 when unset (the H200's best on 8192^3: bench/RESULTS.md), 0
  * (none) when it is 0 or 1. */

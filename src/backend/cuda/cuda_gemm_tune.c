@@ -185,9 +185,7 @@ typedef struct bench {
   CUmodule cmp_mod;
   evtc_cuda_kernel cmp;
   CUdeviceptr bad;
-  /* the split tail's workspace and counts (zero), grown to the largest a candidate needs */
-  CUdeviceptr split_ws, split_cnt;
-  int64_t ws_floats, n_counts;
+  evtc_cuda_gemm_workspace tail;   /* the split tail's, grown to the largest a candidate needs */
   FILE *log;
 } bench;
 
@@ -251,31 +249,6 @@ static evtc_status alloc_copy(bench *B, CUdeviceptr *dst, const void *src, size_
   return s;
 }
 
-/* The split tail's workspace and counts of config cfg on problem pr, in B's buffers (grown when too small). */
-static evtc_status tail_workspace(bench *B, const evtc_cuda_gemm_config *cfg, const evtc_cuda_gemm_problem *pr,
-                                     evtc_diag *d) {
-  const evtc_cuda_driver *drv = B->dev->drv;
-  const int64_t floats = evtc_cuda_gemm_split_floats(cfg, pr, B->dev->sm_count),
-                counts = evtc_cuda_gemm_split_counts(cfg, pr, B->dev->sm_count);
-  evtc_status s = EVTC_OK;
-  if (floats > B->ws_floats) {
-    if (B->split_ws) drv->cuMemFree(B->split_ws);
-    B->split_ws = 0;
-    B->ws_floats = 0;
-    s = alloc_copy(B, &B->split_ws, NULL, (size_t)floats * sizeof(float), d);
-    if (s == EVTC_OK) B->ws_floats = floats;
-  }
-  if (s == EVTC_OK && counts > B->n_counts) {
-    if (B->split_cnt) drv->cuMemFree(B->split_cnt);
-    B->split_cnt = 0;
-    B->n_counts = 0;
-    s = alloc_copy(B, &B->split_cnt, NULL, (size_t)counts * sizeof(int), d);
-    if (s == EVTC_OK) s = evtc_cuda_fill32(B->dev, B->split_cnt, 0, (size_t)counts, d);
-    if (s == EVTC_OK) B->n_counts = counts;
-  }
-  return s;
-}
-
 /* Device buffers of every problem and the compare kernel. */
 static evtc_status bench_upload(bench *B, evtc_diag *d) {
   evtc_status s = evtc_cuda_module_load(B->dev, &B->cmp_cubin, "GEMM tuner check", &B->cmp_mod, d);
@@ -304,10 +277,7 @@ static void bench_release(bench *B) {
   }
   if (B->bad) drv->cuMemFree(B->bad);
   B->bad = 0;
-  if (B->split_ws) drv->cuMemFree(B->split_ws);
-  if (B->split_cnt) drv->cuMemFree(B->split_cnt);
-  B->split_ws = B->split_cnt = 0;
-  B->ws_floats = B->n_counts = 0;
+  evtc_cuda_gemm_workspace_free(B->dev, &B->tail);
   if (B->cmp_mod) evtc_cuda_module_unload(B->dev, B->cmp_mod);
   B->cmp_mod = NULL;
 }
@@ -337,11 +307,9 @@ typedef struct launch {
 static evtc_status launch_init(bench *B, launch *l, const evtc_cuda_gemm_config *cfg, evtc_cuda_kernel *k,
                                const prob *p, CUdeviceptr out, evtc_diag *d) {
   evtc_cuda_gemm_problem pr = problem_of(B, p);
-  evtc_status s = tail_workspace(B, cfg, &pr, d);
-  if (s == EVTC_OK) s = evtc_cuda_gemm_launch_init(&l->L, B->dev->drv, cfg, &B->v, &pr, p->a, p->b, out, B->dev->sm_count, d);
+  evtc_status s = evtc_cuda_gemm_launch_init(&l->L, B->dev->drv, cfg, &B->v, &pr, p->a, p->b, out, B->dev->sm_count, d);
+  if (s == EVTC_OK) s = evtc_cuda_gemm_workspace_fit(B->dev, &B->tail, cfg, &pr, B->dev->sm_count, &l->L, d);
   if (s == EVTC_OK) s = evtc_cuda_gemm_fit_clusters(B->dev, k, cfg, &l->L, NULL, d);
-  l->L.dims.split_ws = B->split_ws;
-  l->L.dims.split_cnt = B->split_cnt;
   l->k = k;
   l->bias = p->bias;
   memcpy(l->params, l->L.params, sizeof l->L.params);

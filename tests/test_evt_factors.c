@@ -75,7 +75,7 @@ static double w_of(const evtc_kernel *k, const evtc_cuda_factors *fx, int i, con
 /* Checks the plan of k on N_SAMPLES inputs in [-1.5, 1.5]; the number of carried values. */
 static int check_plan(const evtc_kernel *k, const char *what) {
   evtc_cuda_factors fx;
-  evtc_cuda_factors_plan(&fx, k);
+  evtc_cuda_factors_plan(&fx, k, -1);
   double *val = calloc((size_t)k->n_v, sizeof *val), *w = calloc((size_t)k->n_v, sizeof *w);
   int carried = 0, bad = 0;
   for (int i = 0; i < k->n_v; i++) {
@@ -151,7 +151,7 @@ static void check_fc(void) {
   if (k) {
     check_plan(k, "fc");
     evtc_cuda_factors fx;
-    evtc_cuda_factors_plan(&fx, k);
+    evtc_cuda_factors_plan(&fx, k, -1);
     int erf1p = 0, stored = 0, stored_at_1 = 0;
     for (int i = 0; i < k->n_v; i++) {
       if (fx.how[i] == EVTC_FX_ERF1P) {

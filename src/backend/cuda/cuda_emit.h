@@ -199,8 +199,9 @@ typedef struct evtc_cuda_factors {
   unsigned char *pivot;  /* EVTC_FX_ADD: the factor kept is the second operand's */
   double *f;             /* v<i> = f[i] w<i> */
   double *erf_k;         /* a carried 1 + erf: K */
+  int held;              /* an add whose bias operand the accumulators hold (w: the other operand's), or -1 */
 } evtc_cuda_factors;
-void evtc_cuda_factors_plan(evtc_cuda_factors *fx, const evtc_kernel *k);
+void evtc_cuda_factors_plan(evtc_cuda_factors *fx, const evtc_kernel *k, int held);
 void evtc_cuda_factors_free(evtc_cuda_factors *fx);
 /* Value i's lines "const float w<i> = ...; const float v<i> = w<i> * f;" when it is carried (true), else nothing
  * (false: the caller emits it). */

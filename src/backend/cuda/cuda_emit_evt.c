@@ -207,6 +207,7 @@ static bool tile_config(const evtc_cuda_device *dev, const evtc_kernel *k, bool 
 }
 
 static bool is_pair_load(const evtc_kernel *k, const evtc_vnode *v, int64_t *row_stride);
+static void choose_acc_bias(const evtc_kernel *k, evtc_cuda_evt_plan *pl);
 
 /* Aux loads through TMA.  An aux (M x N) load's pairs read as 32-bit words straight from global memory cost the
  * L1 a wavefront per row of the warp's 8 (each row's 16 bytes in a sector of its own) and share that pipe with
@@ -372,6 +373,7 @@ bool evtc_cuda_evt_plan_of(const evtc_kernel *k, const struct evtc_cuda_device *
     return fail(why, cap, "more sums over rows than the epilogue's shared memory holds (4 warps x tile_n partials each, "
                           "beside the quad stores' exchange)");
   choose_staged_store(k, pl);
+  choose_acc_bias(k, pl);
   return true;
 }
 
@@ -531,6 +533,45 @@ static bool lane_vector(const evtc_kernel *k, const evtc_cuda_evt_plan *pl, int 
   return register_pair(k, pl, i, &sr) && sr == 0 && light_epilogue(k, pl);
 }
 
+/* The one node that reads value i, or -1 when none or more than one does (or one reads it twice). */
+static int only_reader(const evtc_kernel *k, int i) {
+  int reader = -1;
+  for (int j = i + 1; j < k->n_v; j++)
+    for (int q = 0; q < k->v[j].n_args; q++)
+      if (k->v[j].args[q] == i) {
+        if (reader >= 0) return -1;
+        reader = j;
+      }
+  return reader;
+}
+
+/* The bias in the accumulators.  A float add whose operands are the accumulator (or its cast to f32) and a lane
+ * vector (a bias), each read by the add alone, starts the unit's accumulators from the bias instead of zeros
+ * (evt_acc_init), and the add becomes the accumulator itself: one FADD an element fewer in the epilogue, and the
+ * bias's shuffles and unpacking run once a tile before the main loop instead of in the epilogue.  Pingpong tiles
+ * only: the init waits for the bias's loads, which a pingpong warpgroup issues before it waits for its turn on the
+ * tensor cores anyway, where on cooperative tiles the wait would hold up the main loop. */
+static void choose_acc_bias(const evtc_kernel *k, evtc_cuda_evt_plan *pl) {
+  if (pl->builtin_store || pl->cfg.sm80 || !pl->cfg.pingpong) return;
+  for (int a = 0; a < k->n_v; a++) {
+    const evtc_vnode *v = &k->v[a];
+    if (v->kind != EVTC_V_COMPUTE || v->op != EVTC_OP_ADD || v->n_args != 2 ||
+        !(v->dtype == EVTC_F32 || v->dtype == EVTC_BF16 || v->dtype == EVTC_F16))
+      continue;
+    for (int s = 0; s < 2; s++) {
+      const int x = v->args[s], bias = v->args[1 - s];
+      const evtc_vnode *xv = &k->v[x];
+      const int acc = xv->kind == EVTC_V_COMPUTE && xv->op == EVTC_OP_CAST && xv->dtype == EVTC_F32 ? xv->args[0] : x;
+      if (k->v[acc].kind != EVTC_V_ACC || only_reader(k, x) != a || (acc != x && only_reader(k, acc) != x) ||
+          !lane_vector(k, pl, bias) || only_reader(k, bias) != a)
+        continue;
+      pl->acc_bias = a + 1;
+      pl->acc_bias_load = bias + 1;
+      return;
+    }
+  }
+}
+
 /* Whether node i is a pair load prefetched block by block: a view that moves along rows, or a row-invariant one
  * outside a light epilogue (pf<i>[j] then). */
 static bool block_pair(const evtc_kernel *k, const evtc_cuda_evt_plan *pl, int i) {
@@ -665,6 +706,38 @@ static void emit_lane_take(evtc_sb *b, const char *ind, const evtc_vnode *v, int
                    ind, i, i, src, ind, st, i, st, i, st, i);
 }
 
+/* The accumulators from the bias (choose_acc_bias): block j's pair shuffled from the lane that holds it (as
+ * emit_lane_take), into both row halves of every atom.  Only the unit that holds the tile's first k-block (or its
+ * one unit when K is 0) starts from the bias: another part's partial tile is added to that one's, so it starts
+ * from zeros (its lane vector zeroed first). */
+static void evt_acc_init(evtc_sb *b, const char *ind, void *ctx) {
+  const evt_ctx *e = ctx;
+  const int i = e->pl->acc_bias_load - 1, wm = evtc_cuda_gemm_atoms(&e->pl->cfg), groups = e->pl->cfg.tile_n / 64;
+  const evtc_vnode *v = &e->k->v[i];
+  const char *src = "((j & 7) << 2) | (lane & 3)";
+  evtc_sb_printf(b, "%sif (kb0 > 0 || (kb1 == 0 && kblocks > 0))   /* not the tile's first part: no bias */\n"
+                    "#pragma unroll\n%s  for (int g = 0; g < %d; g++) ", ind, ind, groups);
+  char dst[32];
+  snprintf(dst, sizeof dst, "pf%d[g]", i);
+  emit_pair_zero(b, "", v, dst);
+  evtc_sb_printf(b, "#pragma unroll\n%sfor (int j = 0; j < %d; j++) {\n", ind, e->pl->cfg.tile_n / 8);
+  if (pair_f32(v)) {
+    evtc_sb_printf(b, "%s  const float b0 = __shfl_sync(0xffffffffu, pf%d[j >> 3][0], %s);\n"
+                      "%s  const float b1 = __shfl_sync(0xffffffffu, pf%d[j >> 3][1], %s);\n",
+                   ind, i, src, ind, i, src);
+  } else {
+    evtc_sb_printf(b, "%s  const uint32_t bw = __shfl_sync(0xffffffffu, pf%d[j >> 3], %s);\n%s  const float b0 = ", ind, i,
+                   src, ind);
+    evtc_cpu_emit_from_storage(b, v->dtype, "(uint16_t)bw");
+    evtc_sb_printf(b, ", b1 = ");
+    evtc_cpu_emit_from_storage(b, v->dtype, "(uint16_t)(bw >> 16)");
+    evtc_sb_printf(b, ";\n");
+  }
+  evtc_sb_printf(b, "#pragma unroll\n%s  for (int i = 0; i < %d; i++)\n"
+                    "%s    acc[i][4 * j] = acc[i][4 * j + 2] = b0, acc[i][4 * j + 1] = acc[i][4 * j + 3] = b1;\n%s}\n",
+                 ind, wm, ind, ind);
+}
+
 static void evt_pair_begin(evtc_sb *b, const char *ind, void *ctx) {
   const evt_ctx *e = ctx;
   const evtc_kernel *k = e->k;
@@ -742,7 +815,7 @@ static void evt_col_begin(evtc_sb *b, const char *ind, void *ctx) {
     const evtc_vnode *v = &k->v[i];
     if (v->kind == EVTC_V_REDUCE && v->cls == EVTC_VC_ROW)
       evtc_sb_printf(b, "%s%s rp%d[2] = {%s, %s};\n", ind, part_type(k, v), i, part_init(v), part_init(v));
-    if (lane_vector(k, e->pl, i)) emit_lane_take(b, ind, v, i);
+    if (lane_vector(k, e->pl, i) && e->pl->acc_bias_load != i + 1) emit_lane_take(b, ind, v, i);
     else if (block_pair(k, e->pl, i) && !pair_stride(k, i)) emit_pair_take(b, ind, v, i, "[j]");
     if (!rng_shared(k, v)) continue;
     const int wm = evtc_cuda_gemm_atoms(&e->pl->cfg);
@@ -848,9 +921,10 @@ static void evt_element(evtc_sb *b, const char *ind, const char *acc, void *ctx)
   evtc_sb_printf(b, "%s{\n%s  const int64_t r = rg;\n", ind, ind);
   evtc_cpu_vctx x = {.k = k, .sb = b, .ind = in, .acc_expr = acc, .storage = evt_storage};
   evtc_cuda_factors fx;
-  evtc_cuda_factors_plan(&fx, k);
+  evtc_cuda_factors_plan(&fx, k, e->pl->acc_bias - 1);
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
+    if (e->pl->acc_bias_load == i + 1) continue;   /* the bias the accumulators hold: nothing else reads it */
     if (evtc_cuda_factors_emit(b, in, k, &fx, i)) continue;
     if (v->kind == EVTC_V_STORE) {
       if (is_pair_store(k, v)) evtc_cpu_emit_store(&x, i);
@@ -1009,7 +1083,8 @@ void evtc_cuda_emit_evt(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_evt_pl
                                  .prefetch_blocks = prefetch_distance(k, pl, evtc_cuda_gemm_atoms(&pl->cfg)),
                                  .aux_smem = pl->tma_load ? pl->aux_bytes : 0,
                                  .emit_tile_loads = pl->tma_load ? evt_tile_loads : NULL, .emit_tile_skip = evt_tile_skip,
-                                 .bulk_stores = pl->staged_store > 0};
+                                 .bulk_stores = pl->staged_store > 0,
+                                 .emit_acc_init = pl->acc_bias ? evt_acc_init : NULL};
   evtc_cuda_gemm_emit(b, k->name, &pl->cfg, &pl->var, &epi);
   if (pl->has_fin) emit_fin(b, k, pl);
 }

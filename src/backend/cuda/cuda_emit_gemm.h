@@ -171,6 +171,11 @@ typedef struct evtc_cuda_gemm_epilogue {
   /* Split-K (evtc_cuda_gemm_problem.splits): a unit of a tile that leaves the epilogue to the tile's last unit
    * consumes here what emit_tile_loads started (its TMA tile's barrier phase). */
   void (*emit_tile_skip)(evtc_sb *b, const char *ind, void *ctx);
+  /* sm_90a: writes every accumulator's value before the unit's main loop (acc[i][j] for each atom i and register
+   * j; NULL: zeros), after emit_prefetch_begin, with kb0 and kb1 (the unit's k-blocks) in scope.  The unit that
+   * holds the tile's first k-blocks starts from these values; any other (split-K's or the split tail's later
+   * parts, whose partial tiles are added to the first's) must start from zeros. */
+  void (*emit_acc_init)(evtc_sb *b, const char *ind, void *ctx);
   /* The hook issues TMA stores (evtc_tma_store of tma_d, dims.tma_store set) from each warp's first lane: those
    * lanes wait for them after the last tile, before the shared memory they read goes away. */
   bool bulk_stores;
@@ -322,6 +327,10 @@ typedef struct evtc_cuda_evt_plan {
    * choose_staged_store): its node + 1 (0: none); out_arg is then its argument and var.out its type. */
   int staged_store;
   int out_arg;
+  /* A bias the accumulators start from (cuda_emit_evt.c: choose_acc_bias): the add node + 1 (0: none) whose
+   * operands are the accumulator (or its cast to f32) and a row broadcast spread over the lanes, node
+   * acc_bias_load + 1; the add is then the accumulator itself. */
+  int acc_bias, acc_bias_load;
   evtc_cuda_gemm_config cfg;
   evtc_cuda_gemm_variant var;
   evtc_cuda_gemm_problem prob;

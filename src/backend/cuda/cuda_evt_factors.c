@@ -80,7 +80,11 @@ static int plan_pass(evtc_cuda_factors *fx, const evtc_kernel *k) {
     const int a = v->args[0], b = v->n_args > 1 ? v->args[1] : -1;
     const double fa = fx->f[a], fb = b >= 0 ? fx->f[b] : 1, ia = imm_value(k, a), ib = b >= 0 ? imm_value(k, b) : NAN;
     const int x = evtc_cpu_erf_plus_one(k, v);
-    if (x >= 0 && fx->erf_k[i] != 0 && in_range(fx->f[x])) {
+    if (i == fx->held) {     /* the accumulators hold the add's bias: the add is its other operand */
+      const bool acc_a = k->v[a].kind == EVTC_V_ACC || (k->v[a].kind == EVTC_V_COMPUTE && k->v[a].op == EVTC_OP_CAST);
+      fx->how[i] = acc_a ? EVTC_FX_ALIAS : EVTC_FX_ALIAS_B;
+      fx->f[i] = acc_a ? fa : fb;
+    } else if (x >= 0 && fx->erf_k[i] != 0 && in_range(fx->f[x])) {
       fx->how[i] = EVTC_FX_ERF1P;
       fx->f[i] = 1 / fx->erf_k[i];
     } else if (v->op == EVTC_OP_EXP && v->n_args == 1) {
@@ -131,8 +135,9 @@ static int plan_pass(evtc_cuda_factors *fx, const evtc_kernel *k) {
   return cost;
 }
 
-void evtc_cuda_factors_plan(evtc_cuda_factors *fx, const evtc_kernel *k) {
+void evtc_cuda_factors_plan(evtc_cuda_factors *fx, const evtc_kernel *k, int held) {
   const size_t n = (size_t)k->n_v;
+  fx->held = held;
   fx->how = calloc(n, sizeof *fx->how);
   fx->pivot = calloc(n, sizeof *fx->pivot);
   fx->f = calloc(n, sizeof *fx->f);

@@ -461,7 +461,10 @@ static void evt_setup(evtc_sb *b, const char *ind, void *ctx) {
                  ind, (long long)e->k->cols, ind, ind, ind);
   if (e->pl->tma_load) evtc_sb_printf(b, "%sunsigned aux_ph = 0;   /* the parity of this warpgroup's next TMA tile */\n", ind);
   if (e->pl->staged_store)
-    evtc_sb_printf(b, "%sunsigned sgc = 0;   /* 64-column groups staged so far: their buffers' parity */\n", ind);
+    evtc_sb_printf(b, "%sunsigned sgc = 0;   /* 64-column groups staged so far: their buffers' parity */\n"
+                      "%s/* the row of an 8-column block pair this lane addresses in the staged stmatrix (evt_pair_end) */\n"
+                      "%sconst unsigned sst = ((lane >> 3) & 1) * 1024u + (lane & 7) * 128u + ((((lane >> 4) ^ lane) & 7u) << 4);\n",
+                   ind, ind, ind);
 }
 
 /* A split-K unit that leaves the tile's epilogue to another: its TMA tile's copy is waited for all the same, so
@@ -479,6 +482,7 @@ static void evt_tile_begin(evtc_sb *b, const char *ind, void *ctx) {
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
     if (is_quad_store(k, v) && e->pl->staged_store != i + 1) evtc_sb_printf(b, "%suint32_t sq%d[%d][2][4];\n", ind, i, wm);
+    if (e->pl->staged_store == i + 1) evtc_sb_printf(b, "%suint32_t ss%d[%d][2][2];\n", ind, i, wm);
     if (v->kind != EVTC_V_REDUCE) continue;
     if (v->cls == EVTC_VC_COL)
       evtc_sb_printf(b, "%s%s rp%d[%d][2];\n#pragma unroll\n%sfor (int q = 0; q < %d; q++) rp%d[q / 2][q %% 2] = %s;\n",
@@ -855,14 +859,20 @@ static void evt_pair_end(evtc_sb *b, const char *ind, void *ctx) {
     const bool half = v->dtype == EVTC_BF16 || v->dtype == EVTC_F16, f32 = v->dtype == EVTC_F32;
     if (e->pl->staged_store == i + 1) {
       /* row r of the warp's box at 128 r, 16-byte chunk j % 8 at (j % 8) ^ (r % 8) (the buffer is 1024-byte
-       * aligned): a store instruction's 8 rows x 4 lanes hit 32 different banks */
+       * aligned: no two rows of an 8-row matrix share a bank).  The pairs of two blocks j - 1, j (j odd) in both
+       * row halves are four 8 x 8 matrices, written by one stmatrix: lane l addresses row l % 8 of matrix l / 8
+       * (row half (l / 8) % 2, block j - 1 + l / 16), whose chunk (j - 1 + l / 16) ^ (l % 8) is (j & 6) ^ q, q =
+       * (l / 16) ^ (l % 8): the lane's fixed offset sst (evt_setup), XORed with (j & 6) << 4 -- one instruction
+       * for 16 4-byte stores' addresses */
       evtc_sb_printf(b, "%sif (EVTC_FULL_TILE) {\n"
-                        "%s  const unsigned row = h * 8 + (lane >> 2);\n"
-                        "%s  *(uint32_t *)(hook_smem + ", ind, ind, ind);
+                        "%s  ss%d[i][h][j & 1] = (uint32_t)sv%d[0] | (uint32_t)sv%d[1] << 16;\n"
+                        "%s  if ((j & 1) == 1 && h == 1)\n"
+                        "%s    evtc_stsm_x4((evtc_smem_u32(hook_smem) + ",
+                     ind, ind, i, i, i, ind, ind);
       staged_buffer(b, e->pl, "i");
-      evtc_sb_printf(b, " + row * 128u + ((((unsigned)j ^ row) & 7u) << 4) + (lane & 3) * 4) =\n"
-                        "%s      (uint32_t)sv%d[0] | (uint32_t)sv%d[1] << 16;\n%s} else ",
-                     ind, i, i, ind);
+      evtc_sb_printf(b, " + sst) ^ ((unsigned)(j & 6) << 4), ss%d[i][0][0], ss%d[i][1][0], ss%d[i][0][1],\n"
+                        "%s                 ss%d[i][1][1]);\n%s} else ",
+                     i, i, i, ind, i, ind);
     } else if (is_quad_store(k, v)) {
       /* after every fourth block the quad trades its words through shared memory: lane q writes its word of
        * block b at [quad][b][q], then reads [quad][q][0..3] -- the four lanes' words of block q, in column

@@ -452,6 +452,13 @@ static void evt_tile_loads(evtc_sb *b, const char *ind, void *ctx) {
     ind, ind, ind, boxes * box, ind, boxes, ind, box, e->pl->tma_box_rows, ind);
 }
 
+/* Whether the staged store's pairs go to shared memory by stmatrix (evt_pair_end): on pingpong tiles.  With the bias
+ * in the accumulators, bias + tanh GELU on 128 x 128 pingpong tiles took 0.959-0.964x and on 64 x 256 pingpong
+ * tiles in 2x1 clusters 0.988-1.002x; on the cooperative tiles, where the store alone changed, it took 1.009-1.019x
+ * (bench/epilogue/bias_gelu_tanh.evt, 2000 runs; H200, RESULTS thirtieth session), so they keep one 4-byte store a
+ * pair. */
+static bool staged_stmatrix(const evtc_cuda_evt_plan *pl) { return pl->staged_store && pl->cfg.pingpong; }
+
 static void evt_setup(evtc_sb *b, const char *ind, void *ctx) {
   const evt_ctx *e = ctx;
   evtc_sb_printf(b, "%sconst uint64_t step = *stepp;\n%svoid *const *args = P.a;\n%s(void)args; (void)step; (void)err;\n",
@@ -461,10 +468,11 @@ static void evt_setup(evtc_sb *b, const char *ind, void *ctx) {
                  ind, (long long)e->k->cols, ind, ind, ind);
   if (e->pl->tma_load) evtc_sb_printf(b, "%sunsigned aux_ph = 0;   /* the parity of this warpgroup's next TMA tile */\n", ind);
   if (e->pl->staged_store)
-    evtc_sb_printf(b, "%sunsigned sgc = 0;   /* 64-column groups staged so far: their buffers' parity */\n"
-                      "%s/* the row of an 8-column block pair this lane addresses in the staged stmatrix (evt_pair_end) */\n"
+    evtc_sb_printf(b, "%sunsigned sgc = 0;   /* 64-column groups staged so far: their buffers' parity */\n", ind);
+  if (staged_stmatrix(e->pl))
+    evtc_sb_printf(b, "%s/* the row of an 8-column block pair this lane addresses in the staged stmatrix (evt_pair_end) */\n"
                       "%sconst unsigned sst = ((lane >> 3) & 1) * 1024u + (lane & 7) * 128u + ((((lane >> 4) ^ lane) & 7u) << 4);\n",
-                   ind, ind, ind);
+                   ind, ind);
 }
 
 /* A split-K unit that leaves the tile's epilogue to another: its TMA tile's copy is waited for all the same, so
@@ -482,7 +490,7 @@ static void evt_tile_begin(evtc_sb *b, const char *ind, void *ctx) {
   for (int i = 0; i < k->n_v; i++) {
     const evtc_vnode *v = &k->v[i];
     if (is_quad_store(k, v) && e->pl->staged_store != i + 1) evtc_sb_printf(b, "%suint32_t sq%d[%d][2][4];\n", ind, i, wm);
-    if (e->pl->staged_store == i + 1) evtc_sb_printf(b, "%suint32_t ss%d[%d][2][2];\n", ind, i, wm);
+    if (e->pl->staged_store == i + 1 && staged_stmatrix(e->pl)) evtc_sb_printf(b, "%suint32_t ss%d[%d][2][2];\n", ind, i, wm);
     if (v->kind != EVTC_V_REDUCE) continue;
     if (v->cls == EVTC_VC_COL)
       evtc_sb_printf(b, "%s%s rp%d[%d][2];\n#pragma unroll\n%sfor (int q = 0; q < %d; q++) rp%d[q / 2][q %% 2] = %s;\n",
@@ -857,13 +865,22 @@ static void evt_pair_end(evtc_sb *b, const char *ind, void *ctx) {
     if (!is_pair_store(k, v)) continue;
     const char *st = evtc_cpu_storage_ctype(v->dtype);
     const bool half = v->dtype == EVTC_BF16 || v->dtype == EVTC_F16, f32 = v->dtype == EVTC_F32;
-    if (e->pl->staged_store == i + 1) {
+    if (e->pl->staged_store == i + 1 && !staged_stmatrix(e->pl)) {
       /* row r of the warp's box at 128 r, 16-byte chunk j % 8 at (j % 8) ^ (r % 8) (the buffer is 1024-byte
-       * aligned: no two rows of an 8-row matrix share a bank).  The pairs of two blocks j - 1, j (j odd) in both
-       * row halves are four 8 x 8 matrices, written by one stmatrix: lane l addresses row l % 8 of matrix l / 8
-       * (row half (l / 8) % 2, block j - 1 + l / 16), whose chunk (j - 1 + l / 16) ^ (l % 8) is (j & 6) ^ q, q =
-       * (l / 16) ^ (l % 8): the lane's fixed offset sst (evt_setup), XORed with (j & 6) << 4 -- one instruction
-       * for 16 4-byte stores' addresses */
+       * aligned): a store instruction's 8 rows x 4 lanes hit 32 different banks */
+      evtc_sb_printf(b, "%sif (EVTC_FULL_TILE) {\n"
+                        "%s  const unsigned row = h * 8 + (lane >> 2);\n"
+                        "%s  *(uint32_t *)(hook_smem + ", ind, ind, ind);
+      staged_buffer(b, e->pl, "i");
+      evtc_sb_printf(b, " + row * 128u + ((((unsigned)j ^ row) & 7u) << 4) + (lane & 3) * 4) =\n"
+                        "%s      (uint32_t)sv%d[0] | (uint32_t)sv%d[1] << 16;\n%s} else ",
+                     ind, i, i, ind);
+    } else if (e->pl->staged_store == i + 1) {
+      /* the same layout, stmatrix (staged_stmatrix): the pairs of two blocks j - 1, j (j odd) in both row halves
+       * are four 8 x 8 matrices, written by one stmatrix: lane l addresses row l % 8 of matrix l / 8 (row half
+       * (l / 8) % 2, block j - 1 + l / 16), whose chunk (j - 1 + l / 16) ^ (l % 8) is (j & 6) ^ q, q = (l / 16) ^
+       * (l % 8): the lane's fixed offset sst (evt_setup), XORed with (j & 6) << 4 -- one instruction for 16
+       * 4-byte stores' addresses */
       evtc_sb_printf(b, "%sif (EVTC_FULL_TILE) {\n"
                         "%s  ss%d[i][h][j & 1] = (uint32_t)sv%d[0] | (uint32_t)sv%d[1] << 16;\n"
                         "%s  if ((j & 1) == 1 && h == 1)\n"

@@ -833,14 +833,19 @@ static void emit_consumer(evtc_sb *b, const char *name, const evtc_cuda_gemm_con
   }
   if (epi && epi->emit_tile_loads) epi->emit_tile_loads(b, "      ", epi->ctx);
   evtc_cuda_gemm_emit_prefetch_first(b, c, epi);
-  if (epi && epi->emit_acc_init) epi->emit_acc_init(b, "      ", epi->ctx);
-  else
-    evtc_sb_printf(b, "#pragma unroll\n      for (int i = 0; i < %d; i++)\n#pragma unroll\n"
-                      "        for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n", wm, regs);
-  evtc_sb_printf(b,
-    "#pragma unroll\n"
-    "      for (int i = 0; i < %d; i++) %s_pin(acc[i]);\n"
-    "      unsigned prev = 0;\n", wm, name);
+  if (epi && epi->emit_acc_init) {
+    epi->emit_acc_init(b, "      ", epi->ctx);
+    evtc_sb_printf(b, "#pragma unroll\n      for (int i = 0; i < %d; i++) %s_pin(acc[i]);\n", wm, name);
+  } else {
+    evtc_sb_printf(b,
+      "#pragma unroll\n"
+      "      for (int i = 0; i < %d; i++) {\n"
+      "#pragma unroll\n"
+      "        for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n"
+      "        %s_pin(acc[i]);\n"
+      "      }\n", wm, regs, name);
+  }
+  evtc_sb_printf(b, "      unsigned prev = 0;\n");
   if (c->pingpong)   /* the other warpgroup's k-blocks must all have been waited for: see pingpong above */
     evtc_sb_printf(b, "      if (it > 0 || wg > 0) evtc_turn_wait(3 + wg);   /* this warpgroup's turn on the tensor cores */\n");
   evtc_sb_printf(b,

@@ -454,9 +454,9 @@ static void evt_tile_loads(evtc_sb *b, const char *ind, void *ctx) {
 
 /* Whether the staged store's pairs go to shared memory by stmatrix (evt_pair_end): on pingpong tiles.  With the bias
  * in the accumulators, bias + tanh GELU on 128 x 128 pingpong tiles took 0.959-0.964x and on 64 x 256 pingpong
- * tiles in 2x1 clusters 0.988-1.002x; on the cooperative tiles, where the store alone changed, it took 1.009-1.019x
- * (bench/epilogue/bias_gelu_tanh.evt, 2000 runs; H200, RESULTS thirtieth session), so they keep one 4-byte store a
- * pair. */
+ * tiles in 2x1 clusters 0.988-1.002x (gpu_evt_bench); on the cooperative tiles, where the store alone changed, it
+ * gained nothing: 1.009x and 1.019x (bench/epilogue/bias_gelu_tanh.evt, 2000 runs), 0.985-1.011x (gpu_evt_bench;
+ * H200, RESULTS thirtieth session), so they keep one 4-byte store a pair. */
 static bool staged_stmatrix(const evtc_cuda_evt_plan *pl) { return pl->staged_store && pl->cfg.pingpong; }
 
 static void evt_setup(evtc_sb *b, const char *ind, void *ctx) {

@@ -133,19 +133,6 @@ static const evt_case evt_cases[] = {
      "  %j = input() : bf16[264,296]\n  %d0 = matmul(%dy, %w2) : bf16[264,296]\n  %dh = mul(%d0, %j) : bf16[264,296]\n"
      "  %db = reduce_sum(%dh) {axes=[0]} : bf16[296]\n  output %dh\n  output %db\n}\n",
      8},
-    /* bias + gelu_tanh as the decompose pass writes it (the graphs evtc runs), of the biased product times 1.5: found
-       whole by cuda_evt_factors.c, its x carried with factor 1.5 */
-    {"bias_gelu_tanh_decomposed",
-     "graph bias_gelu_tanh_decomposed {\n  %x = input() : bf16[200,136]\n  %w = input() : bf16[296,136]\n"
-     "  %h = matmul(%x, %w) {trans_b=1} : bf16[200,296]\n  %b = input() : bf16[296]\n  %h0 = add(%h, %b) : bf16[200,296]\n"
-     "  %s = const() {value=1.5} : bf16[]\n  %hb = mul(%h0, %s) : bf16[200,296]\n"
-     "  %ch = const() {value=0.5} : bf16[]\n  %yh = mul(%hb, %ch) : bf16[200,296]\n"
-     "  %cc = const() {value=0.044715} : bf16[]\n  %c1 = mul(%hb, %cc) : bf16[200,296]\n  %c2 = mul(%c1, %hb) : bf16[200,296]\n"
-     "  %c3 = mul(%c2, %hb) : bf16[200,296]\n  %ck = const() {value=0.7978845608028654} : bf16[]\n"
-     "  %p = add(%hb, %c3) : bf16[200,296]\n  %a = mul(%p, %ck) : bf16[200,296]\n  %t = tanh(%a) : bf16[200,296]\n"
-     "  %one = const() {value=1.0} : bf16[]\n  %p1 = add(%t, %one) : bf16[200,296]\n  %y = mul(%yh, %p1) : bf16[200,296]\n"
-     "  output %y\n}\n",
-     3},
 };
 enum { N_EVT = sizeof evt_cases / sizeof evt_cases[0] };
 /* Each visitor case on the plan's tile config and, through EVTC_GEMM_CONFIG, on the cooperative tiles of the

@@ -192,9 +192,7 @@ typedef enum evtc_cuda_fx {
   EVTC_FX_ADD,       /* a sum or difference of two values: w_p + (F_o / F_p) w_o, p the pivot operand */
   EVTC_FX_ADD_IMM,   /* a value plus or minus an immediate: F w + c, factor 1 */
   EVTC_FX_EXP,       /* e^v, F taken into the exp2's product */
-  EVTC_FX_ERF1P,     /* 1 + erf(x) as K (1 + erf) (evtc_erf1p_scaledf), factor 1 / K */
-  EVTC_FX_GELU_TANH  /* the decompose pass's gelu_tanh of x (evtc_cuda_gelu_tanh_of) as 2 / F_x times it
-                        (evtc_gelu_tanh2_scaledf), factor F_x / 2 */
+  EVTC_FX_ERF1P      /* 1 + erf(x) as K (1 + erf) (evtc_erf1p_scaledf), factor 1 / K */
 } evtc_cuda_fx;
 typedef struct evtc_cuda_factors {
   evtc_cuda_fx *how;
@@ -205,12 +203,6 @@ typedef struct evtc_cuda_factors {
 } evtc_cuda_factors;
 void evtc_cuda_factors_plan(evtc_cuda_factors *fx, const evtc_kernel *k, int held);
 void evtc_cuda_factors_free(evtc_cuda_factors *fx);
-/* Whether value i is the decompose pass's gelu_tanh, (x 0.5)(tanh((x + x c x x) k) + 1) (passes/decompose.c, any
- * operand order): its x (else -1), c and k (the immediates as the epilogue writes them) and its tanh node. */
-int evtc_cuda_gelu_tanh_of(const evtc_kernel *k, int i, double *c, double *kk, int *tanh_node);
-/* The literals a = k c f^3, b = k f that evtc_gelu_tanh2_scaledf takes for that gelu_tanh value i, its x carried
- * with factor f (emitted rounded to float). */
-void evtc_cuda_gelu_tanh_literals(const evtc_kernel *k, int i, double f, double *a, double *b);
 /* Value i's lines "const float w<i> = ...; const float v<i> = w<i> * f;" when it is carried (true), else nothing
  * (false: the caller emits it). */
 bool evtc_cuda_factors_emit(evtc_sb *b, const char *ind, const evtc_kernel *k, const evtc_cuda_factors *fx, int i);

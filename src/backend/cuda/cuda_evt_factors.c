@@ -16,10 +16,7 @@
  * Horner step stays one instruction, as nvcc contracts it), e^x
  * takes F into the product that feeds its exp2 anyway, and 1 + erf(x)
  * takes x's factor into its constants (evtc_erf1p_scaledf) and returns
- * K (1 + erf), factor 1 / K, with K chosen below; the decompose pass's
- * gelu_tanh -- eight nodes, seven FMA-pipe instructions as they come -- is
- * found whole and computed as 2 / F_x times it in three (factor F_x / 2,
- * x's factor in its constants).  Only where a value
+ * K (1 + erf), factor 1 / K, with K chosen below.  Only where a value
  * leaves this arithmetic -- a store, a reduction, any other op -- is
  * v<i> = w<i> F[i] one product (emitted always; nvcc drops it where unread).
  *
@@ -66,45 +63,6 @@ static double imm_value(const evtc_kernel *k, int a) {
   return isfinite(f) ? f : NAN;
 }
 
-/* Operand of binary node i with op `op` beside an immediate (its value in *imm), or -1. */
-static int beside_imm(const evtc_kernel *k, int i, evtc_op op, double *imm) {
-  const evtc_vnode *v = &k->v[i];
-  if (!float_value(v) || v->op != op || v->n_args != 2) return -1;
-  for (int s = 0; s < 2; s++)
-    if (!isnan(*imm = imm_value(k, v->args[s])) && isnan(imm_value(k, v->args[1 - s]))) return v->args[1 - s];
-  return -1;
-}
-
-/* Operand of binary node i with op `op` other than x, or -1 (neither operand is x: -1 too). */
-static int beside(const evtc_kernel *k, int i, evtc_op op, int x) {
-  const evtc_vnode *v = &k->v[i];
-  if (!float_value(v) || v->op != op || v->n_args != 2) return -1;
-  return v->args[0] == x ? v->args[1] : v->args[1] == x ? v->args[0] : -1;
-}
-
-int evtc_cuda_gelu_tanh_of(const evtc_kernel *k, int i, double *c, double *kk, int *tanh_node) {
-  const evtc_vnode *y = &k->v[i];
-  if (!float_value(y) || y->op != EVTC_OP_MUL || y->n_args != 2) return -1;
-  for (int s = 0; s < 2; s++) {
-    double half, one;
-    const int x = beside_imm(k, y->args[s], EVTC_OP_MUL, &half), t = beside_imm(k, y->args[1 - s], EVTC_OP_ADD, &one);
-    if (x < 0 || t < 0 || half != 0.5 || one != 1 || !float_value(&k->v[t]) || k->v[t].op != EVTC_OP_TANH) continue;
-    const int poly = beside_imm(k, k->v[t].args[0], EVTC_OP_MUL, kk), c3 = poly >= 0 ? beside(k, poly, EVTC_OP_ADD, x) : -1;
-    const int c2 = c3 >= 0 ? beside(k, c3, EVTC_OP_MUL, x) : -1, c1 = c2 >= 0 ? beside(k, c2, EVTC_OP_MUL, x) : -1;
-    *tanh_node = t;
-    if (c1 >= 0 && beside_imm(k, c1, EVTC_OP_MUL, c) == x) return x;
-  }
-  return -1;
-}
-
-void evtc_cuda_gelu_tanh_literals(const evtc_kernel *k, int i, double f, double *a, double *b) {
-  double c, kk;
-  int t;
-  evtc_cuda_gelu_tanh_of(k, i, &c, &kk, &t);
-  *a = kk * c * f * f * f;
-  *b = kk * f;
-}
-
 static bool in_range(double f) {
   return isfinite(f) && fabs(f) >= 0x1p-12 && fabs(f) <= 0x1p12;
 }
@@ -122,16 +80,10 @@ static int plan_pass(evtc_cuda_factors *fx, const evtc_kernel *k) {
     const int a = v->args[0], b = v->n_args > 1 ? v->args[1] : -1;
     const double fa = fx->f[a], fb = b >= 0 ? fx->f[b] : 1, ia = imm_value(k, a), ib = b >= 0 ? imm_value(k, b) : NAN;
     const int x = evtc_cpu_erf_plus_one(k, v);
-    double gc, gk;
-    int gt;
-    const int gx = evtc_cuda_gelu_tanh_of(k, i, &gc, &gk, &gt);
     if (i == fx->held) {     /* the accumulators hold the add's bias: the add is its other operand */
       const bool acc_a = k->v[a].kind == EVTC_V_ACC || (k->v[a].kind == EVTC_V_COMPUTE && k->v[a].op == EVTC_OP_CAST);
       fx->how[i] = acc_a ? EVTC_FX_ALIAS : EVTC_FX_ALIAS_B;
       fx->f[i] = acc_a ? fa : fb;
-    } else if (gx >= 0 && in_range(fx->f[gx])) {
-      fx->how[i] = EVTC_FX_GELU_TANH;
-      fx->f[i] = fx->f[gx] / 2;
     } else if (x >= 0 && fx->erf_k[i] != 0 && in_range(fx->f[x])) {
       fx->how[i] = EVTC_FX_ERF1P;
       fx->f[i] = 1 / fx->erf_k[i];
@@ -269,16 +221,6 @@ bool evtc_cuda_factors_emit(evtc_sb *b, const char *ind, const evtc_kernel *k, c
       if (r == 1) evtc_sb_printf(b, "%s + %s", wp, wo);
       else if (r == -1) evtc_sb_printf(b, "%s - %s", wp, wo);
       else evtc_sb_printf(b, "fmaf(%s, %.9ef, %s)", wo, (double)(float)r, wp);
-      break;
-    }
-    case EVTC_FX_GELU_TANH: {
-      double c, kk, la, lb;
-      int t;
-      const int x = evtc_cuda_gelu_tanh_of(k, i, &c, &kk, &t);
-      evtc_cuda_gelu_tanh_literals(k, i, fx->f[x], &la, &lb);
-      wname(fx, x, na, sizeof na);     /* the tanh as its node's own: the hardware's for a bf16 one (cpu_visitor.c) */
-      evtc_sb_printf(b, "evtc_gelu_tanh2_scaledf<%s>(%s, %.9ef, %.9ef)", k->v[t].dtype == EVTC_BF16 ? "true" : "false",
-                     na, (double)(float)la, (double)(float)lb);
       break;
     }
     default: EVTC_ASSERT(!"a carried value's kind");

@@ -26,7 +26,8 @@
  * hide it (SASS: each block's loads issued right before their first use).
  * Row broadcasts (a bias) are read whole while the main loop runs, spread
  * over the warp's lanes, and shuffled to the lanes that need them
- * (lane_vector).
+ * (lane_vector); on pingpong tiles a bias added to the accumulator alone is
+ * where the accumulators start instead (choose_acc_bias).
  *
  * Reductions (each REDUCE node's only consumers are stores).  A thread
  * folds its elements into f32 partials (f64 for f64 values): COL (over the

@@ -706,10 +706,14 @@ static void emit_pair_take(evtc_sb *b, const char *ind, const evtc_vnode *v, int
     evtc_sb_printf(b, "%s%s lv%d[2] = {(%s)pf%d%s, (%s)(pf%d%s >> 16)};\n", ind, st, i, st, i, idx, st, i, idx);
 }
 
+/* The lane that holds block j's pair of a lane vector (evt_prefetch_begin's layout), as a C expression: read by
+ * emit_lane_take and evt_acc_init. */
+static const char LANE_OF_BLOCK[] = "((j & 7) << 2) | (lane & 3)";
+
 /* lv<i>[2] of a lane vector for block j, from the lane that holds it (every lane runs every block). */
 static void emit_lane_take(evtc_sb *b, const char *ind, const evtc_vnode *v, int i) {
   const char *st = evtc_cpu_storage_ctype(v->dtype);
-  const char *src = "((j & 7) << 2) | (lane & 3)";
+  const char *src = LANE_OF_BLOCK;
   if (pair_f32(v))
     evtc_sb_printf(b, "%s%s lv%d[2] = {__shfl_sync(0xffffffffu, pf%d[j >> 3][0], %s), __shfl_sync(0xffffffffu, pf%d[j >> 3][1], %s)};\n",
                    ind, st, i, i, src, i, src);
@@ -727,7 +731,7 @@ static void evt_acc_init(evtc_sb *b, const char *ind, void *ctx) {
   const evt_ctx *e = ctx;
   const int i = e->pl->acc_bias_load - 1, wm = evtc_cuda_gemm_atoms(&e->pl->cfg), groups = e->pl->cfg.tile_n / 64;
   const evtc_vnode *v = &e->k->v[i];
-  const char *src = "((j & 7) << 2) | (lane & 3)";
+  const char *src = LANE_OF_BLOCK;
   evtc_sb_printf(b, "%sif (kb0 > 0 || (kb1 == 0 && kblocks > 0))   /* not the tile's first part: no bias */\n"
                     "#pragma unroll\n%s  for (int g = 0; g < %d; g++) ", ind, ind, groups);
   char dst[32];

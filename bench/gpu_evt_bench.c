@@ -28,7 +28,10 @@
  * plus cuBLASLt called directly with its GELU_BIAS epilogue (tanh GELU,
  * bias bf16, D bf16) and its DGELU_BGRAD epilogue (D = dh bf16 from the
  * saved pre-activation h, bf16, as the aux matrix; the bias gradient in
- * bf16, cuBLASLt's output type).  Two times each, after 3 warm-ups: on the
+ * bf16, cuBLASLt's output type), on the very inputs evtc's variants read
+ * (random: a GEMM on constant data draws less power and, at the power cap,
+ * runs faster), its D compared with evtc's on the plan's tiles (~evtc).
+ * Two times each, after 3 warm-ups: on the
  * device clock (BENCHMARKS.md's method, the ratios' basis): for evtc the
  * sum of its kernels' times from evtc_program_profile (CUDA events between
  * the kernels, mean of 20 runs), for cuBLASLt the median of 20 event pairs
@@ -53,6 +56,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_gemm.h"
+#include "runtime/elements.h"
 #include "runtime/program.h"
 #include "runtime/program_plan.h"
 
@@ -260,10 +264,22 @@ out:
   return r;
 }
 
+/* n bf16 values 2 urand() - 1 into dst: the next n values run_graph would give an input. */
+static evtc_status upload_random(evtc_cuda_device *dev, CUdeviceptr dst, int64_t n, evtc_diag *d) {
+  uint16_t *h = malloc(sizeof(uint16_t) * (size_t)n);
+  for (int64_t i = 0; i < n; i++) h[i] = evtc_double_to_bf16(2 * urand() - 1);
+  evtc_status st = dev->drv->cuMemcpyHtoDAsync(dst, h, sizeof(uint16_t) * (size_t)n, dev->stream)
+                       ? evtc_diag_set(d, EVTC_ERR_RUNTIME, "cuMemcpyHtoD failed")
+                       : evtc_cuda_sync(dev, "upload", d);
+  free(h);
+  return st;
+}
+
 /* cuBLASLt with epilogue `epi` (EPILOGUE_GELU_BIAS: bias read; EPILOGUE_DGELU_BGRAD: aux h read, bias gradient
- * written) on its own buffers: median ms per call + synchronisation (returned) and, into *dev_ms, the median
- * device time between events around the call. */
-static double lt_epilogue(int32_t epi, const char *what, double *dev_ms, evtc_diag *d) {
+ * written) on the inputs evtc's variants of the graph read: median ms per call + synchronisation (returned), into
+ * *dev_ms the median device time between events around the call, into *sample (malloc'd) D's elements at
+ * run_graph's sample positions. */
+static double lt_epilogue(int32_t epi, const char *what, double *dev_ms, double **sample, evtc_diag *d) {
   evtc_cuda_device dev;
   if (evtc_cuda_device_open(&dev, 0, d) != EVTC_OK) return 0;
   const evtc_cuda_cublaslt *lt = evtc_cuda_cublaslt_get(d);
@@ -282,10 +298,11 @@ static double lt_epilogue(int32_t epi, const char *what, double *dev_ms, evtc_di
     evtc_diag_set(d, EVTC_ERR_RUNTIME, "cuMemAlloc failed");
     goto out;
   }
-  evtc_cuda_fill32(&dev, x, 0x3c003c00u, (size_t)(M * K) / 2, d);    /* bf16 0.0078: small, finite */
-  evtc_cuda_fill32(&dev, w, 0x3c003c00u, (size_t)(N * K) / 2, d);
-  evtc_cuda_fill32(&dev, b, 0x3c003c00u, (size_t)N / 2, d);
-  if (aux) evtc_cuda_fill32(&dev, aux, 0x3c003c00u, (size_t)(M * N) / 2, d);
+  /* the graph's inputs in its order (x, w, then b or the saved h): what evtc's variants read, value for value */
+  rng = 0x2545F4914F6CDD1Dull;
+  if (upload_random(&dev, x, M * K, d) || upload_random(&dev, w, N * K, d) ||
+      (aux ? upload_random(&dev, aux, M * N, d) : upload_random(&dev, b, N, d)))
+    goto out;
   int32_t ta = EVTC_CUBLAS_OP_T, tb = EVTC_CUBLAS_OP_N;
   void *bias = (void *)(uintptr_t)b, *auxp = (void *)(uintptr_t)aux;
   int64_t aux_ld = N;      /* column-major D is N x M: h row-major [M, N] */
@@ -335,6 +352,15 @@ static double lt_epilogue(int32_t epi, const char *what, double *dev_ms, evtc_di
       te[i - WARM] = e;
     }
   }
+  uint16_t *all = malloc(sizeof(uint16_t) * (size_t)(M * N));
+  if (drv->cuMemcpyDtoHAsync(all, out, sizeof(uint16_t) * (size_t)(M * N), dev.stream) ||
+      evtc_cuda_sync(&dev, what, d)) {
+    free(all);
+    goto out;
+  }
+  *sample = malloc(sizeof(double) * SAMPLES);
+  for (int s = 0; s < SAMPLES; s++) (*sample)[s] = evtc_bf16_to_double(all[(int64_t)s * 7919 % (M * N)]);
+  free(all);
   ms = median(t);
   *dev_ms = median(te);
 out:
@@ -427,6 +453,18 @@ static const variant variants[] = {
 };
 enum { N_VARIANTS = sizeof variants / sizeof variants[0] };
 
+/* The agreement of a direct cuBLASLt call's D with evtc's run of graph g on the plan's tiles (the same inputs):
+ * "~evtc " and max |diff| / max |value|, or "" where either is missing. */
+static const char *agreement(const char *g, const result *res, const double *lt_sample) {
+  static char text[32];
+  text[0] = 0;
+  for (int v = 0; v < N_VARIANTS; v++)
+    if (lt_sample && res[v].sample && strcmp(variants[v].graph, g) == 0 && strcmp(variants[v].mode, "evtc") == 0 &&
+        !variants[v].config)
+      snprintf(text, sizeof text, "~evtc %.2e", max_rel(res[v].sample, lt_sample));
+  return text;
+}
+
 /* Whether graph g is asked for: every graph without arguments, else those named (the GEMM alone always: the
  * ratios' base). */
 static bool wanted(const char *g, int argc, char **argv) {
@@ -450,11 +488,13 @@ int main(int argc, char **argv) {
     res[v] = wanted(variants[v].graph, argc, argv) ? run_graph(be, variants[v].graph, variants[v].mode) : (result){0};
   }
   unsetenv("EVTC_GEMM_CONFIG");
-  double lt_dev = 0, lt_dgelu_dev = 0;
-  double lt_ms = wanted("bias_gelu", argc, argv) ? lt_epilogue(EPILOGUE_GELU_BIAS, "GELU_BIAS", &lt_dev, &d) : 0;
+  double lt_dev = 0, lt_dgelu_dev = 0, *lt_sample = NULL, *lt_dgelu_sample = NULL;
+  double lt_ms = wanted("bias_gelu", argc, argv) ? lt_epilogue(EPILOGUE_GELU_BIAS, "GELU_BIAS", &lt_dev, &lt_sample, &d) : 0;
   if (d.status != EVTC_OK) fprintf(stderr, "cuBLASLt GELU_BIAS: %s\n", d.msg);
   evtc_diag dd = {0};
-  double lt_dgelu_ms = wanted("dgelu_bgrad", argc, argv) ? lt_epilogue(EPILOGUE_DGELU_BGRAD, "DGELU_BGRAD", &lt_dgelu_dev, &dd) : 0;
+  double lt_dgelu_ms = wanted("dgelu_bgrad", argc, argv)
+                           ? lt_epilogue(EPILOGUE_DGELU_BGRAD, "DGELU_BGRAD", &lt_dgelu_dev, &lt_dgelu_sample, &dd)
+                           : 0;
   if (dd.status != EVTC_OK) fprintf(stderr, "cuBLASLt DGELU_BGRAD: %s\n", dd.msg);
   double sync_ms = sync_only(be);
   const double flop = 2.0 * (double)M * (double)N * (double)K, base = res[0].dev_ms;
@@ -483,11 +523,12 @@ int main(int argc, char **argv) {
            base ? r->dev_ms / base : 0, agree);
   }
   if (lt_ms)
-    printf("%-11s %-9s %-22s %7d %8.3f %8.3f %8.1f %11.3f\n", "bias_gelu", "cuBLASLt", "GELU_BIAS epilogue", 1,
-           lt_dev, lt_ms, flop / lt_dev * 1e-9, base ? lt_dev / base : 0);
+    printf("%-11s %-9s %-22s %7d %8.3f %8.3f %8.1f %11.3f %10s\n", "bias_gelu", "cuBLASLt", "GELU_BIAS epilogue", 1,
+           lt_dev, lt_ms, flop / lt_dev * 1e-9, base ? lt_dev / base : 0, agreement("bias_gelu", res, lt_sample));
   if (lt_dgelu_ms)
-    printf("%-11s %-9s %-22s %7d %8.3f %8.3f %8.1f %11.3f\n", "dgelu_bgrad", "cuBLASLt", "DGELU_BGRAD epilogue", 1,
-           lt_dgelu_dev, lt_dgelu_ms, flop / lt_dgelu_dev * 1e-9, base ? lt_dgelu_dev / base : 0);
+    printf("%-11s %-9s %-22s %7d %8.3f %8.3f %8.1f %11.3f %10s\n", "dgelu_bgrad", "cuBLASLt", "DGELU_BGRAD epilogue", 1,
+           lt_dgelu_dev, lt_dgelu_ms, flop / lt_dgelu_dev * 1e-9, base ? lt_dgelu_dev / base : 0,
+           agreement("dgelu_bgrad", res, lt_dgelu_sample));
   printf("%-11s %-9s %-22s %7d %8s %8.3f\n", "sync only", "-", "(fixed cost per run)", 1, "-", sync_ms);
   /* machine-readable device times (bench/ab.sh --evt): RESULT evt NAME dev_ms, NAME graph_mode[_config] */
   for (int v = 0; v < N_VARIANTS; v++) {
@@ -503,5 +544,7 @@ int main(int argc, char **argv) {
   if (lt_ms) printf("RESULT evt bias_gelu_cuBLASLt-GELU_BIAS %.4f\n", lt_dev);
   if (lt_dgelu_ms) printf("RESULT evt dgelu_bgrad_cuBLASLt-DGELU_BGRAD %.4f\n", lt_dgelu_dev);
   for (int v = 0; v < N_VARIANTS; v++) free(res[v].sample);
+  free(lt_sample);
+  free(lt_dgelu_sample);
   return 0;
 }

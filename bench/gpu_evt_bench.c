@@ -30,7 +30,8 @@
  * saved pre-activation h, bf16, as the aux matrix; the bias gradient in
  * bf16, cuBLASLt's output type), on the very inputs evtc's variants read
  * (random: a GEMM on constant data draws less power and, at the power cap,
- * runs faster), its D compared with evtc's on the plan's tiles (~evtc).
+ * runs faster), its D compared with evtc's on the plan's tiles (~evtc) and
+ * both with a float64 reference at the sampled elements (~f64).
  * Two times each, after 3 warm-ups: on the
  * device clock (BENCHMARKS.md's method, the ratios' basis): for evtc the
  * sum of its kernels' times from evtc_program_profile (CUDA events between
@@ -298,10 +299,11 @@ static double lt_epilogue(int32_t epi, const char *what, double *dev_ms, double 
     evtc_diag_set(d, EVTC_ERR_RUNTIME, "cuMemAlloc failed");
     goto out;
   }
-  /* the graph's inputs in its order (x, w, then b or the saved h): what evtc's variants read, value for value */
+  /* the graph's inputs in its order (x, w, b, then dgelu_bgrad's saved h; its b is unused, and DGELU_BGRAD writes
+   * the bias gradient there): what evtc's variants read, value for value */
   rng = 0x2545F4914F6CDD1Dull;
-  if (upload_random(&dev, x, M * K, d) || upload_random(&dev, w, N * K, d) ||
-      (aux ? upload_random(&dev, aux, M * N, d) : upload_random(&dev, b, N, d)))
+  if (upload_random(&dev, x, M * K, d) || upload_random(&dev, w, N * K, d) || upload_random(&dev, b, N, d) ||
+      (aux && upload_random(&dev, aux, M * N, d)))
     goto out;
   int32_t ta = EVTC_CUBLAS_OP_T, tb = EVTC_CUBLAS_OP_N;
   void *bias = (void *)(uintptr_t)b, *auxp = (void *)(uintptr_t)aux;
@@ -453,15 +455,55 @@ static const variant variants[] = {
 };
 enum { N_VARIANTS = sizeof variants / sizeof variants[0] };
 
+/* The float64 reference of graph g's first output (bias_gelu: gelu_tanh(x w^T + b); dgelu_bgrad: dh = (x w^T)
+ * gelu_tanh'(hs), its b drawn and unused) at run_graph's sample positions, from the inputs regenerated as
+ * run_graph draws them (bf16 values, no rounding in between); NULL for other graphs. */
+static double *reference(const char *g) {
+  const bool fwd = strcmp(g, "bias_gelu") == 0;
+  if (!fwd && strcmp(g, "dgelu_bgrad") != 0) return NULL;
+  uint16_t *x = malloc(sizeof(uint16_t) * (size_t)(M * K)), *w = malloc(sizeof(uint16_t) * (size_t)(N * K));
+  uint16_t *bias = malloc(sizeof(uint16_t) * (size_t)N), *t = fwd ? bias : malloc(sizeof(uint16_t) * (size_t)(M * N));
+  rng = 0x2545F4914F6CDD1Dull;
+  for (int64_t i = 0; i < M * K; i++) x[i] = evtc_double_to_bf16(2 * urand() - 1);
+  for (int64_t i = 0; i < N * K; i++) w[i] = evtc_double_to_bf16(2 * urand() - 1);
+  for (int64_t i = 0; i < N; i++) bias[i] = evtc_double_to_bf16(2 * urand() - 1);
+  for (int64_t i = 0; !fwd && i < M * N; i++) t[i] = evtc_double_to_bf16(2 * urand() - 1);   /* the saved hs */
+  double *ref = malloc(sizeof(double) * SAMPLES);
+  const double c = 0.79788456080286535588;
+  for (int s = 0; s < SAMPLES; s++) {
+    const int64_t e = (int64_t)s * 7919 % (M * N), m = e / N, n = e % N;
+    double h = 0;
+    for (int64_t k = 0; k < K; k++) h += evtc_bf16_to_double(x[m * K + k]) * evtc_bf16_to_double(w[n * K + k]);
+    if (fwd) {
+      const double z = h + evtc_bf16_to_double(t[n]);
+      ref[s] = 0.5 * z * (1 + tanh(c * (z + 0.044715 * z * z * z)));
+    } else {
+      const double z = evtc_bf16_to_double(t[e]), th = tanh(c * (z + 0.044715 * z * z * z));
+      ref[s] = h * (0.5 * (1 + th) + 0.5 * z * (1 - th * th) * c * (1 + 3 * 0.044715 * z * z));
+    }
+  }
+  free(x);
+  free(w);
+  if (t != bias) free(t);
+  free(bias);
+  return ref;
+}
+
 /* The agreement of a direct cuBLASLt call's D with evtc's run of graph g on the plan's tiles (the same inputs):
  * "~evtc " and max |diff| / max |value|, or "" where either is missing. */
 static const char *agreement(const char *g, const result *res, const double *lt_sample) {
-  static char text[32];
+  static char text[96];
   text[0] = 0;
+  double *ref = lt_sample ? reference(g) : NULL;
   for (int v = 0; v < N_VARIANTS; v++)
     if (lt_sample && res[v].sample && strcmp(variants[v].graph, g) == 0 && strcmp(variants[v].mode, "evtc") == 0 &&
-        !variants[v].config)
-      snprintf(text, sizeof text, "~evtc %.2e", max_rel(res[v].sample, lt_sample));
+        !variants[v].config) {
+      int n = snprintf(text, sizeof text, "~evtc %.2e", max_rel(res[v].sample, lt_sample));
+      if (ref)
+        snprintf(text + n, sizeof text - (size_t)n, "; ~f64: evtc %.2e, cuBLASLt %.2e", max_rel(res[v].sample, ref),
+                 max_rel(lt_sample, ref));
+    }
+  free(ref);
   return text;
 }
 

@@ -44,7 +44,11 @@
  * run's on 65536 sampled elements (max |difference| / max |value|: both
  * GPU, rounding order only, dropout masks identical).  TFLOP/s counts the
  * GEMM's 2 M N K.  Arguments name the graphs to run (the GEMM alone always
- * runs: the ratios' base); none: all.  The table comes last, then one line
+ * runs: the ratios' base); none: all.  `--rounds N` first runs every
+ * variant (and cuBLASLt's calls) N times in turn and reports each time's
+ * median over the rounds: a machine drifts by a few per cent from one
+ * minute to the next, as much as the differences the issue's targets ask
+ * about.  The table comes last, then one line
  * `RESULT evt NAME DEV_MS` per row for scripts (bench/ab.sh --evt).
  */
 #include <math.h>
@@ -61,7 +65,7 @@
 #include "runtime/program.h"
 #include "runtime/program_plan.h"
 
-enum { WARM = 3, ITERS = 20, SAMPLES = 65536 };
+enum { WARM = 3, ITERS = 20, SAMPLES = 65536, MAX_ROUNDS = 15 };
 /* cublasLt.h's values (cuBLASLt is opened with dlopen, its header not included) */
 enum { DESC_EPILOGUE = 7, DESC_BIAS_POINTER = 8, DESC_EPILOGUE_AUX_POINTER = 11, DESC_EPILOGUE_AUX_LD = 12 };
 enum { EPILOGUE_GELU_BIAS = 32 | 4, EPILOGUE_DGELU_BGRAD = 64 | 128 | 16 };
@@ -86,10 +90,13 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static double median(double *t) {
-  qsort(t, ITERS, sizeof t[0], cmp_double);
-  return (t[ITERS / 2 - 1] + t[ITERS / 2]) / 2;
+/* The median of t[0..n) (sorted in place). */
+static double median_of(double *t, int n) {
+  qsort(t, (size_t)n, sizeof t[0], cmp_double);
+  return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
 }
+
+static double median(double *t) { return median_of(t, ITERS); }
 
 /* The graph text of variant `name` (malloc'd). */
 static char *graph_text(const char *name) {
@@ -517,30 +524,64 @@ static bool wanted(const char *g, int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+  int rounds = 1;
+  if (argc >= 3 && strcmp(argv[1], "--rounds") == 0) {
+    rounds = atoi(argv[2]);
+    if (rounds < 1 || rounds > MAX_ROUNDS) {
+      fprintf(stderr, "gpu_evt_bench: --rounds takes 1 to %d, not '%s'\n", MAX_ROUNDS, argv[2]);
+      return 2;
+    }
+    argv[2] = argv[0];
+    argc -= 2, argv += 2;
+  }
   evtc_diag d = {0};
   const evtc_backend *be = evtc_backend_cuda(&d);
   if (!be) {
     printf("SKIPPED: %s\n", d.msg);
     return 77;
   }
-  result res[N_VARIANTS];
-  for (int v = 0; v < N_VARIANTS; v++) {
-    if (variants[v].config) setenv("EVTC_GEMM_CONFIG", variants[v].config, 1);
-    else unsetenv("EVTC_GEMM_CONFIG");
-    res[v] = wanted(variants[v].graph, argc, argv) ? run_graph(be, variants[v].graph, variants[v].mode) : (result){0};
-  }
-  unsetenv("EVTC_GEMM_CONFIG");
-  double lt_dev = 0, lt_dgelu_dev = 0, *lt_sample = NULL, *lt_dgelu_sample = NULL;
-  double lt_ms = wanted("bias_gelu", argc, argv) ? lt_epilogue(EPILOGUE_GELU_BIAS, "GELU_BIAS", &lt_dev, &lt_sample, &d) : 0;
-  if (d.status != EVTC_OK) fprintf(stderr, "cuBLASLt GELU_BIAS: %s\n", d.msg);
+  /* every round runs every variant and cuBLASLt's calls in turn; a row's times are their medians over the rounds
+   * (zero, FAILED, if any round failed), its samples the first round's */
+  result res[N_VARIANTS] = {{0}};
+  double dev[N_VARIANTS + 2][MAX_ROUNDS], host[N_VARIANTS + 2][MAX_ROUNDS];
+  double lt_dev = 0, lt_dgelu_dev = 0, *lt_sample = NULL, *lt_dgelu_sample = NULL, lt_ms = 0, lt_dgelu_ms = 0;
   evtc_diag dd = {0};
-  double lt_dgelu_ms = wanted("dgelu_bgrad", argc, argv)
-                           ? lt_epilogue(EPILOGUE_DGELU_BGRAD, "DGELU_BGRAD", &lt_dgelu_dev, &lt_dgelu_sample, &dd)
-                           : 0;
-  if (dd.status != EVTC_OK) fprintf(stderr, "cuBLASLt DGELU_BGRAD: %s\n", dd.msg);
+  for (int r = 0; r < rounds; r++) {
+    for (int v = 0; v < N_VARIANTS; v++) {
+      if (variants[v].config) setenv("EVTC_GEMM_CONFIG", variants[v].config, 1);
+      else unsetenv("EVTC_GEMM_CONFIG");
+      result x = wanted(variants[v].graph, argc, argv) ? run_graph(be, variants[v].graph, variants[v].mode) : (result){0};
+      dev[v][r] = x.dev_ms, host[v][r] = x.ms;
+      if (r == 0) res[v] = x;
+      else free(x.sample);
+    }
+    unsetenv("EVTC_GEMM_CONFIG");
+    double *sample = NULL;
+    host[N_VARIANTS][r] = wanted("bias_gelu", argc, argv)
+                              ? lt_epilogue(EPILOGUE_GELU_BIAS, "GELU_BIAS", &dev[N_VARIANTS][r], &sample, &d) : 0;
+    if (d.status != EVTC_OK) fprintf(stderr, "cuBLASLt GELU_BIAS: %s\n", d.msg);
+    if (r == 0) lt_sample = sample;
+    else free(sample);
+    sample = NULL;
+    host[N_VARIANTS + 1][r] = wanted("dgelu_bgrad", argc, argv)
+                                  ? lt_epilogue(EPILOGUE_DGELU_BGRAD, "DGELU_BGRAD", &dev[N_VARIANTS + 1][r], &sample, &dd)
+                                  : 0;
+    if (dd.status != EVTC_OK) fprintf(stderr, "cuBLASLt DGELU_BGRAD: %s\n", dd.msg);
+    if (r == 0) lt_dgelu_sample = sample;
+    else free(sample);
+  }
+  for (int v = 0; v < N_VARIANTS + 2; v++) {
+    bool all = true;
+    for (int r = 0; r < rounds; r++) all = all && host[v][r] > 0 && dev[v][r] > 0;
+    const double dm = all ? median_of(dev[v], rounds) : 0, hm = all ? median_of(host[v], rounds) : 0;
+    if (v < N_VARIANTS) res[v].dev_ms = dm, res[v].ms = hm;
+    else if (v == N_VARIANTS) lt_dev = dm, lt_ms = hm;
+    else lt_dgelu_dev = dm, lt_dgelu_ms = hm;
+  }
   double sync_ms = sync_only(be);
   const double flop = 2.0 * (double)M * (double)N * (double)K, base = res[0].dev_ms;
   printf("\n== EVT on evtc's GEMM: %lldx%lldx%lld bf16 (M x N x K), H200\n", (long long)M, (long long)N, (long long)K);
+  if (rounds > 1) printf("(times: medians over %d rounds, each round every variant in turn)\n", rounds);
   printf("(dev ms: device clock, evtc's kernels summed, mean of %d runs; cuBLASLt's call between events, median of %d;\n"
          " TFLOP/s and /gemm(evtc) from dev ms; host ms: median of %d runs with launch + synchronisation;\n"
          " tile: EVTC_GEMM_CONFIG, '-' = the plan's choice; ~cublaslt: max |diff| / max |value| against the"

@@ -136,11 +136,11 @@ static const evt_case evt_cases[] = {
 };
 enum { N_EVT = sizeof evt_cases / sizeof evt_cases[0] };
 /* Each visitor case on the plan's tile config and, through EVTC_GEMM_CONFIG, on the cooperative tiles of the
- * built-in store (two warpgroups splitting each tile's rows), on pingpong tiles of two 64-row atoms a
- * warpgroup (the staged store's two buffers per warp, one per atom) and on pingpong tiles of one atom in 2x1
- * clusters (B multicast; the 136- and 264-row cases end on a ghost tile). */
-static const char *const evt_configs[] = {NULL, "128x256x64 s4 c2 g8", "128x128x64 s4 c2 g8 pp",
-                                          "64x256x64 s4 c2 g8 pp cl2"};
+ * built-in store (two warpgroups splitting each tile's rows), alone and in 2x1 clusters, on pingpong tiles of
+ * two 64-row atoms a warpgroup (the staged store's two buffers per warp, one per atom) and on pingpong tiles of
+ * one atom in 2x1 clusters (B multicast; the 136- and 264-row cases end on a ghost tile). */
+static const char *const evt_configs[] = {NULL, "128x256x64 s4 c2 g8", "128x256x64 s4 c2 g8 cl2",
+                                          "128x128x64 s4 c2 g8 pp", "64x256x64 s4 c2 g8 pp cl2"};
 enum { N_EVT_CONFIGS = sizeof evt_configs / sizeof evt_configs[0] };
 
 /* Whether case i runs on config c: not a split-K case on the cluster's (a 2x1 cluster walks whole tiles, so the

@@ -272,22 +272,43 @@ out:
   return r;
 }
 
-/* n bf16 values 2 urand() - 1 into dst: the next n values run_graph would give an input. */
-static evtc_status upload_random(evtc_cuda_device *dev, CUdeviceptr dst, int64_t n, evtc_diag *d) {
+/* The inputs of bias_gelu and dgelu_bgrad as run_graph draws them (bf16 bits, in graph order: x, w, b, then
+ * dgelu_bgrad's saved pre-activation hs; its b unused), for cuBLASLt's calls and the float64 reference. */
+typedef struct drawn_inputs {
+  uint16_t *x, *w, *b, *hs;   /* hs: NULL unless drawn */
+} drawn_inputs;
+
+static uint16_t *draw(int64_t n) {
   uint16_t *h = malloc(sizeof(uint16_t) * (size_t)n);
   for (int64_t i = 0; i < n; i++) h[i] = evtc_double_to_bf16(2 * urand() - 1);
-  evtc_status st = dev->drv->cuMemcpyHtoDAsync(dst, h, sizeof(uint16_t) * (size_t)n, dev->stream)
-                       ? evtc_diag_set(d, EVTC_ERR_RUNTIME, "cuMemcpyHtoD failed")
-                       : evtc_cuda_sync(dev, "upload", d);
-  free(h);
-  return st;
+  return h;
+}
+
+static drawn_inputs draw_inputs(bool with_hs) {
+  rng = 0x2545F4914F6CDD1Dull;
+  drawn_inputs in;
+  in.x = draw(M * K), in.w = draw(N * K), in.b = draw(N);
+  in.hs = with_hs ? draw(M * N) : NULL;
+  return in;
+}
+
+static void drawn_free(drawn_inputs *in) {
+  free(in->x), free(in->w), free(in->b), free(in->hs);
+}
+
+/* n bf16 values from the host into dst. */
+static evtc_status upload(evtc_cuda_device *dev, CUdeviceptr dst, const uint16_t *h, int64_t n, evtc_diag *d) {
+  return dev->drv->cuMemcpyHtoDAsync(dst, h, sizeof(uint16_t) * (size_t)n, dev->stream)
+             ? evtc_diag_set(d, EVTC_ERR_RUNTIME, "cuMemcpyHtoD failed")
+             : evtc_cuda_sync(dev, "upload", d);
 }
 
 /* cuBLASLt with epilogue `epi` (EPILOGUE_GELU_BIAS: bias read; EPILOGUE_DGELU_BGRAD: aux h read, bias gradient
  * written) on the inputs evtc's variants of the graph read: median ms per call + synchronisation (returned), into
  * *dev_ms the median device time between events around the call, into *sample (malloc'd) D's elements at
  * run_graph's sample positions. */
-static double lt_epilogue(int32_t epi, const char *what, double *dev_ms, double **sample, evtc_diag *d) {
+static double lt_epilogue(int32_t epi, const char *what, const drawn_inputs *in, double *dev_ms, double **sample,
+                          evtc_diag *d) {
   evtc_cuda_device dev;
   if (evtc_cuda_device_open(&dev, 0, d) != EVTC_OK) return 0;
   const evtc_cuda_cublaslt *lt = evtc_cuda_cublaslt_get(d);
@@ -306,11 +327,9 @@ static double lt_epilogue(int32_t epi, const char *what, double *dev_ms, double 
     evtc_diag_set(d, EVTC_ERR_RUNTIME, "cuMemAlloc failed");
     goto out;
   }
-  /* the graph's inputs in its order (x, w, b, then dgelu_bgrad's saved h; its b is unused, and DGELU_BGRAD writes
-   * the bias gradient there): what evtc's variants read, value for value */
-  rng = 0x2545F4914F6CDD1Dull;
-  if (upload_random(&dev, x, M * K, d) || upload_random(&dev, w, N * K, d) || upload_random(&dev, b, N, d) ||
-      (aux && upload_random(&dev, aux, M * N, d)))
+  /* what evtc's variants read, value for value (DGELU_BGRAD writes the bias gradient over b) */
+  if (upload(&dev, x, in->x, M * K, d) || upload(&dev, w, in->w, N * K, d) || upload(&dev, b, in->b, N, d) ||
+      (aux && upload(&dev, aux, in->hs, M * N, d)))
     goto out;
   int32_t ta = EVTC_CUBLAS_OP_T, tb = EVTC_CUBLAS_OP_N;
   void *bias = (void *)(uintptr_t)b, *auxp = (void *)(uintptr_t)aux;
@@ -463,45 +482,32 @@ static const variant variants[] = {
 enum { N_VARIANTS = sizeof variants / sizeof variants[0] };
 
 /* The float64 reference of graph g's first output (bias_gelu: gelu_tanh(x w^T + b); dgelu_bgrad: dh = (x w^T)
- * gelu_tanh'(hs), its b drawn and unused) at run_graph's sample positions, from the inputs regenerated as
- * run_graph draws them (bf16 values, no rounding in between); NULL for other graphs. */
-static double *reference(const char *g) {
+ * gelu_tanh'(hs)) at run_graph's sample positions, from its inputs (bf16 values, no rounding in between). */
+static double *reference(const char *g, const drawn_inputs *in) {
   const bool fwd = strcmp(g, "bias_gelu") == 0;
-  if (!fwd && strcmp(g, "dgelu_bgrad") != 0) return NULL;
-  uint16_t *x = malloc(sizeof(uint16_t) * (size_t)(M * K)), *w = malloc(sizeof(uint16_t) * (size_t)(N * K));
-  uint16_t *bias = malloc(sizeof(uint16_t) * (size_t)N), *t = fwd ? bias : malloc(sizeof(uint16_t) * (size_t)(M * N));
-  rng = 0x2545F4914F6CDD1Dull;
-  for (int64_t i = 0; i < M * K; i++) x[i] = evtc_double_to_bf16(2 * urand() - 1);
-  for (int64_t i = 0; i < N * K; i++) w[i] = evtc_double_to_bf16(2 * urand() - 1);
-  for (int64_t i = 0; i < N; i++) bias[i] = evtc_double_to_bf16(2 * urand() - 1);
-  for (int64_t i = 0; !fwd && i < M * N; i++) t[i] = evtc_double_to_bf16(2 * urand() - 1);   /* the saved hs */
   double *ref = malloc(sizeof(double) * SAMPLES);
   const double c = 0.79788456080286535588;
   for (int s = 0; s < SAMPLES; s++) {
     const int64_t e = (int64_t)s * 7919 % (M * N), m = e / N, n = e % N;
     double h = 0;
-    for (int64_t k = 0; k < K; k++) h += evtc_bf16_to_double(x[m * K + k]) * evtc_bf16_to_double(w[n * K + k]);
+    for (int64_t k = 0; k < K; k++) h += evtc_bf16_to_double(in->x[m * K + k]) * evtc_bf16_to_double(in->w[n * K + k]);
     if (fwd) {
-      const double z = h + evtc_bf16_to_double(t[n]);
+      const double z = h + evtc_bf16_to_double(in->b[n]);
       ref[s] = 0.5 * z * (1 + tanh(c * (z + 0.044715 * z * z * z)));
     } else {
-      const double z = evtc_bf16_to_double(t[e]), th = tanh(c * (z + 0.044715 * z * z * z));
+      const double z = evtc_bf16_to_double(in->hs[e]), th = tanh(c * (z + 0.044715 * z * z * z));
       ref[s] = h * (0.5 * (1 + th) + 0.5 * z * (1 - th * th) * c * (1 + 3 * 0.044715 * z * z));
     }
   }
-  free(x);
-  free(w);
-  if (t != bias) free(t);
-  free(bias);
   return ref;
 }
 
-/* The agreement of a direct cuBLASLt call's D with evtc's run of graph g on the plan's tiles (the same inputs):
- * "~evtc " and max |diff| / max |value|, or "" where either is missing. */
-static const char *agreement(const char *g, const result *res, const double *lt_sample) {
+/* The agreement of a direct cuBLASLt call's D with evtc's run of graph g on the plan's tiles (the same inputs in):
+ * "~evtc " and max |diff| / max |value|, then both against the float64 reference; "" where either is missing. */
+static const char *agreement(const char *g, const result *res, const double *lt_sample, const drawn_inputs *in) {
   static char text[96];
   text[0] = 0;
-  double *ref = lt_sample ? reference(g) : NULL;
+  double *ref = lt_sample ? reference(g, in) : NULL;
   for (int v = 0; v < N_VARIANTS; v++)
     if (lt_sample && res[v].sample && strcmp(variants[v].graph, g) == 0 && strcmp(variants[v].mode, "evtc") == 0 &&
         !variants[v].config) {
@@ -546,6 +552,8 @@ int main(int argc, char **argv) {
   double dev[N_VARIANTS + 2][MAX_ROUNDS], host[N_VARIANTS + 2][MAX_ROUNDS];
   double lt_dev = 0, lt_dgelu_dev = 0, *lt_sample = NULL, *lt_dgelu_sample = NULL, lt_ms = 0, lt_dgelu_ms = 0;
   evtc_diag dd = {0};
+  drawn_inputs in = {0};
+  if (wanted("bias_gelu", argc, argv) || wanted("dgelu_bgrad", argc, argv)) in = draw_inputs(wanted("dgelu_bgrad", argc, argv));
   for (int r = 0; r < rounds; r++) {
     for (int v = 0; v < N_VARIANTS; v++) {
       if (variants[v].config) setenv("EVTC_GEMM_CONFIG", variants[v].config, 1);
@@ -558,13 +566,13 @@ int main(int argc, char **argv) {
     unsetenv("EVTC_GEMM_CONFIG");
     double *sample = NULL;
     host[N_VARIANTS][r] = wanted("bias_gelu", argc, argv)
-                              ? lt_epilogue(EPILOGUE_GELU_BIAS, "GELU_BIAS", &dev[N_VARIANTS][r], &sample, &d) : 0;
+                              ? lt_epilogue(EPILOGUE_GELU_BIAS, "GELU_BIAS", &in, &dev[N_VARIANTS][r], &sample, &d) : 0;
     if (d.status != EVTC_OK) fprintf(stderr, "cuBLASLt GELU_BIAS: %s\n", d.msg);
     if (r == 0) lt_sample = sample;
     else free(sample);
     sample = NULL;
     host[N_VARIANTS + 1][r] = wanted("dgelu_bgrad", argc, argv)
-                                  ? lt_epilogue(EPILOGUE_DGELU_BGRAD, "DGELU_BGRAD", &dev[N_VARIANTS + 1][r], &sample, &dd)
+                                  ? lt_epilogue(EPILOGUE_DGELU_BGRAD, "DGELU_BGRAD", &in, &dev[N_VARIANTS + 1][r], &sample, &dd)
                                   : 0;
     if (dd.status != EVTC_OK) fprintf(stderr, "cuBLASLt DGELU_BGRAD: %s\n", dd.msg);
     if (r == 0) lt_dgelu_sample = sample;
@@ -607,11 +615,11 @@ int main(int argc, char **argv) {
   }
   if (lt_ms)
     printf("%-11s %-9s %-22s %7d %8.3f %8.3f %8.1f %11.3f %10s\n", "bias_gelu", "cuBLASLt", "GELU_BIAS epilogue", 1,
-           lt_dev, lt_ms, flop / lt_dev * 1e-9, base ? lt_dev / base : 0, agreement("bias_gelu", res, lt_sample));
+           lt_dev, lt_ms, flop / lt_dev * 1e-9, base ? lt_dev / base : 0, agreement("bias_gelu", res, lt_sample, &in));
   if (lt_dgelu_ms)
     printf("%-11s %-9s %-22s %7d %8.3f %8.3f %8.1f %11.3f %10s\n", "dgelu_bgrad", "cuBLASLt", "DGELU_BGRAD epilogue", 1,
            lt_dgelu_dev, lt_dgelu_ms, flop / lt_dgelu_dev * 1e-9, base ? lt_dgelu_dev / base : 0,
-           agreement("dgelu_bgrad", res, lt_dgelu_sample));
+           agreement("dgelu_bgrad", res, lt_dgelu_sample, &in));
   printf("%-11s %-9s %-22s %7d %8s %8.3f\n", "sync only", "-", "(fixed cost per run)", 1, "-", sync_ms);
   /* machine-readable device times (bench/ab.sh --evt): RESULT evt NAME dev_ms, NAME graph_mode[_config] */
   for (int v = 0; v < N_VARIANTS; v++) {
@@ -629,5 +637,6 @@ int main(int argc, char **argv) {
   for (int v = 0; v < N_VARIANTS; v++) free(res[v].sample);
   free(lt_sample);
   free(lt_dgelu_sample);
+  drawn_free(&in);
   return 0;
 }

@@ -82,6 +82,13 @@ static const evt_case evt_cases[] = {
      "  %h = matmul(%x, %w) {trans_b=1} : bf16[200,296]\n  %b = input() : bf16[296]\n"
      "  %hb = add(%h, %b) : bf16[200,296]\n  %y = gelu_tanh(%hb) : bf16[200,296]\n  output %y\n}\n",
      3},
+    /* a bias over 3 tile rows and 3 tile columns on one CTA or one 2x1 cluster: the walk of a cluster's rank 1
+       alternates ghost and real tiles, each real one in another tile column than the one before */
+    {"bias_ghost_walk",
+     "graph bias_ghost_walk {\n  %x = input() : bf16[264,136]\n  %w = input() : bf16[520,136]\n"
+     "  %h = matmul(%x, %w) {trans_b=1} : bf16[264,520]\n  %b = input() : bf16[520]\n"
+     "  %y = add(%h, %b) : bf16[264,520]\n  output %y\n}\n",
+     2},
     /* an f32 bias (a lane vector of float pairs, 296 columns: the last tile's group partly past N) and tanh, stored
        as bf16 */
     {"bias_f32_tanh",

@@ -520,6 +520,17 @@ static const char *agreement(const char *g, const result *res, const double *lt_
   return text;
 }
 
+/* cuBLASLt called directly with one of its epilogues: the graph it is compared with, the epilogue, its name. */
+typedef struct direct {
+  const char *graph;
+  int32_t epi;
+  const char *what;
+} direct;
+
+static const direct directs[] = {{"bias_gelu", EPILOGUE_GELU_BIAS, "GELU_BIAS"},
+                                 {"dgelu_bgrad", EPILOGUE_DGELU_BGRAD, "DGELU_BGRAD"}};
+enum { N_DIRECT = sizeof directs / sizeof directs[0], N_ROWS = N_VARIANTS + N_DIRECT };
+
 /* Whether graph g is asked for: every graph without arguments, else those named (the GEMM alone always: the
  * ratios' base). */
 static bool wanted(const char *g, int argc, char **argv) {
@@ -547,44 +558,35 @@ int main(int argc, char **argv) {
     return 77;
   }
   /* every round runs every variant and cuBLASLt's calls in turn; a row's times are their medians over the rounds
-   * (zero, FAILED, if any round failed), its samples the first round's */
-  result res[N_VARIANTS] = {{0}};
-  double dev[N_VARIANTS + 2][MAX_ROUNDS], host[N_VARIANTS + 2][MAX_ROUNDS];
-  double lt_dev = 0, lt_dgelu_dev = 0, *lt_sample = NULL, *lt_dgelu_sample = NULL, lt_ms = 0, lt_dgelu_ms = 0;
-  evtc_diag dd = {0};
+   * (zero, FAILED, if any round failed), its samples the first round's; rows N_VARIANTS + i are directs[i]'s */
+  result res[N_ROWS] = {{0}};
+  double dev[N_ROWS][MAX_ROUNDS], host[N_ROWS][MAX_ROUNDS];
   drawn_inputs in = {0};
   if (wanted("bias_gelu", argc, argv) || wanted("dgelu_bgrad", argc, argv)) in = draw_inputs(wanted("dgelu_bgrad", argc, argv));
   for (int r = 0; r < rounds; r++) {
-    for (int v = 0; v < N_VARIANTS; v++) {
-      if (variants[v].config) setenv("EVTC_GEMM_CONFIG", variants[v].config, 1);
-      else unsetenv("EVTC_GEMM_CONFIG");
-      result x = wanted(variants[v].graph, argc, argv) ? run_graph(be, variants[v].graph, variants[v].mode) : (result){0};
+    for (int v = 0; v < N_ROWS; v++) {
+      result x = {0};
+      if (v < N_VARIANTS && wanted(variants[v].graph, argc, argv)) {
+        if (variants[v].config) setenv("EVTC_GEMM_CONFIG", variants[v].config, 1);
+        else unsetenv("EVTC_GEMM_CONFIG");
+        x = run_graph(be, variants[v].graph, variants[v].mode);
+        unsetenv("EVTC_GEMM_CONFIG");
+      } else if (v >= N_VARIANTS && wanted(directs[v - N_VARIANTS].graph, argc, argv)) {
+        const direct *c = &directs[v - N_VARIANTS];
+        evtc_diag dd = {0};
+        x.ms = lt_epilogue(c->epi, c->what, &in, &x.dev_ms, &x.sample, &dd);
+        if (dd.status != EVTC_OK) fprintf(stderr, "cuBLASLt %s: %s\n", c->what, dd.msg);
+      }
       dev[v][r] = x.dev_ms, host[v][r] = x.ms;
       if (r == 0) res[v] = x;
       else free(x.sample);
     }
-    unsetenv("EVTC_GEMM_CONFIG");
-    double *sample = NULL;
-    host[N_VARIANTS][r] = wanted("bias_gelu", argc, argv)
-                              ? lt_epilogue(EPILOGUE_GELU_BIAS, "GELU_BIAS", &in, &dev[N_VARIANTS][r], &sample, &d) : 0;
-    if (d.status != EVTC_OK) fprintf(stderr, "cuBLASLt GELU_BIAS: %s\n", d.msg);
-    if (r == 0) lt_sample = sample;
-    else free(sample);
-    sample = NULL;
-    host[N_VARIANTS + 1][r] = wanted("dgelu_bgrad", argc, argv)
-                                  ? lt_epilogue(EPILOGUE_DGELU_BGRAD, "DGELU_BGRAD", &in, &dev[N_VARIANTS + 1][r], &sample, &dd)
-                                  : 0;
-    if (dd.status != EVTC_OK) fprintf(stderr, "cuBLASLt DGELU_BGRAD: %s\n", dd.msg);
-    if (r == 0) lt_dgelu_sample = sample;
-    else free(sample);
   }
-  for (int v = 0; v < N_VARIANTS + 2; v++) {
+  for (int v = 0; v < N_ROWS; v++) {
     bool all = true;
     for (int r = 0; r < rounds; r++) all = all && host[v][r] > 0 && dev[v][r] > 0;
-    const double dm = all ? median_of(dev[v], rounds) : 0, hm = all ? median_of(host[v], rounds) : 0;
-    if (v < N_VARIANTS) res[v].dev_ms = dm, res[v].ms = hm;
-    else if (v == N_VARIANTS) lt_dev = dm, lt_ms = hm;
-    else lt_dgelu_dev = dm, lt_dgelu_ms = hm;
+    res[v].dev_ms = all ? median_of(dev[v], rounds) : 0;
+    res[v].ms = all ? median_of(host[v], rounds) : 0;
   }
   double sync_ms = sync_only(be);
   const double flop = 2.0 * (double)M * (double)N * (double)K, base = res[0].dev_ms;
@@ -613,13 +615,14 @@ int main(int argc, char **argv) {
     printf("%7d %8.3f %8.3f %8.1f %11.3f %10s\n", r->kernels, r->dev_ms, r->ms, flop / r->dev_ms * 1e-9,
            base ? r->dev_ms / base : 0, agree);
   }
-  if (lt_ms)
-    printf("%-11s %-9s %-22s %7d %8.3f %8.3f %8.1f %11.3f %10s\n", "bias_gelu", "cuBLASLt", "GELU_BIAS epilogue", 1,
-           lt_dev, lt_ms, flop / lt_dev * 1e-9, base ? lt_dev / base : 0, agreement("bias_gelu", res, lt_sample, &in));
-  if (lt_dgelu_ms)
-    printf("%-11s %-9s %-22s %7d %8.3f %8.3f %8.1f %11.3f %10s\n", "dgelu_bgrad", "cuBLASLt", "DGELU_BGRAD epilogue", 1,
-           lt_dgelu_dev, lt_dgelu_ms, flop / lt_dgelu_dev * 1e-9, base ? lt_dgelu_dev / base : 0,
-           agreement("dgelu_bgrad", res, lt_dgelu_sample, &in));
+  for (int i = 0; i < N_DIRECT; i++) {
+    const result *r = &res[N_VARIANTS + i];
+    char tile[32];
+    snprintf(tile, sizeof tile, "%s epilogue", directs[i].what);
+    if (r->ms)
+      printf("%-11s %-9s %-22s %7d %8.3f %8.3f %8.1f %11.3f %10s\n", directs[i].graph, "cuBLASLt", tile, 1, r->dev_ms,
+             r->ms, flop / r->dev_ms * 1e-9, base ? r->dev_ms / base : 0, agreement(directs[i].graph, res, r->sample, &in));
+  }
   printf("%-11s %-9s %-22s %7d %8s %8.3f\n", "sync only", "-", "(fixed cost per run)", 1, "-", sync_ms);
   /* machine-readable device times (bench/ab.sh --evt): RESULT evt NAME dev_ms, NAME graph_mode[_config] */
   for (int v = 0; v < N_VARIANTS; v++) {
@@ -632,11 +635,10 @@ int main(int argc, char **argv) {
     }
     printf("RESULT evt %s_%s%s %.4f\n", variants[v].graph, variants[v].mode, cfg, res[v].dev_ms);
   }
-  if (lt_ms) printf("RESULT evt bias_gelu_cuBLASLt-GELU_BIAS %.4f\n", lt_dev);
-  if (lt_dgelu_ms) printf("RESULT evt dgelu_bgrad_cuBLASLt-DGELU_BGRAD %.4f\n", lt_dgelu_dev);
-  for (int v = 0; v < N_VARIANTS; v++) free(res[v].sample);
-  free(lt_sample);
-  free(lt_dgelu_sample);
+  for (int i = 0; i < N_DIRECT; i++)
+    if (res[N_VARIANTS + i].ms)
+      printf("RESULT evt %s_cuBLASLt-%s %.4f\n", directs[i].graph, directs[i].what, res[N_VARIANTS + i].dev_ms);
+  for (int v = 0; v < N_ROWS; v++) free(res[v].sample);
   drawn_free(&in);
   return 0;
 }

@@ -198,10 +198,26 @@ typedef struct result {
   bool ok;
 } result;
 
+/* Every input of graph g in node order, as each run of it reads them: numel values 2 urand() - 1 each from the
+ * generator restarted, handed to take(node, values, ctx). */
+static void draw_graph_inputs(const evtc_graph *g, void (*take)(const evtc_node *, const double *, void *), void *ctx) {
+  rng = 0x2545F4914F6CDD1Dull;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    const evtc_node *nd = g->nodes[i];
+    if (nd->op != EVTC_OP_INPUT) continue;
+    const int64_t numel = evtc_type_numel(&nd->type);
+    double *v = malloc(sizeof(double) * (size_t)numel);
+    for (int64_t e = 0; e < numel; e++) v[e] = 2 * urand() - 1;
+    take(nd, v, ctx);
+    free(v);
+  }
+}
+
+static void set_input(const evtc_node *nd, const double *v, void *p) { evtc_program_set(p, nd, v); }
+
 /* Runs graph `name` with EVTC_GEMM=mode; every leaf random in [-1, 1]. */
 static result run_graph(const evtc_backend *be, const char *name, const char *mode) {
   result r = {0};
-  rng = 0x2545F4914F6CDD1Dull;   /* the same inputs for every variant of a graph */
   setenv("EVTC_GEMM", mode, 1);
   char *text = graph_text(name), err[512];
   evtc_graph *g = evtc_graph_parse_string(text, name, err, sizeof err);
@@ -227,15 +243,7 @@ static result run_graph(const evtc_backend *be, const char *name, const char *mo
     fprintf(stderr, "%s (%s): %s\n", name, mode, d.msg);
     goto out;
   }
-  for (int32_t i = 0; i < g->n_nodes; i++) {
-    const evtc_node *nd = g->nodes[i];
-    if (nd->op != EVTC_OP_INPUT) continue;
-    int64_t numel = evtc_type_numel(&nd->type);
-    double *v = malloc(sizeof(double) * (size_t)numel);
-    for (int64_t e = 0; e < numel; e++) v[e] = 2 * urand() - 1;
-    evtc_program_set(p, nd, v);
-    free(v);
-  }
+  draw_graph_inputs(g, set_input, p);   /* the same inputs for every variant of a graph */
   double t[ITERS];
   for (int i = 0; i < WARM + ITERS; i++) {
     double t0 = now_ms();
@@ -272,23 +280,31 @@ out:
   return r;
 }
 
-/* The inputs of bias_gelu and dgelu_bgrad as run_graph draws them (bf16 bits, in graph order: x, w, b, then
- * dgelu_bgrad's saved pre-activation hs; its b unused), for cuBLASLt's calls and the float64 reference. */
+/* The inputs of graph bias_gelu or dgelu_bgrad as its runs read them (draw_graph_inputs), as bf16 bits by name:
+ * x, w, b, and dgelu_bgrad's saved pre-activation hs (NULL in bias_gelu); for cuBLASLt's calls and the float64
+ * reference. */
 typedef struct drawn_inputs {
-  uint16_t *x, *w, *b, *hs;   /* hs: NULL unless drawn */
+  uint16_t *x, *w, *b, *hs;
 } drawn_inputs;
 
-static uint16_t *draw(int64_t n) {
-  uint16_t *h = malloc(sizeof(uint16_t) * (size_t)n);
-  for (int64_t i = 0; i < n; i++) h[i] = evtc_double_to_bf16(2 * urand() - 1);
-  return h;
+static void take_input(const evtc_node *nd, const double *v, void *ctx) {
+  drawn_inputs *in = ctx;
+  uint16_t **dst = strcmp(nd->name, "x") == 0 ? &in->x : strcmp(nd->name, "w") == 0 ? &in->w
+                 : strcmp(nd->name, "b") == 0 ? &in->b : strcmp(nd->name, "hs") == 0 ? &in->hs : NULL;
+  if (!dst) return;
+  const int64_t numel = evtc_type_numel(&nd->type);
+  *dst = malloc(sizeof(uint16_t) * (size_t)numel);
+  for (int64_t e = 0; e < numel; e++) (*dst)[e] = evtc_double_to_bf16(v[e]);
 }
 
-static drawn_inputs draw_inputs(bool with_hs) {
-  rng = 0x2545F4914F6CDD1Dull;
-  drawn_inputs in;
-  in.x = draw(M * K), in.w = draw(N * K), in.b = draw(N);
-  in.hs = with_hs ? draw(M * N) : NULL;
+static drawn_inputs draw_inputs(const char *graph) {
+  drawn_inputs in = {0};
+  char *text = graph_text(graph), err[512];
+  evtc_graph *g = evtc_graph_parse_string(text, graph, err, sizeof err);
+  free(text);
+  if (g) draw_graph_inputs(g, take_input, &in);
+  else fprintf(stderr, "%s: %s\n", graph, err);
+  evtc_graph_free(g);
   return in;
 }
 
@@ -328,6 +344,10 @@ static double lt_epilogue(int32_t epi, const char *what, const drawn_inputs *in,
     goto out;
   }
   /* what evtc's variants read, value for value (DGELU_BGRAD writes the bias gradient over b) */
+  if (!in->x || !in->w || !in->b || (aux && !in->hs)) {
+    evtc_diag_set(d, EVTC_ERR_RUNTIME, "the graph's inputs x, w, b%s were not drawn", aux ? ", hs" : "");
+    goto out;
+  }
   if (upload(&dev, x, in->x, M * K, d) || upload(&dev, w, in->w, N * K, d) || upload(&dev, b, in->b, N, d) ||
       (aux && upload(&dev, aux, in->hs, M * N, d)))
     goto out;
@@ -561,8 +581,9 @@ int main(int argc, char **argv) {
    * (zero, FAILED, if any round failed), its samples the first round's; rows N_VARIANTS + i are directs[i]'s */
   result res[N_ROWS] = {{0}};
   double dev[N_ROWS][MAX_ROUNDS], host[N_ROWS][MAX_ROUNDS];
-  drawn_inputs in = {0};
-  if (wanted("bias_gelu", argc, argv) || wanted("dgelu_bgrad", argc, argv)) in = draw_inputs(wanted("dgelu_bgrad", argc, argv));
+  drawn_inputs in[N_DIRECT] = {{0}};
+  for (int i = 0; i < N_DIRECT; i++)
+    if (wanted(directs[i].graph, argc, argv)) in[i] = draw_inputs(directs[i].graph);
   for (int r = 0; r < rounds; r++) {
     for (int v = 0; v < N_ROWS; v++) {
       result x = {0};
@@ -574,7 +595,7 @@ int main(int argc, char **argv) {
       } else if (v >= N_VARIANTS && wanted(directs[v - N_VARIANTS].graph, argc, argv)) {
         const direct *c = &directs[v - N_VARIANTS];
         evtc_diag dd = {0};
-        x.ms = lt_epilogue(c->epi, c->what, &in, &x.dev_ms, &x.sample, &dd);
+        x.ms = lt_epilogue(c->epi, c->what, &in[v - N_VARIANTS], &x.dev_ms, &x.sample, &dd);
         if (dd.status != EVTC_OK) fprintf(stderr, "cuBLASLt %s: %s\n", c->what, dd.msg);
       }
       dev[v][r] = x.dev_ms, host[v][r] = x.ms;
@@ -621,7 +642,7 @@ int main(int argc, char **argv) {
     snprintf(tile, sizeof tile, "%s epilogue", directs[i].what);
     if (r->ms)
       printf("%-11s %-9s %-22s %7d %8.3f %8.3f %8.1f %11.3f %10s\n", directs[i].graph, "cuBLASLt", tile, 1, r->dev_ms,
-             r->ms, flop / r->dev_ms * 1e-9, base ? r->dev_ms / base : 0, agreement(directs[i].graph, res, r->sample, &in));
+             r->ms, flop / r->dev_ms * 1e-9, base ? r->dev_ms / base : 0, agreement(directs[i].graph, res, r->sample, &in[i]));
   }
   printf("%-11s %-9s %-22s %7d %8s %8.3f\n", "sync only", "-", "(fixed cost per run)", 1, "-", sync_ms);
   /* machine-readable device times (bench/ab.sh --evt): RESULT evt NAME dev_ms, NAME graph_mode[_config] */
@@ -639,6 +660,6 @@ int main(int argc, char **argv) {
     if (res[N_VARIANTS + i].ms)
       printf("RESULT evt %s_cuBLASLt-%s %.4f\n", directs[i].graph, directs[i].what, res[N_VARIANTS + i].dev_ms);
   for (int v = 0; v < N_ROWS; v++) free(res[v].sample);
-  drawn_free(&in);
+  for (int i = 0; i < N_DIRECT; i++) drawn_free(&in[i]);
   return 0;
 }

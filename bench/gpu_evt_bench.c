@@ -35,8 +35,8 @@
  * Two times each, after 3 warm-ups: on the
  * device clock (BENCHMARKS.md's method, the ratios' basis): for evtc the
  * sum of its kernels' times from evtc_program_profile (CUDA events between
- * the kernels, mean of 20 runs), for cuBLASLt the median of 20 event pairs
- * around its call; and on the host, the median of 20 runs of
+ * the kernels, mean of R runs), for cuBLASLt the median of R event pairs
+ * around its call; and on the host, the median of R runs of
  * evtc_program_run (launches + one synchronisation + the error-flag read) or
  * of cublasLtMatmul + a stream synchronisation, whose fixed cost the row
  * "sync only" (a one-element graph) shows.  Every variant of a graph
@@ -48,7 +48,12 @@
  * variant (and cuBLASLt's calls) N times in turn and reports each time's
  * median over the rounds: a machine drifts by a few per cent from one
  * minute to the next, as much as the differences the issue's targets ask
- * about.  The table comes last, then one line
+ * about.  `--runs R` (default 20) times R runs of each: 20 are a burst
+ * after which the GPU idles while the next variant is set up, so its
+ * clock stays above what a training step's sustained load allows; 2000
+ * (each about 0.25 ms, with a synchronisation after each, as in `evtc
+ * explain --profile 2000`) hold every variant, cuBLASLt's calls included,
+ * at the power cap.  The table comes last, then one line
  * `RESULT evt NAME DEV_MS` per row for scripts (bench/ab.sh --evt).
  */
 #include <math.h>
@@ -65,7 +70,9 @@
 #include "runtime/program.h"
 #include "runtime/program_plan.h"
 
-enum { WARM = 3, ITERS = 20, SAMPLES = 65536, MAX_ROUNDS = 15 };
+enum { WARM = 3, SAMPLES = 65536, MAX_ROUNDS = 15, MAX_RUNS = 5000 };
+/* timed runs of each variant (--runs; 20: a burst that leaves the GPU below its power cap) */
+static int runs = 20;
 /* cublasLt.h's values (cuBLASLt is opened with dlopen, its header not included) */
 enum { DESC_EPILOGUE = 7, DESC_BIAS_POINTER = 8, DESC_EPILOGUE_AUX_POINTER = 11, DESC_EPILOGUE_AUX_LD = 12 };
 enum { EPILOGUE_GELU_BIAS = 32 | 4, EPILOGUE_DGELU_BGRAD = 64 | 128 | 16 };
@@ -96,7 +103,7 @@ static double median_of(double *t, int n) {
   return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
 }
 
-static double median(double *t) { return median_of(t, ITERS); }
+static double median(double *t) { return median_of(t, runs); }
 
 /* The graph text of variant `name` (malloc'd). */
 static char *graph_text(const char *name) {
@@ -244,8 +251,8 @@ static result run_graph(const evtc_backend *be, const char *name, const char *mo
     goto out;
   }
   draw_graph_inputs(g, set_input, p);   /* the same inputs for every variant of a graph */
-  double t[ITERS];
-  for (int i = 0; i < WARM + ITERS; i++) {
+  double t[MAX_RUNS];
+  for (int i = 0; i < WARM + runs; i++) {
     double t0 = now_ms();
     if (evtc_program_run(p, 1, &d) != EVTC_OK) {
       fprintf(stderr, "%s (%s): %s\n", name, mode, d.msg);
@@ -257,7 +264,7 @@ static result run_graph(const evtc_backend *be, const char *name, const char *mo
   const int nk_run = evtc_program_kernel_count(p);
   double *us = calloc((size_t)nk_run, sizeof(double));
   bool device_clock = false;
-  if (evtc_program_profile(p, ITERS, 1, us, &device_clock, &d) != EVTC_OK || !device_clock) {
+  if (evtc_program_profile(p, runs, 1, us, &device_clock, &d) != EVTC_OK || !device_clock) {
     fprintf(stderr, "%s (%s): no device-clock profile: %s\n", name, mode, d.msg);
     free(us);
     goto out;
@@ -377,12 +384,12 @@ static double lt_epilogue(int32_t epi, const char *what, const drawn_inputs *in,
     goto out;
   }
   float one = 1, zero = 0;
-  double t[ITERS], te[ITERS];
+  double t[MAX_RUNS], te[MAX_RUNS];
   if (drv->cuEventCreate(&ev0, EVTC_CU_EVENT_DEFAULT) || drv->cuEventCreate(&ev1, EVTC_CU_EVENT_DEFAULT)) {
     evtc_diag_set(d, EVTC_ERR_RUNTIME, "cuEventCreate failed");
     goto out;
   }
-  for (int i = 0; i < WARM + ITERS; i++) {
+  for (int i = 0; i < WARM + runs; i++) {
     double t0 = now_ms();
     drv->cuEventRecord(ev0, dev.stream);
     st = lt->cublasLtMatmul(h, desc, &one, (const void *)(uintptr_t)w, la, (const void *)(uintptr_t)x, lb, &zero,
@@ -433,12 +440,12 @@ static double sync_only(const evtc_backend *be) {
                                           "sync", err, sizeof err);
   evtc_diag d = {0};
   evtc_program *p = g ? evtc_program_new(g, NULL, 0, be, NULL, &d) : NULL;
-  double t[ITERS], ms = 0;
-  for (int i = 0; p && i < WARM + ITERS; i++) {
+  double t[MAX_RUNS], ms = 0;
+  for (int i = 0; p && i < WARM + runs; i++) {
     double t0 = now_ms();
     if (evtc_program_run(p, 0, &d) != EVTC_OK) break;
     if (i >= WARM) t[i - WARM] = now_ms() - t0;
-    if (i == WARM + ITERS - 1) ms = median(t);
+    if (i == WARM + runs - 1) ms = median(t);
   }
   evtc_program_free(p);
   evtc_graph_free(g);
@@ -562,12 +569,14 @@ static bool wanted(const char *g, int argc, char **argv) {
 
 int main(int argc, char **argv) {
   int rounds = 1;
-  if (argc >= 3 && strcmp(argv[1], "--rounds") == 0) {
-    rounds = atoi(argv[2]);
-    if (rounds < 1 || rounds > MAX_ROUNDS) {
-      fprintf(stderr, "gpu_evt_bench: --rounds takes 1 to %d, not '%s'\n", MAX_ROUNDS, argv[2]);
+  while (argc >= 3 && (strcmp(argv[1], "--rounds") == 0 || strcmp(argv[1], "--runs") == 0)) {
+    const bool is_rounds = strcmp(argv[1], "--rounds") == 0;
+    const int n = atoi(argv[2]), most = is_rounds ? MAX_ROUNDS : MAX_RUNS;
+    if (n < 1 || n > most) {
+      fprintf(stderr, "gpu_evt_bench: %s takes 1 to %d, not '%s'\n", argv[1], most, argv[2]);
       return 2;
     }
+    *(is_rounds ? &rounds : &runs) = n;
     argv[2] = argv[0];
     argc -= 2, argv += 2;
   }
@@ -616,7 +625,7 @@ int main(int argc, char **argv) {
   printf("(dev ms: device clock, evtc's kernels summed, mean of %d runs; cuBLASLt's call between events, median of %d;\n"
          " TFLOP/s and /gemm(evtc) from dev ms; host ms: median of %d runs with launch + synchronisation;\n"
          " tile: EVTC_GEMM_CONFIG, '-' = the plan's choice; ~cublaslt: max |diff| / max |value| against the"
-         " EVTC_GEMM=cublaslt run on the same inputs)\n", ITERS, ITERS, ITERS);
+         " EVTC_GEMM=cublaslt run on the same inputs)\n", runs, runs, runs);
   printf("%-11s %-9s %-22s %7s %8s %8s %8s %11s %10s\n", "graph", "gemm", "tile", "kernels", "dev ms", "host ms",
          "TFLOP/s", "/gemm(evtc)", "~cublaslt");
   for (int v = 0; v < N_VARIANTS; v++) {

@@ -8,8 +8,9 @@ gpu_evt_bench.c builds them as evtc graphs:
   dgelu_bgrad  dh = (dy W2^T) gelu_tanh'(h), db = column sums of dh in f32
 each in eager mode and through torch.compile (mode from EVT_TORCH_MODES,
 default "default"; "max-autotune" compiles for minutes), plus the GEMM
-alone.  Times: CUDA events around one call, median of 20 after a warm-up of
-at least 250 ms (compiling happens before).  Prints one line per workload
+alone.  Times: CUDA events around one call, median of EVT_TORCH_RUNS calls
+(default 20; 2000 hold the GPU at its power cap, as gpu_evt_bench's --runs
+2000 does) after a warm-up of at least 250 ms (compiling happens before).  Prints one line per workload
 and mode, "RESULT <workload> <mode> <ms>", then a table.
 """
 import os
@@ -46,6 +47,9 @@ def dgelu_bgrad(x, w, b, res, dy, w2, h):
     return dh.bfloat16(), dh.sum(0)
 
 
+RUNS = int(os.environ.get("EVT_TORCH_RUNS", "20"))
+
+
 def time_ms(fn, args):
     fn(*args)
     torch.cuda.synchronize()
@@ -54,7 +58,7 @@ def time_ms(fn, args):
         fn(*args)
     torch.cuda.synchronize()
     times = []
-    for _ in range(20):
+    for _ in range(RUNS):
         a, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
         fn(*args)
@@ -84,7 +88,7 @@ def main():
             print(f"RESULT {name} {mode} {ms:.4f}", flush=True)
             rows.append((name, mode, ms, compile_s))
     flop = 2.0 * M * N * K
-    print(f"\n== PyTorch {torch.__version__}: {M}x{N}x{K} bf16 (M x N x K); ms: CUDA events, median of 20")
+    print(f"\n== PyTorch {torch.__version__}: {M}x{N}x{K} bf16 (M x N x K); ms: CUDA events, median of {RUNS}")
     print(f"{'workload':12s} {'mode':14s} {'ms':>8s} {'TFLOP/s':>8s} {'first call s':>12s}")
     for name, mode, ms, cs in rows:
         print(f"{name:12s} {mode:14s} {ms:8.3f} {flop / ms * 1e-9:8.1f} {cs:12.1f}")

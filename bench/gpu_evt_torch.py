@@ -10,8 +10,9 @@ each in eager mode and through torch.compile (mode from EVT_TORCH_MODES,
 default "default"; "max-autotune" compiles for minutes), plus the GEMM
 alone.  Times: CUDA events around one call, median of EVT_TORCH_RUNS calls
 (default 20; 2000 hold the GPU at its power cap, as gpu_evt_bench's --runs
-2000 does) after a warm-up of at least 250 ms (compiling happens before).  Prints one line per workload
-and mode, "RESULT <workload> <mode> <ms>", then a table.
+2000 does) after a warm-up of at least 250 ms (compiling happens before).
+Prints one line per workload and mode, "RESULT <workload> <mode> <ms>",
+then a table.
 """
 import os
 import statistics

@@ -15,7 +15,7 @@
 #                              still build it); about 40 MB
 #   bench/ab.sh run [--no-tests] [--models M,...] [--rounds N] [--steps N]
 #                   [--bench FILTER,...] [--graph FILE[:train],...] [--graph-runs N] [--graph-args 'ARGS'] [--attn]
-#                   [--evt GRAPH,...] [--stamps FILE.evt,...] [--b-env 'VAR=VALUE ...'] [--families M,...]
+#                   [--evt GRAPH,...] [--evt-runs N] [--stamps FILE.evt,...] [--b-env 'VAR=VALUE ...'] [--families M,...]
 #                              on the GPU machine, from the repo root: B's GPU
 #                              tests (failing checks shown; exit 1 if any),
 #                              then for each model (bench/train_models.py,
@@ -35,7 +35,9 @@
 #                              gpu_attention_bench (N rounds: each system,
 #                              shape and pass), with --evt A's and B's
 #                              gpu_evt_bench on those graphs (N rounds: each
-#                              variant's device time), with --stamps A's and
+#                              variant's device time over --evt-runs runs,
+#                              default 20; 2000 hold the GPU at its power
+#                              cap), with --stamps A's and
 #                              B's per-tile clock stamps of each graph file's
 #                              pingpong GEMM kernel (bench/tile_stamps.sh, N
 #                              rounds: main loop (its issue and drain),
@@ -109,7 +111,8 @@ WRAP
   ;;
 run)
   shift
-  tests=1 models="" rounds=2 steps=10 benches="" graphs="" graph_runs=5 graph_args="" attn=0 evt="" stamps="" b_env=""
+  tests=1 models="" rounds=2 steps=10 benches="" graphs="" graph_runs=5 graph_args="" attn=0 evt="" evt_runs=20 stamps=""
+  b_env=""
   families=""
   while [ $# -gt 0 ]; do
     case "$1" in
@@ -123,6 +126,7 @@ run)
       --graph-runs) graph_runs=$2 ;;
       --graph-args) graph_args=$2 ;;
       --evt) evt=$2 ;;
+      --evt-runs) evt_runs=$2 ;;
       --stamps) stamps=$2 ;;
       --b-env) b_env=$2 ;;
       --families) families=$2 ;;
@@ -224,7 +228,8 @@ run)
   done
   [ "$attn" = 1 ] && paired gpu_attention_bench attn attention ms '^RESULT' '{ print $2 "_" $3 "_" $4, $5 }'
   # shellcheck disable=SC2046
-  [ -n "$evt" ] && paired gpu_evt_bench evt gpu_evt_bench "dev ms" '^RESULT evt' '{ print $3, $4 }' $(echo "$evt" | tr , ' ')
+  [ -n "$evt" ] && paired gpu_evt_bench evt gpu_evt_bench "dev ms" '^RESULT evt' '{ print $3, $4 }' --runs "$evt_runs" \
+    $(echo "$evt" | tr , ' ')
   # shellcheck disable=SC2046
   [ -n "$stamps" ] && paired tile_stamps stamps "tile stamps" cycles '^MEAN ' \
     '{ print $2 "_main", $8; print $2 "_epilogue", $10; print $2 "_period", $12; print $2 "_issue", $14; print $2 "_drain", $16; print $2 "_first", $18 }' \
@@ -235,7 +240,7 @@ run)
   exit "$failed"
   ;;
 *)
-  echo "usage: $0 prepare BASE | run [--no-tests] [--models M,...] [--rounds N] [--steps N] [--bench F,...] [--graph FILE[:train],...] [--graph-runs N] [--graph-args 'ARGS'] [--attn] [--evt GRAPH,...] [--stamps FILE.evt,...] [--b-env 'VAR=VALUE ...'] [--families M,...]" >&2
+  echo "usage: $0 prepare BASE | run [--no-tests] [--models M,...] [--rounds N] [--steps N] [--bench F,...] [--graph FILE[:train],...] [--graph-runs N] [--graph-args 'ARGS'] [--attn] [--evt GRAPH,...] [--evt-runs N] [--stamps FILE.evt,...] [--b-env 'VAR=VALUE ...'] [--families M,...]" >&2
   exit 2
   ;;
 esac

@@ -489,6 +489,7 @@ static void check_prelude_erf1p(void *lib) {
 }
 
 int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);   /* each case's line out before the next runs: a hang's abort names the last done */
   setenv("EVTC_GEMM_SPLIT_K", "1", 1);   /* the split-K cases' path, off by default (cuda_gemm.c) */
   setenv("EVTC_GEMM_TAIL_SPLIT", "4", 1);   /* the visitor cases' split tails */
   if (argc == 2 && strcmp(argv[1], "emit") == 0) return emit();

@@ -36,7 +36,8 @@
  *     on host memory (CTAs run one after another, so the last unit of a
  *     tile is the last one launched).
  * A wait that nothing completes within 30 s aborts with the barrier, its
- * parity and the thread: a hang here is a protocol error in the kernel.
+ * parity and the thread, and the state of every barrier: a hang here is a
+ * protocol error in the kernel (or in this emulation).
  */
 #define EMU_WHOLE_MODULE   /* the module's prelude and wgmma descriptor encoder stand, not shim.h's copies */
 #include "shim.h"
@@ -56,6 +57,12 @@ static emu_dim3 gridDim, blockDim;
 
 [[noreturn]] static void emu_fail(const char *what, unsigned a, unsigned b) {
   fprintf(stderr, "gemm emulation: %s (%u, %u) in thread %u of block %u\n", what, a, b, threadIdx.x, blockIdx.x);
+  abort();
+}
+static void emu_dump_barriers();   /* below: every barrier's state, for a wait that never completed */
+[[noreturn]] static void emu_hang(const char *what, unsigned a, unsigned b) {
+  fprintf(stderr, "gemm emulation: %s (%u, %u) in thread %u of block %u\n", what, a, b, threadIdx.x, blockIdx.x);
+  emu_dump_barriers();
   abort();
 }
 static void emu_deadline(timespec *t) {
@@ -91,7 +98,7 @@ static void emu_counted_bar(unsigned id, unsigned count, bool wait) {
     timespec t;
     emu_deadline(&t);
     while (b.gen == gen)
-      if (pthread_cond_timedwait(&b.c, &b.m, &t) == ETIMEDOUT) emu_fail("named barrier never completed", id, count);
+      if (pthread_cond_timedwait(&b.c, &b.m, &t) == ETIMEDOUT) emu_hang("named barrier never completed", id, count);
   }
   pthread_mutex_unlock(&b.m);
 }
@@ -143,8 +150,25 @@ __device__ __forceinline__ void evtc_mbar_wait(unsigned bar, unsigned parity) {
   timespec t;
   emu_deadline(&t);
   while ((emu_mbar_at(emu_cta, bar).phase & 1u) == parity)
-    if (pthread_cond_timedwait(&emu_mbar_c, &emu_mbar_m, &t) == ETIMEDOUT) emu_fail("mbarrier wait never completed", bar, parity);
+    if (pthread_cond_timedwait(&emu_mbar_c, &emu_mbar_m, &t) == ETIMEDOUT) emu_hang("mbarrier wait never completed", bar, parity);
   pthread_mutex_unlock(&emu_mbar_m);
+}
+
+/* The state of every mbarrier and named barrier (the CTAs' own, by rank); the named ones without their locks: the
+ * run is stopping. */
+static void emu_dump_barriers() {
+  const bool locked = pthread_mutex_trylock(&emu_mbar_m) == 0;   /* else this thread holds it (an mbarrier's wait) */
+  for (const auto &kv : emu_mbars)
+    fprintf(stderr, "  mbarrier %u of rank %u: count %u, %u arrivals pending, phase %u, %lld transaction bytes\n",
+            (unsigned)kv.first, (unsigned)(kv.first >> 32), kv.second.count, kv.second.pending, kv.second.phase,
+            kv.second.tx);
+  for (unsigned r = 0; r < 2; r++)
+    for (unsigned id = 0; id < 16; id++) {
+      const emu_named &n = emu_named_bars[r][id];
+      if (n.arrived) fprintf(stderr, "  named barrier %u of rank %u: %u of %u arrived, generation %u\n", id, r,
+                             n.arrived, n.count, n.gen);
+    }
+  if (locked) pthread_mutex_unlock(&emu_mbar_m);
 }
 
 /* ---- TMA ---- */

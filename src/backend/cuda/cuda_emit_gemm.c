@@ -825,7 +825,8 @@ static void emit_consumer(evtc_sb *b, const char *name, const evtc_cuda_gemm_con
     if (c->pingpong) evtc_sb_printf(b, "        if (it > 0 || wg > 0) evtc_turn_wait(3 + wg);\n");
     evtc_sb_printf(b,
       "        for (int kb = kb0; kb < kb1; kb++) {\n"
-      "          evtc_mbar_wait(bar0 + 8u * s, ph);\n");
+      "          evtc_mbar_wait(bar0 + 8u * s, ph);\n"
+      "          __syncwarp();   /* every lane past the wait before lanes 0 and 1 release the stage for the warp */\n");
     emit_release(b, c, "          ", "", "s");
     evtc_sb_printf(b, "          if (++s == %d) { s = 0; ph ^= 1u; }\n        }\n", S);
     if (c->pingpong) evtc_sb_printf(b, "        if (%s) evtc_turn_pass(3 + (wg ^ 1));\n", next);

@@ -55,14 +55,11 @@
 struct emu_dim3 { unsigned x, y, z; };
 static emu_dim3 gridDim, blockDim;
 
-[[noreturn]] static void emu_fail(const char *what, unsigned a, unsigned b) {
-  fprintf(stderr, "gemm emulation: %s (%u, %u) in thread %u of block %u\n", what, a, b, threadIdx.x, blockIdx.x);
-  abort();
-}
 static void emu_dump_barriers();   /* below: every barrier's state, for a wait that never completed */
-[[noreturn]] static void emu_hang(const char *what, unsigned a, unsigned b) {
+/* Stops the run, naming what failed and the thread; with hang, every barrier's state too. */
+[[noreturn]] static void emu_fail(const char *what, unsigned a, unsigned b, bool hang = false) {
   fprintf(stderr, "gemm emulation: %s (%u, %u) in thread %u of block %u\n", what, a, b, threadIdx.x, blockIdx.x);
-  emu_dump_barriers();
+  if (hang) emu_dump_barriers();
   abort();
 }
 static void emu_deadline(timespec *t) {
@@ -98,7 +95,7 @@ static void emu_counted_bar(unsigned id, unsigned count, bool wait) {
     timespec t;
     emu_deadline(&t);
     while (b.gen == gen)
-      if (pthread_cond_timedwait(&b.c, &b.m, &t) == ETIMEDOUT) emu_hang("named barrier never completed", id, count);
+      if (pthread_cond_timedwait(&b.c, &b.m, &t) == ETIMEDOUT) emu_fail("named barrier never completed", id, count, true);
   }
   pthread_mutex_unlock(&b.m);
 }
@@ -150,7 +147,7 @@ __device__ __forceinline__ void evtc_mbar_wait(unsigned bar, unsigned parity) {
   timespec t;
   emu_deadline(&t);
   while ((emu_mbar_at(emu_cta, bar).phase & 1u) == parity)
-    if (pthread_cond_timedwait(&emu_mbar_c, &emu_mbar_m, &t) == ETIMEDOUT) emu_hang("mbarrier wait never completed", bar, parity);
+    if (pthread_cond_timedwait(&emu_mbar_c, &emu_mbar_m, &t) == ETIMEDOUT) emu_fail("mbarrier wait never completed", bar, parity, true);
   pthread_mutex_unlock(&emu_mbar_m);
 }
 

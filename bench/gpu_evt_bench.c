@@ -105,6 +105,10 @@ static double median_of(double *t, int n) {
 
 static double median(double *t) { return median_of(t, runs); }
 
+/* Sample s's element of an output of numel elements: where evtc's rows, cuBLASLt's calls and the float64 reference
+ * all sample, so that their samples compare element for element. */
+static int64_t sample_at(int s, int64_t numel) { return (int64_t)s * 7919 % numel; }
+
 /* The graph text of variant `name` (malloc'd). */
 static char *graph_text(const char *name) {
   char *s = malloc(4096);
@@ -277,7 +281,7 @@ static result run_graph(const evtc_backend *be, const char *name, const char *mo
   double *all = malloc(sizeof(double) * (size_t)numel);
   r.ok = evtc_program_get(p, o, all);
   r.sample = malloc(sizeof(double) * SAMPLES);
-  for (int s = 0; s < SAMPLES; s++) r.sample[s] = all[(int64_t)s * 7919 % numel];
+  for (int s = 0; s < SAMPLES; s++) r.sample[s] = all[sample_at(s, numel)];
   free(all);
 out:
   evtc_program_free(p);
@@ -329,7 +333,7 @@ static evtc_status upload(evtc_cuda_device *dev, CUdeviceptr dst, const uint16_t
 /* cuBLASLt with epilogue `epi` (EPILOGUE_GELU_BIAS: bias read; EPILOGUE_DGELU_BGRAD: aux h read, bias gradient
  * written) on the inputs evtc's variants of the graph read: median ms per call + synchronisation (returned), into
  * *dev_ms the median device time between events around the call, into *sample (malloc'd) D's elements at
- * run_graph's sample positions. */
+ * the sample positions (sample_at). */
 static double lt_epilogue(int32_t epi, const char *what, const drawn_inputs *in, double *dev_ms, double **sample,
                           evtc_diag *d) {
   evtc_cuda_device dev;
@@ -414,7 +418,7 @@ static double lt_epilogue(int32_t epi, const char *what, const drawn_inputs *in,
     goto out;
   }
   *sample = malloc(sizeof(double) * SAMPLES);
-  for (int s = 0; s < SAMPLES; s++) (*sample)[s] = evtc_bf16_to_double(all[(int64_t)s * 7919 % (M * N)]);
+  for (int s = 0; s < SAMPLES; s++) (*sample)[s] = evtc_bf16_to_double(all[sample_at(s, M * N)]);
   free(all);
   ms = median(t);
   *dev_ms = median(te);
@@ -509,13 +513,13 @@ static const variant variants[] = {
 enum { N_VARIANTS = sizeof variants / sizeof variants[0] };
 
 /* The float64 reference of graph g's first output (bias_gelu: gelu_tanh(x w^T + b); dgelu_bgrad: dh = (x w^T)
- * gelu_tanh'(hs)) at run_graph's sample positions, from its inputs (bf16 values, no rounding in between). */
+ * gelu_tanh'(hs)) at the sample positions (sample_at), from its inputs (bf16 values, no rounding in between). */
 static double *reference(const char *g, const drawn_inputs *in) {
   const bool fwd = strcmp(g, "bias_gelu") == 0;
   double *ref = malloc(sizeof(double) * SAMPLES);
   const double c = 0.79788456080286535588;
   for (int s = 0; s < SAMPLES; s++) {
-    const int64_t e = (int64_t)s * 7919 % (M * N), m = e / N, n = e % N;
+    const int64_t e = sample_at(s, M * N), m = e / N, n = e % N;
     double h = 0;
     for (int64_t k = 0; k < K; k++) h += evtc_bf16_to_double(in->x[m * K + k]) * evtc_bf16_to_double(in->w[n * K + k]);
     if (fwd) {

@@ -234,21 +234,25 @@ static void test_cache(void) {
 
 /* Where the plan takes a tuned config (test_cache leaves its bf16-mk-kn-visitor result in place): a visitor
  * epilogue that reduces nothing gets it; one with a bias gradient's column sums keeps the pingpong 128 x 128
- * tiles with 4 stages measured for such epilogues, since the tuner measured none (cuda_emit_evt.c's
- * tile_config). */
+ * tiles with 4 stages measured for such epilogues, one with a layernorm's row sums only the cooperative default,
+ * since the tuner measured neither (cuda_emit_evt.c's tile_config). */
 static void test_plan_tuned(void) {
   evtc_cuda_device dev = fake_device();
   snprintf(dev.arch, sizeof dev.arch, "sm_90a");
   evtc_cuda_gemm_variant v = {.in = EVTC_BF16, .out = EVTC_F32, .a_kmajor = true, .b_kmajor = false};
   evtc_cuda_gemm_config tuned;
   CHECK(evtc_cuda_gemm_tuned_config(&dev, &v, true, false, &tuned), "plan: the tuned result is there");
-  static const char *const text[2] = {
+  static const char *const text[3] = {
       "graph bias {\n  %x = input() : bf16[256,1024]\n  %w = param() : bf16[1024,512]\n  %b = param() : bf16[512]\n"
       "  %h0 = matmul(%x, %w) : bf16[256,512]\n  %h = add(%h0, %b) : bf16[256,512]\n  output %h\n}\n",
       "graph bias_grad {\n  %x = input() : bf16[256,1024]\n  %w = param() : bf16[1024,512]\n  %b = param() : bf16[512]\n"
       "  %h0 = matmul(%x, %w) : bf16[256,512]\n  %h = add(%h0, %b) : bf16[256,512]\n"
-      "  %db = reduce_sum(%h) {axes=[0]} : bf16[512]\n  output %h\n  output %db\n}\n"};
-  for (int i = 0; i < 2; i++) {
+      "  %db = reduce_sum(%h) {axes=[0]} : bf16[512]\n  output %h\n  output %db\n}\n",
+      "graph row_stats {\n  %x = input() : bf16[256,1024]\n  %w = param() : bf16[1024,512]\n"
+      "  %h = matmul(%x, %w) : bf16[256,512]\n  %hf = cast(%h) {dtype=f32} : f32[256,512]\n"
+      "  %s = reduce_sum(%hf) {axes=[1]} : f32[256]\n  output %h\n  output %s\n}\n"};
+  const evtc_cuda_gemm_config coop = evtc_cuda_gemm_config_default();
+  for (int i = 0; i < 3; i++) {
     char err[512], why[256] = "";
     evtc_graph *g = evtc_graph_parse_string(text[i], "plan", err, sizeof err);
     CHECK(g != NULL, "plan %d: %s", i, err);
@@ -267,6 +271,11 @@ static void test_plan_tuned(void) {
       CHECK(pl.cfg.pingpong && pl.cfg.tile_m == 128 && pl.cfg.tile_n == 128 && pl.cfg.stages == 4 &&
                 pl.cfg.group_m == 8 && !same_cfg(&pl.cfg, &tuned),
             "plan: the column sums keep pingpong 128x128 s4 g8 (got %dx%d s%d g%d%s)", pl.cfg.tile_m, pl.cfg.tile_n,
+            pl.cfg.stages, pl.cfg.group_m, pl.cfg.pingpong ? " pp" : "");
+    if (planned && i == 2)
+      CHECK(!pl.cfg.pingpong && pl.cfg.tile_m == coop.tile_m && pl.cfg.tile_n == coop.tile_n &&
+                pl.cfg.consumers == coop.consumers && !same_cfg(&pl.cfg, &tuned),
+            "plan: the row sums take the cooperative default (got %dx%d s%d g%d%s)", pl.cfg.tile_m, pl.cfg.tile_n,
             pl.cfg.stages, pl.cfg.group_m, pl.cfg.pingpong ? " pp" : "");
     evtc_kernel_free(k);
     evtc_graph_free(g);

@@ -140,6 +140,14 @@ static const evt_case evt_cases[] = {
      "  %j = input() : bf16[264,296]\n  %d0 = matmul(%dy, %w2) : bf16[264,296]\n  %dh = mul(%d0, %j) : bf16[264,296]\n"
      "  %db = reduce_sum(%dh) {axes=[0]} : bf16[296]\n  output %dh\n  output %db\n}\n",
      8},
+    /* the next layernorm's row sums and sums of squares (sums over columns only: the plan's cooperative tiles) over
+       K = 2048, split */
+    {"row_stats_split_k",
+     "graph row_stats_split_k {\n  %x = input() : bf16[264,2048]\n  %w = input() : bf16[2048,296]\n"
+     "  %h = matmul(%x, %w) : bf16[264,296]\n  %hf = cast(%h) {dtype=f32} : f32[264,296]\n"
+     "  %sum = reduce_sum(%hf) {axes=[1]} : f32[264]\n  %hh = mul(%hf, %hf) : f32[264,296]\n"
+     "  %sq = reduce_sum(%hh) {axes=[1]} : f32[264]\n  output %h\n  output %sum\n  output %sq\n}\n",
+     8},
 };
 enum { N_EVT = sizeof evt_cases / sizeof evt_cases[0] };
 /* Each visitor case on the plan's tile config and, through EVTC_GEMM_CONFIG, on the cooperative tiles of the

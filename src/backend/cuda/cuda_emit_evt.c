@@ -162,7 +162,11 @@ static bool has_vector_reduction(const evtc_kernel *k) {
  * reduces nothing, over any K (on the H200, 2026-12-01, `evtc explain --profile 300`, three rounds, against
  * the pingpong 128x128 tiles with 6 stages the plan took over a short K before: bench/epilogue/bert_fc.evt
  * 290.7 against 298.1 us, bias_gelu.evt (erf) 262.6 against 272.1; a bias added over K = 4096: 0.211 ->
- * 0.185 ms, 2026-11-29); for an epilogue that reduces pingpong 128x128 tiles (that epilogue runs on the CUDA
+ * 0.185 ms, 2026-11-29), and for an epilogue whose only sums are over columns (a row vector per row: the next
+ * layernorm's statistics; gpu_evt_bench ln_stats, 16384 x 4096 x 1024, H200, 2000 runs at the power cap: 0.394 ms
+ * on the pingpong tiles below, 0.365 on the cooperative ones with EVTC_GEMM_CONFIG, 2026-12-02; 0.353-0.360
+ * against 0.342 in 20-run bursts); for an epilogue that sums over rows (a bias gradient, a layernorm's gain and
+ * shift gradients: a result per column) pingpong 128x128 tiles (that epilogue runs on the CUDA
  * cores while the other warpgroup's main loop keeps the tensor cores busy), with 4 stages (over a
  * short K: the gradient through GELU with its bias gradient, 0.547 -> 0.428 ms at 16384 x 4096 x 1024 on the
  * H200 against 6 stages; over K = 4096: BERT-Large's gradient into a layernorm with its two column sums,
@@ -193,7 +197,7 @@ static bool tile_config(const evtc_cuda_device *dev, const evtc_kernel *k, bool 
     const bool reduces = has_vector_reduction(k);
     if (!dev || reduces || !evtc_cuda_gemm_tuned_config(dev, v, !builtin_store, false, cfg)) {
       *cfg = evtc_cuda_gemm_config_default();
-      if (!builtin_store && reduces) {
+      if (!builtin_store && evtc_kernel_has_reduce(k, EVTC_VC_ROW)) {
         cfg->tile_n = 128;
         cfg->stages = 4;
         cfg->pingpong = true;

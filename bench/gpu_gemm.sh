@@ -22,7 +22,9 @@
 #                               interpreter), the EVT benchmark through evtc
 #                               graphs (bench/gpu_evt_bench.c) and PyTorch's
 #                               eager and torch.compile times of the same
-#                               workloads (bench/gpu_evt_torch.py), tables last;
+#                               workloads (bench/gpu_evt_torch.py; torch.compile
+#                               in both modes, default and max-autotune, unless
+#                               $EVT_TORCH_MODES names others), tables last;
 #                               every time over $EVT_RUNS runs (default 2000:
 #                               the GPU held at its power cap, as a training
 #                               step holds it; 20: a burst, which ranks the
@@ -119,7 +121,7 @@ run-evt)
     echo "== gpu_evt_bench exit code $rc"
     echo "== gpu_evt_torch.py (PyTorch eager and torch.compile on the same workloads)"
     rc=0
-    EVT_TORCH_RUNS="${EVT_RUNS:-2000}" timeout "${EVT_TORCH_TIMEOUT:-240}" python3 bench/gpu_evt_torch.py 2>&1 | grep -v Warning || rc=$?
+    EVT_TORCH_MODES="${EVT_TORCH_MODES:-default,max-autotune}" EVT_TORCH_RUNS="${EVT_RUNS:-2000}" timeout "${EVT_TORCH_TIMEOUT:-240}" python3 bench/gpu_evt_torch.py 2>&1 | grep -v Warning || rc=$?
     echo "== gpu_evt_torch.py exit code $rc"
   } 2>&1 | tee "$out/gpu_evt.log"
   ;;

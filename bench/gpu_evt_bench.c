@@ -25,7 +25,9 @@
  * config the plan picks and with others named through EVTC_GEMM_CONFIG
  * (pingpong vs cooperative consumers), and EVTC_GEMM=cublaslt (cuBLASLt
  * into f32 scratch, the epilogue kernel, the reductions in a rows kernel),
- * plus cuBLASLt called directly with its GELU_BIAS epilogue (tanh GELU,
+ * plus cuBLASLt called directly: with its DEFAULT epilogue (the bf16 GEMM
+ * alone, D bf16: cuBLAS's GEMM under the same load, the base of what its
+ * own epilogues cost), its GELU_BIAS epilogue (tanh GELU,
  * bias bf16, D bf16) and its DGELU_BGRAD epilogue (D = dh bf16 from the
  * saved pre-activation h, bf16, as the aux matrix; the bias gradient in
  * bf16, cuBLASLt's output type), on the very inputs evtc's variants read
@@ -75,7 +77,7 @@ enum { WARM = 3, SAMPLES = 65536, MAX_ROUNDS = 15, MAX_RUNS = 5000 };
 static int runs = 20;
 /* cublasLt.h's values (cuBLASLt is opened with dlopen, its header not included) */
 enum { DESC_EPILOGUE = 7, DESC_BIAS_POINTER = 8, DESC_EPILOGUE_AUX_POINTER = 11, DESC_EPILOGUE_AUX_LD = 12 };
-enum { EPILOGUE_GELU_BIAS = 32 | 4, EPILOGUE_DGELU_BGRAD = 64 | 128 | 16 };
+enum { EPILOGUE_DEFAULT = 1, EPILOGUE_GELU_BIAS = 32 | 4, EPILOGUE_DGELU_BGRAD = 64 | 128 | 16 };
 static const int64_t M = 16384, N = 4096, K = 1024;
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
@@ -330,8 +332,8 @@ static evtc_status upload(evtc_cuda_device *dev, CUdeviceptr dst, const uint16_t
              : evtc_cuda_sync(dev, "upload", d);
 }
 
-/* cuBLASLt with epilogue `epi` (EPILOGUE_GELU_BIAS: bias read; EPILOGUE_DGELU_BGRAD: aux h read, bias gradient
- * written) on the inputs evtc's variants of the graph read: median ms per call + synchronisation (returned), into
+/* cuBLASLt with epilogue `epi` (EPILOGUE_DEFAULT: D = the product alone; EPILOGUE_GELU_BIAS: bias read;
+ * EPILOGUE_DGELU_BGRAD: aux h read, bias gradient written) on the inputs evtc's variants of the graph read: median ms per call + synchronisation (returned), into
  * *dev_ms the median device time between events around the call, into *sample (malloc'd) D's elements at
  * the sample positions (sample_at). */
 static double lt_epilogue(int32_t epi, const char *what, const drawn_inputs *in, double *dev_ms, double **sample,
@@ -355,11 +357,14 @@ static double lt_epilogue(int32_t epi, const char *what, const drawn_inputs *in,
     goto out;
   }
   /* what evtc's variants read, value for value (DGELU_BGRAD writes the bias gradient over b) */
-  if (!in->x || !in->w || !in->b || (aux && !in->hs)) {
-    evtc_diag_set(d, EVTC_ERR_RUNTIME, "the graph's inputs x, w, b%s were not drawn", aux ? ", hs" : "");
+  const bool has_bias = epi != EPILOGUE_DEFAULT;
+  if (!in->x || !in->w || (has_bias && !in->b) || (aux && !in->hs)) {
+    evtc_diag_set(d, EVTC_ERR_RUNTIME, "the graph's inputs x, w%s%s were not drawn", has_bias ? ", b" : "",
+                  aux ? ", hs" : "");
     goto out;
   }
-  if (upload(&dev, x, in->x, M * K, d) || upload(&dev, w, in->w, N * K, d) || upload(&dev, b, in->b, N, d) ||
+  if (upload(&dev, x, in->x, M * K, d) || upload(&dev, w, in->w, N * K, d) ||
+      (has_bias && upload(&dev, b, in->b, N, d)) ||
       (aux && upload(&dev, aux, in->hs, M * N, d)))
     goto out;
   int32_t ta = EVTC_CUBLAS_OP_T, tb = EVTC_CUBLAS_OP_N;
@@ -369,7 +374,7 @@ static double lt_epilogue(int32_t epi, const char *what, const drawn_inputs *in,
   if (!st) st = lt->cublasLtMatmulDescSetAttribute(desc, EVTC_CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
   if (!st) st = lt->cublasLtMatmulDescSetAttribute(desc, EVTC_CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
   if (!st) st = lt->cublasLtMatmulDescSetAttribute(desc, DESC_EPILOGUE, &epi, sizeof epi);
-  if (!st) st = lt->cublasLtMatmulDescSetAttribute(desc, DESC_BIAS_POINTER, &bias, sizeof bias);
+  if (!st && has_bias) st = lt->cublasLtMatmulDescSetAttribute(desc, DESC_BIAS_POINTER, &bias, sizeof bias);
   if (!st && aux) st = lt->cublasLtMatmulDescSetAttribute(desc, DESC_EPILOGUE_AUX_POINTER, &auxp, sizeof auxp);
   if (!st && aux) st = lt->cublasLtMatmulDescSetAttribute(desc, DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld);
   if (!st) st = lt->cublasLtMatrixLayoutCreate(&la, EVTC_CUDA_R_16BF, (uint64_t)K, (uint64_t)N, K);
@@ -512,17 +517,20 @@ static const variant variants[] = {
 };
 enum { N_VARIANTS = sizeof variants / sizeof variants[0] };
 
-/* The float64 reference of graph g's first output (bias_gelu: gelu_tanh(x w^T + b); dgelu_bgrad: dh = (x w^T)
- * gelu_tanh'(hs)) at the sample positions (sample_at), from its inputs (bf16 values, no rounding in between). */
+/* The float64 reference of graph g's first output (gemm: x w^T; bias_gelu: gelu_tanh(x w^T + b); dgelu_bgrad:
+ * dh = (x w^T) gelu_tanh'(hs)) at the sample positions (sample_at), from its inputs (bf16 values, no rounding in
+ * between). */
 static double *reference(const char *g, const drawn_inputs *in) {
-  const bool fwd = strcmp(g, "bias_gelu") == 0;
+  const bool product = strcmp(g, "gemm") == 0, fwd = strcmp(g, "bias_gelu") == 0;
   double *ref = malloc(sizeof(double) * SAMPLES);
   const double c = 0.79788456080286535588;
   for (int s = 0; s < SAMPLES; s++) {
     const int64_t e = sample_at(s, M * N), m = e / N, n = e % N;
     double h = 0;
     for (int64_t k = 0; k < K; k++) h += evtc_bf16_to_double(in->x[m * K + k]) * evtc_bf16_to_double(in->w[n * K + k]);
-    if (fwd) {
+    if (product) {
+      ref[s] = h;
+    } else if (fwd) {
       const double z = h + evtc_bf16_to_double(in->b[n]);
       ref[s] = 0.5 * z * (1 + tanh(c * (z + 0.044715 * z * z * z)));
     } else {
@@ -558,7 +566,8 @@ typedef struct direct {
   const char *what;
 } direct;
 
-static const direct directs[] = {{"bias_gelu", EPILOGUE_GELU_BIAS, "GELU_BIAS"},
+static const direct directs[] = {{"gemm", EPILOGUE_DEFAULT, "DEFAULT"},
+                                 {"bias_gelu", EPILOGUE_GELU_BIAS, "GELU_BIAS"},
                                  {"dgelu_bgrad", EPILOGUE_DGELU_BGRAD, "DGELU_BGRAD"}};
 enum { N_DIRECT = sizeof directs / sizeof directs[0], N_ROWS = N_VARIANTS + N_DIRECT };
 

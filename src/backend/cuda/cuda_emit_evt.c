@@ -165,7 +165,8 @@ static bool has_vector_reduction(const evtc_kernel *k) {
  * 0.185 ms, 2026-11-29), and for an epilogue whose only sums are over columns (a row vector per row: the next
  * layernorm's statistics; gpu_evt_bench ln_stats, 16384 x 4096 x 1024, H200, 2000 runs at the power cap: 0.394 ms
  * on the pingpong tiles below, 0.365 on the cooperative ones with EVTC_GEMM_CONFIG, 2026-12-02; 0.353-0.360
- * against 0.342 in 20-run bursts); for an epilogue that sums over rows (a bias gradient, a layernorm's gain and
+ * against 0.342 in 20-run bursts; the plan's own cooperative tiles, 3 stages beside the TMA aux tile: 0.385-0.390
+ * -> 0.361-0.367, the same day); for an epilogue that sums over rows (a bias gradient, a layernorm's gain and
  * shift gradients: a result per column) pingpong 128x128 tiles (that epilogue runs on the CUDA
  * cores while the other warpgroup's main loop keeps the tensor cores busy), with 4 stages (over a
  * short K: the gradient through GELU with its bias gradient, 0.547 -> 0.428 ms at 16384 x 4096 x 1024 on the

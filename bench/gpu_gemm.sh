@@ -16,7 +16,7 @@
 #                               correctness test (float64 host reference), the
 #                               SASS of the bench kernels (HGMMA count), then
 #                               the benchmark against cuBLASLt twice (the spread
-#                               is the noise), its table last; then `run-evt`.
+#                               is the noise), its table last.
 #   bench/gpu_gemm.sh run-evt   on the GPU machine: the EVT test (GEMM kernels
 #                               with their visitor epilogue against the float64
 #                               interpreter), the EVT benchmark through evtc
@@ -29,14 +29,21 @@
 #                               the GPU held at its power cap, as a training
 #                               step holds it; 20: a burst, which ranks the
 #                               tile configs differently), gpu_evt_bench's the
-#                               medians of 3 interleaved rounds.
+#                               medians of 3 interleaved rounds.  $EVT_COMBOS:
+#                               the tile configs the test runs with (default
+#                               "plan coop cl2"); $EVT_GRAPHS: gpu_evt_bench's
+#                               graphs and, of those, the ones gpu_evt_torch.py
+#                               has (comma-separated; default all).
 #
 # In this workplace: add /.gpu-gemm/ to .git/info/exclude and
-# run(command="sh bench/gpu_gemm.sh run", carry=[".gpu-gemm"]).
+# run(command="sh bench/gpu_gemm.sh run", carry=[".gpu-gemm"]), then in a call of its own
+# run(command="EVT_COMBOS=plan sh bench/gpu_gemm.sh run-evt", carry=[".gpu-gemm"]): a call has 600 s, and on the H200
+# (thirty-third session) test_gpu_evt took 147 s on the plan's tiles and 66-71 s on each other config, gpu_evt_bench
+# about 5 s a row at 3 x 2000 runs (some 200 s for all), gpu_evt_torch.py 114 s with max-autotune.
 set -eu
 stage=${EVTC_STAGE:-.gpu-gemm}     # another stage (an ignored path, e.g. build-x/stage) keeps runs apart
 # test_gpu_evt runs with the plan's tile config, the cooperative one and pingpong 64x256 on 2x1 clusters
-evt_combos="plan coop cl2"
+evt_combos=${EVT_COMBOS:-plan coop cl2}
 with_combo() (   # with_combo COMBO COMMAND...: COMMAND in a subshell with that combination's tile config
   case "$1" in
   coop) export EVTC_GEMM_CONFIG="128x256x64 s4 c2 g8" ;;
@@ -101,7 +108,6 @@ run)
       echo "== gpu_gemm_bench exit code $rc"
     done
   } 2>&1 | tee "$out/gpu_gemm.log"
-  sh "$0" run-evt
   ;;
 run-evt)
   out=${OUT:-/tmp}
@@ -117,12 +123,22 @@ run-evt)
     done
     echo "== gpu_evt_bench"
     rc=0
-    timeout "${EVT_BENCH_TIMEOUT:-420}" "$stage/gpu_evt_bench" --rounds 3 --runs "${EVT_RUNS:-2000}" || rc=$?
+    # shellcheck disable=SC2046  # the graphs' names, one argument each
+    timeout "${EVT_BENCH_TIMEOUT:-420}" "$stage/gpu_evt_bench" --rounds 3 --runs "${EVT_RUNS:-2000}" \
+      $(echo "${EVT_GRAPHS:-}" | tr ',' ' ') || rc=$?
     echo "== gpu_evt_bench exit code $rc"
     echo "== gpu_evt_torch.py (PyTorch eager and torch.compile on the same workloads)"
     rc=0
-    EVT_TORCH_MODES="${EVT_TORCH_MODES:-default,max-autotune}" EVT_TORCH_RUNS="${EVT_RUNS:-2000}" timeout "${EVT_TORCH_TIMEOUT:-240}" python3 bench/gpu_evt_torch.py 2>&1 | grep -v Warning || rc=$?
-    echo "== gpu_evt_torch.py exit code $rc"
+    torch_workloads=$(echo "${EVT_GRAPHS:-gemm,bias_gelu,ln_stats,dgelu_bgrad}" | tr ',' '\n' |
+      grep -x -E 'gemm|bias_gelu|ln_stats|dgelu_bgrad' | paste -sd, -) || true
+    if [ -n "$torch_workloads" ]; then
+      EVT_TORCH_WORKLOADS="$torch_workloads" EVT_TORCH_MODES="${EVT_TORCH_MODES:-default,max-autotune}" \
+        EVT_TORCH_RUNS="${EVT_RUNS:-2000}" timeout "${EVT_TORCH_TIMEOUT:-240}" python3 bench/gpu_evt_torch.py 2>&1 |
+        grep -v Warning || rc=$?
+      echo "== gpu_evt_torch.py exit code $rc"
+    else
+      echo "== gpu_evt_torch.py: none of EVT_GRAPHS ($EVT_GRAPHS) is one of its workloads"
+    fi
   } 2>&1 | tee "$out/gpu_evt.log"
   ;;
 *)

@@ -333,9 +333,9 @@ static evtc_status upload(evtc_cuda_device *dev, CUdeviceptr dst, const uint16_t
 }
 
 /* cuBLASLt with epilogue `epi` (EPILOGUE_DEFAULT: D = the product alone; EPILOGUE_GELU_BIAS: bias read;
- * EPILOGUE_DGELU_BGRAD: aux h read, bias gradient written) on the inputs evtc's variants of the graph read: median ms per call + synchronisation (returned), into
- * *dev_ms the median device time between events around the call, into *sample (malloc'd) D's elements at
- * the sample positions (sample_at). */
+ * EPILOGUE_DGELU_BGRAD: aux h read, bias gradient written) on the inputs evtc's variants of the graph read: median
+ * ms per call + synchronisation (returned), into *dev_ms the median device time between events around the call,
+ * into *sample (malloc'd) D's elements at the sample positions (sample_at). */
 static double lt_epilogue(int32_t epi, const char *what, const drawn_inputs *in, double *dev_ms, double **sample,
                           evtc_diag *d) {
   evtc_cuda_device dev;

@@ -32,8 +32,9 @@
 #                               medians of 3 interleaved rounds.  $EVT_COMBOS:
 #                               the tile configs the test runs with (default
 #                               "plan coop cl2"); $EVT_GRAPHS: gpu_evt_bench's
-#                               graphs and, of those, the ones gpu_evt_torch.py
-#                               has (comma-separated; default all).
+#                               graphs and gpu_evt_torch.py's workloads, which
+#                               skips those it has not (comma-separated;
+#                               default all).
 #
 # In this workplace: add /.gpu-gemm/ to .git/info/exclude and
 # run(command="sh bench/gpu_gemm.sh run", carry=[".gpu-gemm"]), then in a call of its own
@@ -129,16 +130,10 @@ run-evt)
     echo "== gpu_evt_bench exit code $rc"
     echo "== gpu_evt_torch.py (PyTorch eager and torch.compile on the same workloads)"
     rc=0
-    torch_workloads=$(echo "${EVT_GRAPHS:-gemm,bias_gelu,ln_stats,dgelu_bgrad}" | tr ',' '\n' |
-      grep -x -E 'gemm|bias_gelu|ln_stats|dgelu_bgrad' | paste -sd, -) || true
-    if [ -n "$torch_workloads" ]; then
-      EVT_TORCH_WORKLOADS="$torch_workloads" EVT_TORCH_MODES="${EVT_TORCH_MODES:-default,max-autotune}" \
-        EVT_TORCH_RUNS="${EVT_RUNS:-2000}" timeout "${EVT_TORCH_TIMEOUT:-240}" python3 bench/gpu_evt_torch.py 2>&1 |
-        grep -v Warning || rc=$?
-      echo "== gpu_evt_torch.py exit code $rc"
-    else
-      echo "== gpu_evt_torch.py: none of EVT_GRAPHS ($EVT_GRAPHS) is one of its workloads"
-    fi
+    EVT_TORCH_WORKLOADS="${EVT_GRAPHS:-}" EVT_TORCH_MODES="${EVT_TORCH_MODES:-default,max-autotune}" \
+      EVT_TORCH_RUNS="${EVT_RUNS:-2000}" timeout "${EVT_TORCH_TIMEOUT:-240}" python3 bench/gpu_evt_torch.py 2>&1 |
+      grep -v Warning || rc=$?
+    echo "== gpu_evt_torch.py exit code $rc"
   } 2>&1 | tee "$out/gpu_evt.log"
   ;;
 *)

@@ -154,7 +154,8 @@ __device__ __forceinline__ void evtc_mbar_wait(unsigned bar, unsigned parity) {
 /* The state of every mbarrier and named barrier (the CTAs' own, by rank); the named ones without their locks: the
  * run is stopping. */
 static void emu_dump_barriers() {
-  const bool locked = pthread_mutex_trylock(&emu_mbar_m) == 0;   /* else this thread holds it (an mbarrier's wait) */
+  /* not taken: this thread holds it (an mbarrier's wait), or another does and the dump reads past it */
+  const bool locked = pthread_mutex_trylock(&emu_mbar_m) == 0;
   for (const auto &kv : emu_mbars)
     fprintf(stderr, "  mbarrier %u of rank %u: count %u, %u arrivals pending, phase %u, %lld transaction bytes\n",
             (unsigned)kv.first, (unsigned)(kv.first >> 32), kv.second.count, kv.second.pending, kv.second.phase,

@@ -2,7 +2,9 @@
  * evtc graphs on the CUDA backend (issue 8's EVT rows).
  *
  * A linear layer's forward on 16384 x 4096 x 1024 (M x N x K; x bf16
- * [M, K], W bf16 [N, K] with trans_b, as torch.nn.Linear stores it):
+ * [M, K], W bf16 [N, K] with trans_b, as torch.nn.Linear stores it; `--shape
+ * MxNxK` another, as issue 8's other GEMM shapes 16384x1024x4096 and
+ * 8192x8192x8192):
  *   gemm        h = x W^T, bf16                        (the GEMM alone)
  *   gemm_one    h times 1 through the visitor epilogue (its store's cost)
  *   bias        h + b, bf16
@@ -78,7 +80,7 @@ static int runs = 20;
 /* cublasLt.h's values (cuBLASLt is opened with dlopen, its header not included) */
 enum { DESC_EPILOGUE = 7, DESC_BIAS_POINTER = 8, DESC_EPILOGUE_AUX_POINTER = 11, DESC_EPILOGUE_AUX_LD = 12 };
 enum { EPILOGUE_DEFAULT = 1, EPILOGUE_GELU_BIAS = 32 | 4, EPILOGUE_DGELU_BGRAD = 64 | 128 | 16 };
-static const int64_t M = 16384, N = 4096, K = 1024;
+static int64_t M = 16384, N = 4096, K = 1024;   /* --shape */
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 static double urand(void) {
@@ -582,7 +584,21 @@ static bool wanted(const char *g, int argc, char **argv) {
 
 int main(int argc, char **argv) {
   int rounds = 1;
-  while (argc >= 3 && (strcmp(argv[1], "--rounds") == 0 || strcmp(argv[1], "--runs") == 0)) {
+  while (argc >= 3 && (strcmp(argv[1], "--rounds") == 0 || strcmp(argv[1], "--runs") == 0 || strcmp(argv[1], "--shape") == 0)) {
+    if (strcmp(argv[1], "--shape") == 0) {
+      long long m, n, k;
+      char end;
+      if (sscanf(argv[2], "%lldx%lldx%lld%c", &m, &n, &k, &end) != 3 || m < 1 || n < 8 || k < 8 || n % 8 || k % 8 ||
+          m > 65536 || n > 65536 || k > 65536) {
+        fprintf(stderr, "gpu_evt_bench: --shape takes MxNxK (N and K multiples of 8, each at most 65536), not '%s'\n",
+                argv[2]);
+        return 2;
+      }
+      M = m, N = n, K = k;
+      argv[2] = argv[0];
+      argc -= 2, argv += 2;
+      continue;
+    }
     const bool is_rounds = strcmp(argv[1], "--rounds") == 0;
     const int n = atoi(argv[2]), most = is_rounds ? MAX_ROUNDS : MAX_RUNS;
     if (n < 1 || n > most) {

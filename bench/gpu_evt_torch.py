@@ -1,6 +1,7 @@
 """gpu_evt_torch.py -- PyTorch's side of bench/gpu_evt_bench.c (issue 8's EVT rows).
 
-The same three workloads on 16384 x 4096 x 1024 (M x N x K), bf16, as
+The same three workloads on 16384 x 4096 x 1024 (M x N x K; EVT_SHAPE,
+as "16384x1024x4096", another, as gpu_evt_bench's --shape), bf16, as
 gpu_evt_bench.c builds them as evtc graphs:
   bias_gelu    y = gelu_tanh(x W^T + b)
   ln_stats     z = dropout(gelu_tanh(x W^T + b), 0.1) + res, and the row sums
@@ -24,7 +25,16 @@ import time
 import torch
 import torch.nn.functional as F
 
-M, N, K = 16384, 4096, 1024
+
+def shape(text):
+    """M, N, K from "MxNxK" (EVT_SHAPE)."""
+    dims = text.split("x")
+    if len(dims) != 3 or not all(d.isdigit() and int(d) > 0 for d in dims):
+        raise SystemExit(f"gpu_evt_torch.py: EVT_SHAPE takes MxNxK, as 16384x1024x4096, not '{text}'")
+    return tuple(int(d) for d in dims)
+
+
+M, N, K = shape(os.environ.get("EVT_SHAPE", "16384x4096x1024"))
 C0, C1 = 0.7978845608028654, 0.044715
 
 

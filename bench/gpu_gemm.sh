@@ -34,7 +34,10 @@
 #                               "plan coop cl2"); $EVT_GRAPHS: gpu_evt_bench's
 #                               graphs and gpu_evt_torch.py's workloads, which
 #                               skips those it has not (comma-separated;
-#                               default all).
+#                               default all); $EVT_SHAPE: both on another
+#                               M x N x K than 16384x4096x1024 (as
+#                               16384x1024x4096 or 8192x8192x8192, the issue's
+#                               other GEMM shapes).
 #
 # In this workplace: add /.gpu-gemm/ to .git/info/exclude and
 # run(command="sh bench/gpu_gemm.sh run", carry=[".gpu-gemm"]), then in a call of its own
@@ -126,11 +129,11 @@ run-evt)
     rc=0
     # shellcheck disable=SC2046  # the graphs' names, one argument each
     timeout "${EVT_BENCH_TIMEOUT:-420}" "$stage/gpu_evt_bench" --rounds 3 --runs "${EVT_RUNS:-2000}" \
-      $(echo "${EVT_GRAPHS:-}" | tr ',' ' ') || rc=$?
+      ${EVT_SHAPE:+--shape "$EVT_SHAPE"} $(echo "${EVT_GRAPHS:-}" | tr ',' ' ') || rc=$?
     echo "== gpu_evt_bench exit code $rc"
     echo "== gpu_evt_torch.py (PyTorch eager and torch.compile on the same workloads)"
     rc=0
-    EVT_TORCH_WORKLOADS="${EVT_GRAPHS:-}" EVT_TORCH_MODES="${EVT_TORCH_MODES:-default,max-autotune}" \
+    EVT_SHAPE="${EVT_SHAPE:-16384x4096x1024}" EVT_TORCH_WORKLOADS="${EVT_GRAPHS:-}" EVT_TORCH_MODES="${EVT_TORCH_MODES:-default,max-autotune}" \
       EVT_TORCH_RUNS="${EVT_RUNS:-2000}" timeout "${EVT_TORCH_TIMEOUT:-240}" python3 bench/gpu_evt_torch.py 2>&1 |
       grep -v Warning || rc=$?
     echo "== gpu_evt_torch.py exit code $rc"

@@ -207,6 +207,10 @@ static void solve_group(ilp_state *s, int32_t root) {
    * generators cost more than they save here (BERT layer: 0.6 s -> 0.27 s). */
   Cbc_setParameter(m, "preprocess", "off");
   Cbc_setParameter(m, "cuts", "off");
+  /* The limit in wall-clock seconds, not CBC's default of CPU seconds: getrusage's user time of a short solve may
+   * read 0 until a scheduler tick lands in it, so a loaded machine could run past a small limit unseen (a 1e-9 s
+   * limit was missed under ASan with two tests at a time). */
+  Cbc_setParameter(m, "timeMode", "elapsed");
   Cbc_setMaximumSeconds(m, s->opt->time_limit_s > 0 ? s->opt->time_limit_s : 10.0);
   Cbc_setAllowableFractionGap(m, 0.0);
   Cbc_setAllowableGap(m, 1e-9);

@@ -106,7 +106,7 @@ typedef struct evtc_partition {
 
 /* Options of evtc_fusion_partition. */
 typedef struct evtc_fusion_options {
-  double time_limit_s;    /* per CBC solve; <= 0: 10 s */
+  double time_limit_s;    /* per CBC solve, wall-clock seconds; <= 0: 10 s */
   long max_candidates;    /* per component; <= 0: 200000 */
   const char *cache_dir;  /* NULL: no cache */
   bool verbose;           /* solver progress on stderr */

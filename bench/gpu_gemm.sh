@@ -34,8 +34,9 @@
 #                               "plan coop cl2"); $EVT_GRAPHS: gpu_evt_bench's
 #                               graphs and gpu_evt_torch.py's workloads, which
 #                               skips those it has not (comma-separated;
-#                               default all); $EVT_SHAPE: both on another
-#                               M x N x K than 16384x4096x1024 (as
+#                               default all); $EVT_SHAPE (gpu_evt_bench's
+#                               --shape; gpu_evt_torch.py reads it itself):
+#                               both on another M x N x K than 16384x4096x1024 (as
 #                               16384x1024x4096 or 8192x8192x8192, the issue's
 #                               other GEMM shapes).
 #
@@ -133,7 +134,7 @@ run-evt)
     echo "== gpu_evt_bench exit code $rc"
     echo "== gpu_evt_torch.py (PyTorch eager and torch.compile on the same workloads)"
     rc=0
-    EVT_SHAPE="${EVT_SHAPE:-16384x4096x1024}" EVT_TORCH_WORKLOADS="${EVT_GRAPHS:-}" EVT_TORCH_MODES="${EVT_TORCH_MODES:-default,max-autotune}" \
+    EVT_TORCH_WORKLOADS="${EVT_GRAPHS:-}" EVT_TORCH_MODES="${EVT_TORCH_MODES:-default,max-autotune}" \
       EVT_TORCH_RUNS="${EVT_RUNS:-2000}" timeout "${EVT_TORCH_TIMEOUT:-240}" python3 bench/gpu_evt_torch.py 2>&1 |
       grep -v Warning || rc=$?
     echo "== gpu_evt_torch.py exit code $rc"

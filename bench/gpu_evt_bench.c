@@ -57,7 +57,10 @@
  * clock stays above what a training step's sustained load allows; 2000
  * (each about 0.25 ms, with a synchronisation after each, as in `evtc
  * explain --profile 2000`) hold every variant, cuBLASLt's calls included,
- * at the power cap.  The table comes last, then one line
+ * at the power cap.  `--configs 'CFG,CFG,...'` (EVTC_GEMM_CONFIG strings) times
+ * those tile configs in place of the built-in ones, beside each graph's plan
+ * and cuBLASLt rows: a sweep of tiles, clusters or raster groups (g16) in
+ * the same rounds as cuBLAS's own.  The table comes last, then one line
  * `RESULT evt NAME DEV_MS` per row for scripts (bench/ab.sh --evt).
  */
 #include <math.h>
@@ -479,7 +482,7 @@ typedef struct variant {
   const char *graph, *mode, *config;
 } variant;
 
-static const variant variants[] = {
+static const variant table[] = {
     {"gemm", "evtc", NULL},
     {"gemm", "evtc", "64x256x64 s4 c2 g8 pp"},
     {"gemm", "evtc", "128x128x64 s6 c2 g8 pp"},
@@ -517,7 +520,35 @@ static const variant variants[] = {
     {"bert_bwd", "evtc", NULL},
     {"bert_bwd", "cublaslt", NULL},
 };
-enum { N_VARIANTS = sizeof variants / sizeof variants[0] };
+enum { N_TABLE = sizeof table / sizeof table[0], MAX_CONFIGS = 12, MAX_VARIANTS = N_TABLE * (MAX_CONFIGS + 1) };
+/* The variants this run times: the table, or with `--configs 'CFG,CFG,...'` (EVTC_GEMM_CONFIG strings) each graph's
+ * plan and cuBLASLt rows of the table with the configs named in place of its own (a sweep of tile configs or raster
+ * groups, interleaved with cuBLASLt's calls in the same rounds). */
+static variant variants[MAX_VARIANTS];
+static int N_VARIANTS;
+
+/* Fills variants from the table and configs (NULL: the table as it is); false with a message for a config that is
+ * not one, or too many. */
+static bool choose_variants(char *configs) {
+  const char *named[MAX_CONFIGS];
+  int n = 0;
+  for (char *c = configs ? strtok(configs, ",") : NULL; c; c = strtok(NULL, ",")) {
+    evtc_cuda_gemm_config parsed;
+    if (n == MAX_CONFIGS || !evtc_cuda_gemm_config_parse(c, &parsed)) {
+      fprintf(stderr, "gpu_evt_bench: --configs takes at most %d tile configs like '128x256x64 s4 c2 g8' (+ ' pp', "
+              "' cl2'), comma-separated; not '%s'\n", MAX_CONFIGS, c);
+      return false;
+    }
+    named[n++] = c;
+  }
+  for (int t = 0; t < N_TABLE; t++) {
+    if (configs && table[t].config) continue;
+    variants[N_VARIANTS++] = table[t];
+    if (configs && strcmp(table[t].mode, "evtc") == 0)
+      for (int i = 0; i < n; i++) variants[N_VARIANTS++] = (variant){table[t].graph, "evtc", named[i]};
+  }
+  return true;
+}
 
 /* The float64 reference of graph g's first output (gemm: x w^T; bias_gelu: gelu_tanh(x w^T + b); dgelu_bgrad:
  * dh = (x w^T) gelu_tanh'(hs)) at the sample positions (sample_at), from its inputs (bf16 values, no rounding in
@@ -571,7 +602,7 @@ typedef struct direct {
 static const direct directs[] = {{"gemm", EPILOGUE_DEFAULT, "DEFAULT"},
                                  {"bias_gelu", EPILOGUE_GELU_BIAS, "GELU_BIAS"},
                                  {"dgelu_bgrad", EPILOGUE_DGELU_BGRAD, "DGELU_BGRAD"}};
-enum { N_DIRECT = sizeof directs / sizeof directs[0], N_ROWS = N_VARIANTS + N_DIRECT };
+enum { N_DIRECT = sizeof directs / sizeof directs[0], MAX_ROWS = MAX_VARIANTS + N_DIRECT };
 
 /* Whether graph g is asked for: every graph without arguments, else those named (the GEMM alone always: the
  * ratios' base). */
@@ -584,7 +615,15 @@ static bool wanted(const char *g, int argc, char **argv) {
 
 int main(int argc, char **argv) {
   int rounds = 1;
-  while (argc >= 3 && (strcmp(argv[1], "--rounds") == 0 || strcmp(argv[1], "--runs") == 0 || strcmp(argv[1], "--shape") == 0)) {
+  char *configs = NULL;
+  while (argc >= 3 && (strcmp(argv[1], "--rounds") == 0 || strcmp(argv[1], "--runs") == 0 ||
+                       strcmp(argv[1], "--shape") == 0 || strcmp(argv[1], "--configs") == 0)) {
+    if (strcmp(argv[1], "--configs") == 0) {
+      configs = argv[2];
+      argv[2] = argv[0];
+      argc -= 2, argv += 2;
+      continue;
+    }
     if (strcmp(argv[1], "--shape") == 0) {
       long long m, n, k;
       char end;
@@ -609,6 +648,7 @@ int main(int argc, char **argv) {
     argv[2] = argv[0];
     argc -= 2, argv += 2;
   }
+  if (!choose_variants(configs)) return 2;
   evtc_diag d = {0};
   const evtc_backend *be = evtc_backend_cuda(&d);
   if (!be) {
@@ -617,8 +657,9 @@ int main(int argc, char **argv) {
   }
   /* every round runs every variant and cuBLASLt's calls in turn; a row's times are their medians over the rounds
    * (zero, FAILED, if any round failed), its samples the first round's; rows N_VARIANTS + i are directs[i]'s */
-  result res[N_ROWS] = {{0}};
-  double dev[N_ROWS][MAX_ROUNDS], host[N_ROWS][MAX_ROUNDS];
+  const int N_ROWS = N_VARIANTS + N_DIRECT;
+  static result res[MAX_ROWS];
+  static double dev[MAX_ROWS][MAX_ROUNDS], host[MAX_ROWS][MAX_ROUNDS];
   drawn_inputs in[N_DIRECT] = {{0}};
   for (int i = 0; i < N_DIRECT; i++)
     if (wanted(directs[i].graph, argc, argv)) in[i] = draw_inputs(directs[i].graph);

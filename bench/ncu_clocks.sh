@@ -3,14 +3,15 @@
 # under ncu twice, once with the SM clock locked at base (ncu's --clock-control base: no boost, so no power cap
 # either) and once free (--clock-control none: boost and the power cap, as a run without ncu sees them).  Each
 # launch's duration and elapsed SM cycles (their ratio: the SM clock); consecutive launches of one kernel (name, grid, block,
-# registers) are one run, cut into pieces of $CHUNK launches when CHUNK is set, and runs of at least 5 launches
+# registers) are one run, cut into pieces of $CHUNK launches when CHUNK is set, and runs of at least 4 launches
 # are printed in launch order with their means and, for each run, the ratio of its cycles to those of the first
 # run (the base: a GEMM alone, say), and what a launch of each run does: warp-instructions executed, L2 sectors and
 # DRAM bytes (read and written) -- at the power cap the kernel that does less work a flop runs at the higher clock
 # (evtc's 8192^3 GEMM against cuBLAS's, 3.4 % behind it there; bench/RESULTS.md, thirty-fourth session).  With
 # gpu_evt_bench and CHUNK=43, every variant is one run (its 3 + 20 timed runs and its 20 profiled ones: 3 + 2 R with
-# --runs R), in the variants' order (tile configs alike at launch would otherwise merge); a variant of two kernels a
-# run (a cuBLAS GEMM and evtc's epilogue) breaks into runs of one and is left out.  Logs in $OUT
+# --runs R; cuBLASLt's direct calls 3 + R, which a threshold of 5 dropped at --runs 1), in the variants' order (tile
+# configs alike at launch would otherwise merge); a variant of two kernels a run (a cuBLAS GEMM and evtc's epilogue)
+# breaks into runs of one and is left out.  Logs in $OUT
 # (ncu_clocks_base.csv, ncu_clocks_none.csv).
 #   CHUNK=43 sh bench/ncu_clocks.sh PROGRAM [ARGS...]   e.g. ... .gpu-ab/b/extra/gpu_evt_bench gemm_one bias_gelu
 #   CHUNK=5 sh bench/ncu_clocks.sh .gpu-ab/b/extra/gpu_evt_bench --shape 8192x8192x8192 --runs 1 gemm
@@ -42,7 +43,7 @@ for i in sorted(launches):
 mean = lambda xs, m: sum(float(x.get(m, 0) or 0) for x in xs) / len(xs)
 first = None
 for key, xs in runs:
-    if len(xs) < 5:
+    if len(xs) < 4:
         continue
     us = mean(xs, "gpu__time_duration.sum") / 1000
     cyc = mean(xs, "sm__cycles_elapsed.avg")

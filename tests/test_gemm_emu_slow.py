@@ -11,8 +11,8 @@ tests/attention_emu/shim.h emulates), and GEMMs with the visitor DAG of a
 graph in their epilogue (cuda_emit_evt.c: bias, tanh and erf GELU with its
 gradient's coefficient, an aux tile through TMA, dropout, a residual, sums
 over rows and columns with NAME_fin).  This test turns the module into C++:
-the one-instruction asm of conversions and approximations (cvt, ex2, rcp,
-tanh) becomes calls of their emulations, every helper whose body still holds
+the one-instruction asm of conversions, approximations and packed bf16x2
+arithmetic (cvt, ex2, rcp, tanh; add, sub, mul, fma, neg) becomes calls of their emulations, every helper whose body still holds
 asm is dropped (tests/gemm_emu/shim_gemm.h defines each of them: mbarriers,
 TMA copies with the 128B swizzle, named barriers, shared stores; the wgmma
 descriptor encoder and the prelude's math stay the module's), each kernel's
@@ -76,18 +76,21 @@ def mma_emulation(head, body):
 ASM = re.compile(r"\basm\s*(?:volatile\s*)?\(")
 # one-instruction asm statements `asm("OP %0, %1[, %2];" : "=c"(dst) : "c"(x)[, "c"(y)]);` and what they compute
 # (shim_gemm.h): a packing cvt takes its upper half from %1
-ONE_OP = re.compile(r'asm(?: volatile)?\("([a-z0-9.]+) %0, %1(?:, %2)?;" : "=\w"\((\w+)\) : "\w"\(([^()]*)\)'
-                    r'(?:, "\w"\(([^()]*)\))?\);')
+ONE_OP = re.compile(r'asm(?: volatile)?\("([a-z0-9.]+) %0, %1(?:, %2)?(?:, %3)?;" : "=\w"\((\w+)\) : "\w"\(([^()]*)\)'
+                    r'(?:, "\w"\(([^()]*)\))?(?:, "\w"\(([^()]*)\))?\);')
 ONE_OPS = {"cvt.rn.bf16.f32": "emu_f2bf({1})", "cvt.rn.f16.f32": "emu_f2h({1})", "cvt.f32.f16": "emu_h2f({1})",
            "cvt.rn.bf16x2.f32": "emu_pack2<true>({2}, {1})", "cvt.rn.f16x2.f32": "emu_pack2<false>({2}, {1})",
            "ex2.approx.ftz.f32": "__nvvm_ex2_approx_ftz_f({1})", "rcp.approx.ftz.f32": "emu_rcp_approx_ftz({1})",
-           "tanh.approx.f32": "tanhf({1})"}
+           "tanh.approx.f32": "tanhf({1})", "add.rn.bf16x2": "emu_bf16x2_add({1}, {2})",
+           "sub.rn.bf16x2": "emu_bf16x2_sub({1}, {2})", "mul.rn.bf16x2": "emu_bf16x2_mul({1}, {2})",
+           "fma.rn.bf16x2": "emu_bf16x2_fma({1}, {2}, {3})", "neg.bf16x2": "emu_bf16x2_neg({1})",
+           "tanh.approx.bf16x2": "emu_bf16x2_tanh({1})"}
 
 
 def one_op(m):
-    op, dst, x, y = m.groups()
+    op, dst, x, y, z = m.groups()
     assert op in ONE_OPS, "asm %s has no emulation: update this test and shim_gemm.h" % op
-    return "%s = %s;" % (dst, ONE_OPS[op].format(None, x, y))
+    return "%s = %s;" % (dst, ONE_OPS[op].format(None, x, y, z))
 
 
 def emulated(module):

@@ -39,6 +39,9 @@
  * chain, each term off by one bf16 rounding of the interpreter's, unbiased
  * (measured on the H200: 2600-term row sums differed by 0.08 with the
  * plain per-element tolerance of 0.02).
+ * Two cases are bf16 chains of the ops the sm_90a template computes two columns an instruction (packed bf16x2,
+ * cuda_emit_evt.c: choose_packed; the test checks which cases it packs): there each op rounds to bf16 as the
+ * interpreter's does, and GELU's steps in bf16 stay within the same tolerance.
  * Outputs are NaN-poisoned before each run (cpu_oracle.h).  The cases with long
  * chains run again with EVTC_EVT_TMA_AUX=0: their bf16 aux load through
  * registers instead of the TMA tile in shared memory.
@@ -77,28 +80,35 @@ typedef struct evt_case {
   int split;                /* few tiles over a long K: split-K on the sm_90a template; beside the sm_80 one (and on
                                2x1 clusters) cuBLASLt (1) or, for an epilogue cuBLASLt's path cannot run
                                (reductions), evtc's unsplit (2) */
+  int packed;               /* instead of the f32 chain, one in bf16 that the sm_90a template computes in packed
+                               bf16x2 arithmetic (cuda_emit_evt.c: choose_packed): a bias, tanh GELU, a constant
+                               factor, sub, tanh and neg, with the GELU stored too (2) or alone (1) */
 } evt_case;
 
 static const evt_case cases[] = {
-    {"evt-256x512x128", 256, 512, 128, 0, 0, 0, 0, 7, 0, 1, 1, 0, 0},
-    {"evt-2039x1x64", 2039, 1, 64, 0, 0, 0, 0, 5, 0, 1, 1, 0, 0},
-    {"evt-fallback-2039x24x17", 2039, 24, 17, 0, 0, 0, 0, 5, 0, 1, 0, 0, 0},
-    {"evt-trans_a-136x200x64", 136, 200, 64, 0, 1, 0, 0, 6, 0, 1, 1, 0, 0},
-    {"evt-trans_b-77x17x64", 77, 17, 64, 0, 0, 1, 0, 6, 0, 1, 1, 0, 0},
-    {"evt-trans_ab-136x264x80", 136, 264, 80, 0, 1, 1, 0, 6, 0, 0, 1, 0, 0},
-    {"evt-fallback-trans_a-130x64x64", 130, 64, 64, 0, 1, 0, 0, 4, 0, 0, 0, 0, 0},
-    {"evt-batched-3x100x72x64", 100, 72, 64, 3, 0, 0, 0, 6, 0, 1, 1, 0, 0},
-    {"evt-batch-bcast-folded", 200, 40, 32, 3, 0, 0, 0, 4, 1, 1, 1, 0, 0},   /* 600 rows: 5 row tiles, not 3 x 2 */
-    {"evt-fallback-batch-bcast-trans_a", 48, 40, 32, 2, 1, 0, 0, 4, 1, 0, 0, 0, 0},
-    {"evt-f16-300x264x96", 300, 264, 96, 0, 0, 0, 1, 6, 0, 1, 1, 0, 0},
-    {"evt-persistent-2100x2600x64", 2100, 2600, 64, 0, 0, 0, 0, 5, 0, 1, 1, 0, 0},
-    {"evt-plain-2039x264x64", 2039, 264, 64, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0},
-    {"evt-plain-f16-trans_b-100x17x64", 100, 17, 64, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0},
-    {"evt-coef-256x512x128", 256, 512, 128, 0, 0, 0, 0, 4, 0, 0, 1, 1, 0},
-    {"evt-coef-bf16-300x264x96", 300, 264, 96, 0, 0, 0, 0, 4, 0, 0, 1, 2, 0},
+    {"evt-256x512x128", 256, 512, 128, 0, 0, 0, 0, 7, 0, 1, 1, 0, 0, 0},
+    {"evt-2039x1x64", 2039, 1, 64, 0, 0, 0, 0, 5, 0, 1, 1, 0, 0, 0},
+    {"evt-fallback-2039x24x17", 2039, 24, 17, 0, 0, 0, 0, 5, 0, 1, 0, 0, 0, 0},
+    {"evt-trans_a-136x200x64", 136, 200, 64, 0, 1, 0, 0, 6, 0, 1, 1, 0, 0, 0},
+    {"evt-trans_b-77x17x64", 77, 17, 64, 0, 0, 1, 0, 6, 0, 1, 1, 0, 0, 0},
+    {"evt-trans_ab-136x264x80", 136, 264, 80, 0, 1, 1, 0, 6, 0, 0, 1, 0, 0, 0},
+    {"evt-fallback-trans_a-130x64x64", 130, 64, 64, 0, 1, 0, 0, 4, 0, 0, 0, 0, 0, 0},
+    {"evt-batched-3x100x72x64", 100, 72, 64, 3, 0, 0, 0, 6, 0, 1, 1, 0, 0, 0},
+    {"evt-batch-bcast-folded", 200, 40, 32, 3, 0, 0, 0, 4, 1, 1, 1, 0, 0, 0},   /* 600 rows: 5 row tiles, not 3 x 2 */
+    {"evt-fallback-batch-bcast-trans_a", 48, 40, 32, 2, 1, 0, 0, 4, 1, 0, 0, 0, 0, 0},
+    {"evt-f16-300x264x96", 300, 264, 96, 0, 0, 0, 1, 6, 0, 1, 1, 0, 0, 0},
+    {"evt-persistent-2100x2600x64", 2100, 2600, 64, 0, 0, 0, 0, 5, 0, 1, 1, 0, 0, 0},
+    {"evt-plain-2039x264x64", 2039, 264, 64, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0},
+    {"evt-plain-f16-trans_b-100x17x64", 100, 17, 64, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0},
+    {"evt-coef-256x512x128", 256, 512, 128, 0, 0, 0, 0, 4, 0, 0, 1, 1, 0, 0},
+    {"evt-coef-bf16-300x264x96", 300, 264, 96, 0, 0, 0, 0, 4, 0, 0, 1, 2, 0, 0},
     /* split-K (few tiles over a long K): a weight gradient's layout, and reductions on pingpong tiles */
-    {"evt-split-k-trans_a-256x384x2048", 256, 384, 2048, 0, 1, 0, 0, 6, 0, 0, 1, 0, 1},
-    {"evt-split-k-reduce-264x296x2048", 264, 296, 2048, 0, 0, 0, 0, 5, 0, 1, 1, 0, 2},
+    {"evt-split-k-trans_a-256x384x2048", 256, 384, 2048, 0, 1, 0, 0, 6, 0, 0, 1, 0, 1, 0},
+    {"evt-split-k-reduce-264x296x2048", 264, 296, 2048, 0, 0, 0, 0, 5, 0, 1, 1, 0, 2, 0},
+    /* packed bf16x2 epilogues: two outputs (quad stores) over 16 row tiles and an edge row; one (the staged TMA
+       store) with column-edge tiles, A K x M */
+    {"evt-packed-2039x264x64", 2039, 264, 64, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 2},
+    {"evt-packed-trans_a-296x200x96", 296, 200, 96, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 1},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 
@@ -156,6 +166,17 @@ static char *case_text(const evt_case *c) {
   evtc_sb_printf(&b, "graph evt {\n  %%a = input() : %s[%s]\n  %%b = input() : %s[%s]\n", t, sa, t, sb);
   evtc_sb_printf(&b, "  %%h = %s(%%a, %%b) {trans_a=%d, trans_b=%d} : %s[%s]\n", c->batch ? "batch_matmul" : "matmul",
                  c->ta, c->tb, t, s);
+  if (c->packed) {
+    evtc_sb_printf(&b, "  %%bias = input() : bf16[%lld]\n  %%k = const() {value=0.375} : bf16[]\n"
+                       "  %%x1 = add(%%h, %%bias) : bf16[%s]\n  %%x2 = gelu_tanh(%%x1) : bf16[%s]\n",
+                   (long long)c->N, s, s);
+    if (c->packed == 2)
+      evtc_sb_printf(&b, "  %%x3 = mul(%%x2, %%k) : bf16[%s]\n  %%x4 = sub(%%x3, %%x1) : bf16[%s]\n"
+                         "  %%x5 = tanh(%%x4) : bf16[%s]\n  %%x6 = neg(%%x5) : bf16[%s]\n  output %%x6\n",
+                     s, s, s, s);
+    evtc_sb_printf(&b, "  output %%x2\n}\n");
+    return b.s;
+  }
   if (c->chain == 0) {      /* a plain GEMM: the template's own store */
     evtc_sb_printf(&b, "  output %%h\n}\n");
     return b.s;
@@ -319,6 +340,10 @@ static int32_t *plan_case(const evt_case *c, const evtc_graph *g, int *nk, evtc_
         CHECK(kinds > 0 && *nk == 1, "%s: %d reduction kinds in evtc's GEMM epilogue, %d kernels (want all in one)",
               c->name, kinds, *nk);
       }
+      /* the packed form on the sm_90a template, unless the bias is in the accumulators (pingpong tiles) */
+      if (evt && !pl.cfg.sm80 && !pl.acc_bias)
+        CHECK(pl.packed == (c->packed > 0), "%s: the epilogue %s packed bf16x2 arithmetic", c->name,
+              pl.packed ? "computes in" : "does not compute in");
       if (!evt) printf("%s: cuBLASLt path: %s\n", c->name, why);
     }
     if (src) {

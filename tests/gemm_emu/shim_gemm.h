@@ -281,6 +281,35 @@ __device__ __forceinline__ unsigned evtc_smem_u32(const void *p) {
 template <bool BF> static inline uint32_t emu_pack2(float v0, float v1) {
   return (uint32_t)(BF ? emu_f2bf(v0) : emu_f2h(v0)) | (uint32_t)(BF ? emu_f2bf(v1) : emu_f2h(v1)) << 16;
 }
+/* The prelude's packed bf16x2 arithmetic (cuda_emit_common.c): each half computed in double and rounded once to
+ * bf16 (through float rounded to odd, so the two roundings are one), as add.rn / sub.rn / mul.rn / fma.rn round
+ * the exact result; tanh exact before its rounding (the hardware's is within bf16's). */
+static inline uint16_t emu_d2bf(double d) {
+  float f = __double2float_rz(d);
+  if (f == f && (double)f != d) f = emu_bits<float>(emu_bits<uint32_t>(f) | 1u);
+  return emu_f2bf(f);
+}
+template <typename F> static inline uint32_t emu_bf16x2(uint32_t a, uint32_t b, uint32_t c, F f) {
+  const auto lo = [](uint32_t w) { return (double)emu_bits<float>(w << 16); };
+  const auto hi = [](uint32_t w) { return (double)emu_bits<float>(w & 0xffff0000u); };
+  return (uint32_t)emu_d2bf(f(lo(a), lo(b), lo(c))) | (uint32_t)emu_d2bf(f(hi(a), hi(b), hi(c))) << 16;
+}
+static inline uint32_t emu_bf16x2_add(uint32_t a, uint32_t b) {
+  return emu_bf16x2(a, b, 0, [](double x, double y, double) { return x + y; });
+}
+static inline uint32_t emu_bf16x2_sub(uint32_t a, uint32_t b) {
+  return emu_bf16x2(a, b, 0, [](double x, double y, double) { return x - y; });
+}
+static inline uint32_t emu_bf16x2_mul(uint32_t a, uint32_t b) {
+  return emu_bf16x2(a, b, 0, [](double x, double y, double) { return x * y; });
+}
+static inline uint32_t emu_bf16x2_fma(uint32_t a, uint32_t b, uint32_t c) {
+  return emu_bf16x2(a, b, c, [](double x, double y, double z) { return x * y + z; });
+}
+static inline uint32_t emu_bf16x2_neg(uint32_t a) { return a ^ 0x80008000u; }
+static inline uint32_t emu_bf16x2_tanh(uint32_t a) {
+  return emu_bf16x2(a, 0, 0, [](double x, double, double) { return std::tanh(x); });
+}
 __device__ __forceinline__ void evtc_sts2_f32(unsigned a, float v0, float v1) {
   memcpy(emu_smem_base + a, &v0, 4);
   memcpy(emu_smem_base + a + 4, &v1, 4);

@@ -56,6 +56,7 @@
 #include "backend/cuda/cuda_emit_gemm.h"
 #include "backend/cuda/cuda_gemm.h"
 #include "backend/cuda/cuda_gemm_tune.h"
+#include "runtime/elements.h"
 #include "runtime/precision.h"
 
 /* NAME_fin's blocks: FIN_THREADS threads (the backend's launch), FIN_WARPS warps; a ROW result takes FIN_COLS
@@ -214,6 +215,7 @@ static bool tile_config(const evtc_cuda_device *dev, const evtc_kernel *k, bool 
 
 static bool is_pair_load(const evtc_kernel *k, const evtc_vnode *v, int64_t *row_stride);
 static void choose_acc_bias(const evtc_kernel *k, evtc_cuda_evt_plan *pl);
+static void choose_packed(const evtc_kernel *k, evtc_cuda_evt_plan *pl);
 
 /* Aux loads through TMA.  An aux (M x N) load's pairs read as 32-bit words straight from global memory cost the
  * L1 a wavefront per row of the warp's 8 (each row's 16 bytes in a sector of its own) and share that pipe with
@@ -380,6 +382,7 @@ bool evtc_cuda_evt_plan_of(const evtc_kernel *k, const struct evtc_cuda_device *
                           "beside the quad stores' exchange)");
   choose_staged_store(k, pl);
   choose_acc_bias(k, pl);
+  choose_packed(k, pl);
   return true;
 }
 
@@ -588,6 +591,57 @@ static void choose_acc_bias(const evtc_kernel *k, evtc_cuda_evt_plan *pl) {
       return;
     }
   }
+}
+
+/* The bf16x2 op of a packed COMPUTE node (cuda_emit_common.c: the prelude's evtc_<op>_bf16x2), or NULL. */
+static const char *packed_op(evtc_op op) {
+  switch (op) {
+    case EVTC_OP_ADD: return "add";
+    case EVTC_OP_SUB: return "sub";
+    case EVTC_OP_MUL: return "mul";
+    case EVTC_OP_NEG: return "neg";
+    case EVTC_OP_TANH: return "tanh";
+    case EVTC_OP_GELU_TANH: return "gelu_tanh";
+    default: return NULL;
+  }
+}
+
+/* Whether node i can live in a packed epilogue as a bf16x2 word: the accumulator, an immediate, a register pair
+ * load (a lane vector such as a bias, or an aux tile prefetched by blocks), a pair store, or an op of
+ * packed_op, all of them bf16. */
+static bool packs(const evtc_kernel *k, const evtc_cuda_evt_plan *pl, int i) {
+  const evtc_vnode *v = &k->v[i];
+  int64_t sr;
+  if (v->dtype != EVTC_BF16) return false;
+  switch (v->kind) {
+    case EVTC_V_ACC: case EVTC_V_IMM: return true;
+    case EVTC_V_LOAD: return lane_vector(k, pl, i) || (register_pair(k, pl, i, &sr) && sr != 0);
+    case EVTC_V_STORE: return is_pair_store(k, v) && k->v[v->args[0]].dtype == EVTC_BF16;
+    case EVTC_V_COMPUTE:
+      for (int q = 0; q < v->n_args; q++)
+        if (k->v[v->args[q]].dtype != EVTC_BF16) return false;
+      return packed_op(v->op) != NULL;
+    default: return false;
+  }
+}
+
+/* Packed bf16x2 arithmetic.  A light epilogue (no reductions, dropout or TMA aux tile) on the sm_90a template whose
+ * every node is bf16 and packs (above) computes each of a thread's pairs of columns two values an instruction
+ * (evt_pair, the prelude's evtc_*_bf16x2): the accumulators rounded to bf16 by one cvt a pair, then each node as
+ * the graph types it, rounded to bf16 (the interpreter's rounding; the f32 form skips it, cpu_visitor.c), GELU's
+ * tanh form by its bf16x2 steps.  In the thirty-fifth session a rewrite of the generated bias + tanh GELU into this
+ * form (wip/packed-gelu-experiment.py; H200 at the power cap, bench/RESULTS.md) took 16384 x 4096 x 1024 on 2x1
+ * clusters of 128 x 256 tiles to 1.036-1.039x evtc's GEMM alone and 0.944-0.975x cuBLASLt's GELU_BIAS; in SASS the
+ * bias + GELU kernel of tests/gemm_emu went 6312 -> 4616 instructions.  Its error is GELU's steps in bf16
+ * (cuda_emit_common.c).  Not with the bias in the accumulators (choose_acc_bias: the add is already gone);
+ * EVTC_EVT_PACKED=0 turns it off. */
+static void choose_packed(const evtc_kernel *k, evtc_cuda_evt_plan *pl) {
+  const char *off = getenv("EVTC_EVT_PACKED");
+  if ((off && strcmp(off, "0") == 0) || pl->builtin_store || pl->cfg.sm80 || pl->acc_bias || !light_epilogue(k, pl))
+    return;
+  for (int i = 0; i < k->n_v; i++)
+    if (!packs(k, pl, i)) return;
+  pl->packed = true;
 }
 
 /* Whether node i is a pair load prefetched block by block: a view that moves along rows, or a row-invariant one
@@ -950,6 +1004,43 @@ static void evt_pair_end(evtc_sb *b, const char *ind, void *ctx) {
   }
 }
 
+/* A packed epilogue's pair of columns (choose_packed): node i as the bf16x2 word pw<i>, the stores' halves into
+ * sv<i>[2] (evt_pair_end stores what is inside the bounds). */
+static void evt_pair(evtc_sb *b, const char *ind, void *ctx) {
+  const evt_ctx *e = ctx;
+  const evtc_kernel *k = e->k;
+  evtc_sb_printf(b, "%s{\n", ind);
+  for (int i = 0; i < k->n_v; i++) {
+    const evtc_vnode *v = &k->v[i];
+    const int *a = v->args;
+    switch (v->kind) {
+      case EVTC_V_ACC:
+        evtc_sb_printf(b, "%s  const uint32_t pw%d = evtc_pack_bf16x2(acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1]);\n",
+                       ind, i);
+        break;
+      case EVTC_V_IMM: {
+        const uint32_t h = evtc_double_to_bf16(v->value);
+        evtc_sb_printf(b, "%s  const uint32_t pw%d = 0x%08xu;   /* %.9g */\n", ind, i, h << 16 | h, v->value);
+        break;
+      }
+      case EVTC_V_LOAD:
+        if (lane_vector(k, e->pl, i)) evtc_sb_printf(b, "%s  const uint32_t pw%d = lw%d;\n", ind, i, i);
+        else evtc_sb_printf(b, "%s  const uint32_t pw%d = pf%d[j][i][h];\n", ind, i, i);
+        break;
+      case EVTC_V_STORE:
+        evtc_sb_printf(b, "%s  sv%d[0] = (uint16_t)pw%d;\n%s  sv%d[1] = (uint16_t)(pw%d >> 16);\n", ind, i, a[0], ind, i,
+                       a[0]);
+        break;
+      default:   /* COMPUTE (packs) */
+        evtc_sb_printf(b, "%s  const uint32_t pw%d = evtc_%s_bf16x2(pw%d", ind, i, packed_op(v->op), a[0]);
+        for (int q = 1; q < v->n_args; q++) evtc_sb_printf(b, ", pw%d", a[q]);
+        evtc_sb_printf(b, ");\n");
+        break;
+    }
+  }
+  evtc_sb_printf(b, "%s}\n", ind);
+}
+
 static void evt_element(evtc_sb *b, const char *ind, const char *acc, void *ctx) {
   const evt_ctx *e = ctx;
   const evtc_kernel *k = e->k;
@@ -1121,7 +1212,8 @@ void evtc_cuda_emit_evt(evtc_sb *b, const evtc_kernel *k, const evtc_cuda_evt_pl
                                  .aux_smem = pl->tma_load ? pl->aux_bytes : 0,
                                  .emit_tile_loads = pl->tma_load ? evt_tile_loads : NULL, .emit_tile_skip = evt_tile_skip,
                                  .bulk_stores = pl->staged_store > 0,
-                                 .emit_acc_init = pl->acc_bias ? evt_acc_init : NULL};
+                                 .emit_acc_init = pl->acc_bias ? evt_acc_init : NULL,
+                                 .emit_pair = pl->packed ? evt_pair : NULL};
   evtc_cuda_gemm_emit(b, k->name, &pl->cfg, &pl->var, &epi);
   if (pl->has_fin) emit_fin(b, k, pl);
 }

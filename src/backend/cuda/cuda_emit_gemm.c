@@ -567,7 +567,7 @@ void evtc_cuda_gemm_emit_prefetch_first(evtc_sb *b, const evtc_cuda_gemm_config 
 /* The epilogue hook's loops over a tile: every accumulator element inside the bounds, with r, c, rg (and bat)
  * in scope.  8-column blocks outside (a column's partial over the thread's rows is complete after the rows:
  * the hook's col_end), rows inside, the thread's two adjacent columns innermost (pair_begin / pair_end
- * around them: paired stores); every lane runs every iteration (warp shuffles in col_end / tile_end need
+ * around them: paired stores; emit_pair, when the hook has it, computes both at once); every lane runs every iteration (warp shuffles in col_end / tile_end need
  * them all).  Bounds are tested through EVTC_IN_M(row) and EVTC_IN_N(column), defined by the caller. */
 static void emit_hook_loops(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_epilogue *epi) {
   const int wm = evtc_cuda_gemm_atoms(c), nj = c->tile_n / 8;
@@ -590,14 +590,18 @@ static void emit_hook_loops(evtc_sb *b, const evtc_cuda_gemm_config *c, const ev
     "            (void)c0; (void)rg;\n",
     wm, wm);
   if (epi->emit_pair_begin) epi->emit_pair_begin(b, "            ", epi->ctx);
-  evtc_sb_printf(b,
-    "#pragma unroll\n"
-    "            for (int e = 0; e < 2; e++) {\n"
-    "              const long long c = c0 + e;\n"
-    "              if (EVTC_IN_M(r) && EVTC_IN_N(c)) {\n"
-    "                const float acc_v = acc[i][4 * j + 2 * h + e];\n");
-  epi->emit_element(b, "                ", "acc_v", epi->ctx);
-  evtc_sb_printf(b, "              }\n            }\n");
+  if (epi->emit_pair) {
+    epi->emit_pair(b, "            ", epi->ctx);
+  } else {
+    evtc_sb_printf(b,
+      "#pragma unroll\n"
+      "            for (int e = 0; e < 2; e++) {\n"
+      "              const long long c = c0 + e;\n"
+      "              if (EVTC_IN_M(r) && EVTC_IN_N(c)) {\n"
+      "                const float acc_v = acc[i][4 * j + 2 * h + e];\n");
+    epi->emit_element(b, "                ", "acc_v", epi->ctx);
+    evtc_sb_printf(b, "              }\n            }\n");
+  }
   if (epi->emit_pair_end) epi->emit_pair_end(b, "            ", epi->ctx);
   evtc_sb_printf(b, "          }\n        }\n");
   if (epi->emit_col_end) epi->emit_col_end(b, "        ", epi->ctx);

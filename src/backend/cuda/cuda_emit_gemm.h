@@ -176,6 +176,11 @@ typedef struct evtc_cuda_gemm_epilogue {
    * holds the tile's first k-blocks starts from these values; any other (split-K's or the split tail's later
    * parts, whose partial tiles are added to the first's) must start from zeros. */
   void (*emit_acc_init)(evtc_sb *b, const char *ind, void *ctx);
+  /* The pair's elements at once instead of emit_element column by column (NULL: emit_element): both columns'
+   * accumulators acc[i][4 * j + 2 * h] and acc[i][4 * j + 2 * h + 1] in scope, computed whatever the bounds (a
+   * value past M or N is an accumulator of zeros: TMA fills the operands' missing rows with them), so the hook
+   * must store only what EVTC_IN_M / EVTC_IN_N allow (emit_pair_end). */
+  void (*emit_pair)(evtc_sb *b, const char *ind, void *ctx);
   /* The hook issues TMA stores (evtc_tma_store of tma_d, dims.tma_store set) from each warp's first lane: those
    * lanes wait for them after the last tile, before the shared memory they read goes away. */
   bool bulk_stores;
@@ -331,6 +336,8 @@ typedef struct evtc_cuda_evt_plan {
    * operands are the accumulator (or its cast to f32) and a row broadcast spread over the lanes, node
    * acc_bias_load + 1; the add is then the accumulator itself. */
   int acc_bias, acc_bias_load;
+  /* The epilogue computes each pair of columns in bf16x2 arithmetic (cuda_emit_evt.c: choose_packed). */
+  bool packed;
   evtc_cuda_gemm_config cfg;
   evtc_cuda_gemm_variant var;
   evtc_cuda_gemm_problem prob;

@@ -180,11 +180,12 @@ static bool has_vector_reduction(const evtc_kernel *k) {
  * --family ...-sm80` has measured it, else its default for the device's shared memory, or EVTC_GEMM_CONFIG
  * taken as an sm_80 config. */
 static bool tile_config(const evtc_cuda_device *dev, const evtc_kernel *k, bool builtin_store,
-                        const evtc_cuda_gemm_variant *v, evtc_cuda_gemm_config *cfg, bool *fixed, char *why,
-                        size_t cap) {
+                        const evtc_cuda_gemm_variant *v, evtc_cuda_gemm_config *cfg, bool *fixed, bool *by_kernel,
+                        char *why, size_t cap) {
   const char *env = getenv("EVTC_GEMM_CONFIG");
   const bool sm80 = evtc_cuda_gemm_sm80_template(dev);
   *fixed = env && *env;
+  *by_kernel = false;
   char cwhy[160];
   if (env && *env) {
     if (!evtc_cuda_gemm_config_parse(env, cfg)) {
@@ -198,6 +199,7 @@ static bool tile_config(const evtc_cuda_device *dev, const evtc_kernel *k, bool 
   } else {
     const bool reduces = has_vector_reduction(k);
     if (!dev || reduces || !evtc_cuda_gemm_tuned_config(dev, v, !builtin_store, false, cfg)) {
+      *by_kernel = true;
       *cfg = evtc_cuda_gemm_config_default();
       if (!builtin_store && evtc_kernel_has_reduce(k, EVTC_VC_ROW)) {
         cfg->tile_n = 128;
@@ -216,6 +218,7 @@ static bool tile_config(const evtc_cuda_device *dev, const evtc_kernel *k, bool 
 static bool is_pair_load(const evtc_kernel *k, const evtc_vnode *v, int64_t *row_stride);
 static void choose_acc_bias(const evtc_kernel *k, evtc_cuda_evt_plan *pl);
 static void choose_packed(const evtc_kernel *k, evtc_cuda_evt_plan *pl);
+static void packed_clusters(evtc_cuda_evt_plan *pl, const evtc_cuda_device *dev);
 
 /* Aux loads through TMA.  An aux (M x N) load's pairs read as 32-bit words straight from global memory cost the
  * L1 a wavefront per row of the warp's 8 (each row's 16 bytes in a sector of its own) and share that pipe with
@@ -357,8 +360,8 @@ bool evtc_cuda_evt_plan_of(const evtc_kernel *k, const struct evtc_cuda_device *
     pl->out_arg = st->arg;
     v.out = st->dtype;
   }
-  bool fixed_config;
-  if (!tile_config(dev, k, pl->builtin_store, &v, &pl->cfg, &fixed_config, why, cap)) return false;
+  bool fixed_config, by_kernel;
+  if (!tile_config(dev, k, pl->builtin_store, &v, &pl->cfg, &fixed_config, &by_kernel, why, cap)) return false;
   pl->var = v;
   pl->prob = p;
   /* the launch's tiles (after folding batches into rows: the problem's M and batch, not the kernel's) */
@@ -383,6 +386,7 @@ bool evtc_cuda_evt_plan_of(const evtc_kernel *k, const struct evtc_cuda_device *
   choose_staged_store(k, pl);
   choose_acc_bias(k, pl);
   choose_packed(k, pl);
+  if (pl->packed && by_kernel) packed_clusters(pl, dev);
   return true;
 }
 
@@ -642,6 +646,22 @@ static void choose_packed(const evtc_kernel *k, evtc_cuda_evt_plan *pl) {
   for (int i = 0; i < k->n_v; i++)
     if (!packs(k, pl, i)) return;
   pl->packed = true;
+}
+
+/* A packed epilogue's tiles by the kernel (not EVTC_GEMM_CONFIG's or the tuner's): the cooperative 128 x 256 tiles in
+ * 2x1 clusters (B multicast to the pair), except over few tiles and a long K, where K is split (split-K runs
+ * without clusters).  With the epilogue's instructions halved the GEMM's own speed shows: on
+ * the H200 at the power cap (gpu_evt_bench --rounds 3 --runs 2000, RESULTS thirty-sixth session) bias + tanh GELU
+ * on 16384 x 4096 x 1024 took 0.233 ms on them against 0.238 without the clusters (the GEMM alone 0.220 against
+ * 0.224; cuBLASLt's GELU_BIAS 0.239). */
+static void packed_clusters(evtc_cuda_evt_plan *pl, const evtc_cuda_device *dev) {
+  evtc_cuda_gemm_config c = pl->cfg;
+  char why[160];
+  if (c.sm80 || c.pingpong || c.tile_m != 128 || c.tile_n != 256 ||
+      evtc_cuda_gemm_few_tiles(pl->tiles, pl->prob.K, dev ? dev->sm_count : 0))
+    return;
+  c.cluster_m = 2;
+  if (evtc_cuda_gemm_config_check(&c, &pl->var, why, sizeof why)) pl->cfg = c;
 }
 
 /* Whether node i is a pair load prefetched block by block: a view that moves along rows, or a row-invariant one

@@ -242,6 +242,10 @@ static double wave_fill(int64_t units, int64_t sms) {
   return (double)units / (double)(waves * sms);
 }
 
+bool evtc_cuda_gemm_few_tiles(int64_t tiles, int64_t K, int64_t sms) {
+  return K >= SPLIT_K_MIN_K && wave_fill(tiles, sms > 0 ? sms : H200_SMS) < SPLIT_K_FILL;
+}
+
 static int split_count(int64_t tiles, int64_t kblocks, int64_t sms) {
   int best = 1;
   for (int s = 2; s <= SPLIT_K_MAX && s * SPLIT_K_MIN_KBLOCKS <= kblocks; s++) {
@@ -302,9 +306,9 @@ bool evtc_cuda_gemm_use_evt(const evtc_kernel *k, const evtc_cuda_device *dev, e
   if (!evtc_cuda_evt_plan_of(k, dev, pl, why, cap)) return false;
   const int64_t sms = dev && dev->sm_count > 0 ? dev->sm_count : H200_SMS;
   const double fill = wave_fill(pl->tiles, sms);
+  const bool few = evtc_cuda_gemm_few_tiles(pl->tiles, pl->prob.K, sms);
   char lt_why[200];
-  if (pl->prob.K >= SPLIT_K_MIN_K && fill < SPLIT_K_FILL && !pl->builtin_store && !pl->cfg.sm80 && pl->cfg.cluster_m == 1 &&
-      split_k_enabled()) {
+  if (few && !pl->builtin_store && !pl->cfg.sm80 && pl->cfg.cluster_m == 1 && split_k_enabled()) {
     const int s = split_count(pl->tiles, (pl->prob.K + 63) / 64, sms);
     if (s > 1) {
       pl->prob.splits = s;
@@ -313,7 +317,7 @@ bool evtc_cuda_gemm_use_evt(const evtc_kernel *k, const evtc_cuda_device *dev, e
       return true;
     }
   }
-  if (pl->prob.K >= SPLIT_K_MIN_K && fill < SPLIT_K_FILL && evtc_cuda_gemm_fits(k, lt_why, sizeof lt_why) &&
+  if (few && evtc_cuda_gemm_fits(k, lt_why, sizeof lt_why) &&
       evtc_kernel_visitor_fits(k, lt_why, sizeof lt_why)) {
     snprintf(why, cap, "%lld output tiles keep %.0f%% of %lld SMs busy over K = %lld: cuBLASLt splits K",
              (long long)pl->tiles, 100.0 * fill, (long long)sms, (long long)pl->prob.K);

@@ -84,6 +84,9 @@ void evtc_cuda_gemm_workspace_free(evtc_cuda_device *dev, evtc_cuda_gemm_workspa
  * the environment variable EVTC_GEMM_TAIL_SPLIT, 4 when unset (the H200's best on 8192^3: bench/RESULTS.md), 0
  * (none) when it is 0 or 1. */
 int evtc_cuda_gemm_tail_split(void);
+/* Whether a GEMM of `tiles` output tiles over K on sms SMs (0: an H200's) is one whose SMs would idle for the
+ * whole of K: split-K's or cuBLASLt's (cuda_gemm.c). */
+bool evtc_cuda_gemm_few_tiles(int64_t tiles, int64_t K, int64_t sms);
 /* Whether GEMM kernel k runs on evtc's GEMM (*pl filled, with dev's tuned
  * config when there is one; dev may be NULL); false with the reason (the
  * selector or the template's refusal) in why. */

@@ -160,7 +160,7 @@ static bool has_vector_reduction(const evtc_kernel *k) {
  * its bias gradient; `evtc explain --profile 200`, one round) took 305 us on those tiles (EVTC_GEMM_CONFIG,
  * which also kept 4 stages, so its aux tile went without TMA) against 258 us on the 4-stage pingpong ones.
  * By the kernel: the cooperative 128x256 default for the built-in store and for a visitor epilogue that
- * reduces nothing, over any K (on the H200, 2026-12-01, `evtc explain --profile 300`, three rounds, against
+ * reduces nothing (in 2x1 clusters when it computes in packed bf16x2: packed_clusters), over any K (on the H200, 2026-12-01, `evtc explain --profile 300`, three rounds, against
  * the pingpong 128x128 tiles with 6 stages the plan took over a short K before: bench/epilogue/bert_fc.evt
  * 290.7 against 298.1 us, bias_gelu.evt (erf) 262.6 against 272.1; a bias added over K = 4096: 0.211 ->
  * 0.185 ms, 2026-11-29), and for an epilogue whose only sums are over columns (a row vector per row: the next
@@ -637,8 +637,10 @@ static bool packs(const evtc_kernel *k, const evtc_cuda_evt_plan *pl, int i) {
  * form (wip/packed-gelu-experiment.py; H200 at the power cap, bench/RESULTS.md) took 16384 x 4096 x 1024 on 2x1
  * clusters of 128 x 256 tiles to 1.036-1.039x evtc's GEMM alone and 0.944-0.975x cuBLASLt's GELU_BIAS; in SASS the
  * bias + GELU kernel of tests/gemm_emu went 6312 -> 4616 instructions.  Its error is GELU's steps in bf16
- * (cuda_emit_common.c).  Not with the bias in the accumulators (choose_acc_bias: the add is already gone);
- * EVTC_EVT_PACKED=0 turns it off. */
+ * (cuda_emit_common.c).  As evtc's codegen (RESULTS, thirty-sixth session): bias + GELU 0.243 -> 0.238 ms on the
+ * plan's cooperative tiles, 0.241 -> 0.233 on 2x1 clusters (packed_clusters); GPT-2's step 0.990x; test_gpu_evt's
+ * packed cases within its bf16 tolerance.  Not with the bias in the accumulators (choose_acc_bias: the add is
+ * already gone); EVTC_EVT_PACKED=0 turns it off. */
 static void choose_packed(const evtc_kernel *k, evtc_cuda_evt_plan *pl) {
   const char *off = getenv("EVTC_EVT_PACKED");
   if ((off && strcmp(off, "0") == 0) || pl->builtin_store || pl->cfg.sm80 || pl->acc_bias || !light_epilogue(k, pl))
@@ -652,8 +654,9 @@ static void choose_packed(const evtc_kernel *k, evtc_cuda_evt_plan *pl) {
  * 2x1 clusters (B multicast to the pair), except over few tiles and a long K, where K is split (split-K runs
  * without clusters).  With the epilogue's instructions halved the GEMM's own speed shows: on
  * the H200 at the power cap (gpu_evt_bench --rounds 3 --runs 2000, RESULTS thirty-sixth session) bias + tanh GELU
- * on 16384 x 4096 x 1024 took 0.233 ms on them against 0.238 without the clusters (the GEMM alone 0.220 against
- * 0.224; cuBLASLt's GELU_BIAS 0.239). */
+ * on 16384 x 4096 x 1024 took 0.232-0.233 ms on them against 0.237-0.238 without the clusters (1.042x evtc's GEMM
+ * alone; cuBLASLt's GELU_BIAS 0.239); GPT-2's step against the packed epilogues' unclustered tiles 1.002x and 1.009x (within its rounds'
+ * spread). */
 static void packed_clusters(evtc_cuda_evt_plan *pl, const evtc_cuda_device *dev) {
   evtc_cuda_gemm_config c = pl->cfg;
   char why[160];

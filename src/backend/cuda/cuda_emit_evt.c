@@ -160,10 +160,10 @@ static bool has_vector_reduction(const evtc_kernel *k) {
  * its bias gradient; `evtc explain --profile 200`, one round) took 305 us on those tiles (EVTC_GEMM_CONFIG,
  * which also kept 4 stages, so its aux tile went without TMA) against 258 us on the 4-stage pingpong ones.
  * By the kernel: the cooperative 128x256 default for the built-in store and for a visitor epilogue that
- * reduces nothing (in 2x1 clusters when it computes in packed bf16x2: packed_clusters), over any K (on the H200, 2026-12-01, `evtc explain --profile 300`, three rounds, against
- * the pingpong 128x128 tiles with 6 stages the plan took over a short K before: bench/epilogue/bert_fc.evt
- * 290.7 against 298.1 us, bias_gelu.evt (erf) 262.6 against 272.1; a bias added over K = 4096: 0.211 ->
- * 0.185 ms, 2026-11-29), and for an epilogue whose only sums are over columns (a row vector per row: the next
+ * reduces nothing (in 2x1 clusters when it computes in packed bf16x2: packed_clusters), over any K (on the H200,
+ * 2026-12-01, `evtc explain --profile 300`, three rounds, against the pingpong 128x128 tiles with 6 stages the
+ * plan took over a short K before: bench/epilogue/bert_fc.evt 290.7 against 298.1 us, bias_gelu.evt (erf) 262.6
+ * against 272.1; a bias added over K = 4096: 0.211 -> 0.185 ms, 2026-11-29), and for an epilogue whose only sums are over columns (a row vector per row: the next
  * layernorm's statistics; gpu_evt_bench ln_stats, 16384 x 4096 x 1024, H200, 2000 runs at the power cap: 0.394 ms
  * on the pingpong tiles below, 0.365 on the cooperative ones with EVTC_GEMM_CONFIG, 2026-12-02; 0.353-0.360
  * against 0.342 in 20-run bursts; the plan's own cooperative tiles, 3 stages beside the TMA aux tile: 0.385-0.390
@@ -610,9 +610,9 @@ static const char *packed_op(evtc_op op) {
   }
 }
 
-/* Whether node i can live in a packed epilogue as a bf16x2 word: the accumulator, an immediate, a register pair
- * load (a lane vector such as a bias, or an aux tile prefetched by blocks), a pair store, or an op of
- * packed_op, all of them bf16. */
+/* Whether node i can live in a packed epilogue as a bf16x2 word: a bf16 accumulator, immediate, register pair load
+ * (a lane vector such as a bias, or an aux tile prefetched by blocks), pair store or op of packed_op.  Every node
+ * must pack (choose_packed), so an op's operands are bf16 words too. */
 static bool packs(const evtc_kernel *k, const evtc_cuda_evt_plan *pl, int i) {
   const evtc_vnode *v = &k->v[i];
   int64_t sr;
@@ -620,11 +620,8 @@ static bool packs(const evtc_kernel *k, const evtc_cuda_evt_plan *pl, int i) {
   switch (v->kind) {
     case EVTC_V_ACC: case EVTC_V_IMM: return true;
     case EVTC_V_LOAD: return lane_vector(k, pl, i) || (register_pair(k, pl, i, &sr) && sr != 0);
-    case EVTC_V_STORE: return is_pair_store(k, v) && k->v[v->args[0]].dtype == EVTC_BF16;
-    case EVTC_V_COMPUTE:
-      for (int q = 0; q < v->n_args; q++)
-        if (k->v[v->args[q]].dtype != EVTC_BF16) return false;
-      return packed_op(v->op) != NULL;
+    case EVTC_V_STORE: return is_pair_store(k, v);
+    case EVTC_V_COMPUTE: return packed_op(v->op) != NULL;
     default: return false;
   }
 }
@@ -633,14 +630,11 @@ static bool packs(const evtc_kernel *k, const evtc_cuda_evt_plan *pl, int i) {
  * every node is bf16 and packs (above) computes each of a thread's pairs of columns two values an instruction
  * (evt_pair, the prelude's evtc_*_bf16x2): the accumulators rounded to bf16 by one cvt a pair, then each node as
  * the graph types it, rounded to bf16 (the interpreter's rounding; the f32 form skips it, cpu_visitor.c), GELU's
- * tanh form by its bf16x2 steps.  In the thirty-fifth session a rewrite of the generated bias + tanh GELU into this
- * form (wip/packed-gelu-experiment.py; H200 at the power cap, bench/RESULTS.md) took 16384 x 4096 x 1024 on 2x1
- * clusters of 128 x 256 tiles to 1.036-1.039x evtc's GEMM alone and 0.944-0.975x cuBLASLt's GELU_BIAS; in SASS the
- * bias + GELU kernel of tests/gemm_emu went 6312 -> 4616 instructions.  Its error is GELU's steps in bf16
- * (cuda_emit_common.c).  As evtc's codegen (RESULTS, thirty-sixth session): bias + GELU 0.243 -> 0.238 ms on the
- * plan's cooperative tiles, 0.241 -> 0.233 on 2x1 clusters (packed_clusters); GPT-2's step 0.990x; test_gpu_evt's
- * packed cases within its bf16 tolerance.  Not with the bias in the accumulators (choose_acc_bias: the add is
- * already gone); EVTC_EVT_PACKED=0 turns it off. */
+ * tanh form by its bf16x2 steps (its error: cuda_emit_common.c).  In SASS tests/gemm_emu's bias + GELU kernel went
+ * 6312 -> 4616 instructions; on the H200 at the power cap (RESULTS, thirty-sixth session) bias + GELU on 16384 x
+ * 4096 x 1024 0.243 -> 0.238 ms on the plan's cooperative tiles, 0.241 -> 0.233 on 2x1 clusters (packed_clusters),
+ * GPT-2's step 0.990x.  Not with the bias in the accumulators (choose_acc_bias: the add is already gone);
+ * EVTC_EVT_PACKED=0 turns it off. */
 static void choose_packed(const evtc_kernel *k, evtc_cuda_evt_plan *pl) {
   const char *off = getenv("EVTC_EVT_PACKED");
   if ((off && strcmp(off, "0") == 0) || pl->builtin_store || pl->cfg.sm80 || pl->acc_bias || !light_epilogue(k, pl))
@@ -652,15 +646,14 @@ static void choose_packed(const evtc_kernel *k, evtc_cuda_evt_plan *pl) {
 
 /* A packed epilogue's tiles by the kernel (not EVTC_GEMM_CONFIG's or the tuner's): the cooperative 128 x 256 tiles in
  * 2x1 clusters (B multicast to the pair), except over few tiles and a long K, where K is split (split-K runs
- * without clusters).  With the epilogue's instructions halved the GEMM's own speed shows: on
- * the H200 at the power cap (gpu_evt_bench --rounds 3 --runs 2000, RESULTS thirty-sixth session) bias + tanh GELU
- * on 16384 x 4096 x 1024 took 0.232-0.233 ms on them against 0.237-0.238 without the clusters (1.042x evtc's GEMM
- * alone; cuBLASLt's GELU_BIAS 0.239); GPT-2's step against the packed epilogues' unclustered tiles 1.002x and 1.009x (within its rounds'
- * spread). */
+ * without clusters).  With the epilogue's instructions halved the GEMM's own speed shows: on the H200 at the power
+ * cap (gpu_evt_bench --rounds 3 --runs 2000, RESULTS thirty-sixth session) bias + tanh GELU on 16384 x 4096 x 1024
+ * took 0.232-0.233 ms on them against 0.237-0.238 without the clusters (1.042x evtc's GEMM alone; cuBLASLt's
+ * GELU_BIAS 0.239); GPT-2's step 1.002x and 1.009x against the unclustered tiles (within its rounds' spread). */
 static void packed_clusters(evtc_cuda_evt_plan *pl, const evtc_cuda_device *dev) {
   evtc_cuda_gemm_config c = pl->cfg;
   char why[160];
-  if (c.sm80 || c.pingpong || c.tile_m != 128 || c.tile_n != 256 ||
+  if (c.pingpong || c.tile_m != 128 || c.tile_n != 256 ||
       evtc_cuda_gemm_few_tiles(pl->tiles, pl->prob.K, dev ? dev->sm_count : 0))
     return;
   c.cluster_m = 2;

@@ -567,8 +567,8 @@ void evtc_cuda_gemm_emit_prefetch_first(evtc_sb *b, const evtc_cuda_gemm_config 
 /* The epilogue hook's loops over a tile: every accumulator element inside the bounds, with r, c, rg (and bat)
  * in scope.  8-column blocks outside (a column's partial over the thread's rows is complete after the rows:
  * the hook's col_end), rows inside, the thread's two adjacent columns innermost (pair_begin / pair_end
- * around them: paired stores; emit_pair, when the hook has it, computes both at once); every lane runs every iteration (warp shuffles in col_end / tile_end need
- * them all).  Bounds are tested through EVTC_IN_M(row) and EVTC_IN_N(column), defined by the caller. */
+ * around them: paired stores; emit_pair, when the hook has it, computes both at once); every lane runs every
+ * iteration (warp shuffles in col_end / tile_end need them all).  Bounds are tested through EVTC_IN_M(row) and EVTC_IN_N(column), defined by the caller. */
 static void emit_hook_loops(evtc_sb *b, const evtc_cuda_gemm_config *c, const evtc_cuda_gemm_epilogue *epi) {
   const int wm = evtc_cuda_gemm_atoms(c), nj = c->tile_n / 8;
   evtc_sb_printf(b, "#pragma unroll\n      for (int j = 0; j < %d; j++) {\n", nj);
